@@ -1,0 +1,227 @@
+# Stein kernel matrices, kernelized Stein discrepancy and KSD paths.
+
+# Scores at the rows of x from a matrix, a one-point function or a kb_target.
+resolve_score <- function(score, x) {
+  if (missing(score) || is.null(score)) {
+    stop_arg("score", "is missing: give a matrix of gradients, a function ",
+             "or a kb_target")
+  }
+  if (inherits(score, "kb_target")) return(target_score(score, x))
+  if (is.function(score)) return(eval_rows(score, x, ncol(x), "score"))
+  if (is.data.frame(score) || is.matrix(score) ||
+      (is.numeric(score) && ncol(x) == 1L)) {
+    s <- as_points(score, "score")
+    if (any(dim(s) != dim(x))) {
+      stop_arg("score", sprintf(paste0("must have the same dimensions as x ",
+                                       "(%d x %d); it is %d x %d"),
+                                nrow(x), ncol(x), nrow(s), ncol(s)))
+    }
+    return(s)
+  }
+  stop_arg("score", "must be a numeric matrix of gradients, a function or a ",
+           "kb_target")
+}
+
+# Everything the C layer needs for a Stein kernel computation: checked and
+# standardised points and scores in the eigenbasis of L, and the kernel.
+stein_setup <- function(x, score, kernel, standardize) {
+  x <- as_points(x)
+  s <- resolve_score(score, x)
+  standardize <- check_flag(standardize, "standardize")
+  scale <- NULL
+  if (standardize) {
+    # reference convention: mean absolute deviation of each column
+    scale <- colMeans(abs(sweep(x, 2L, colMeans(x))))
+    if (any(!(scale > 0))) {
+      stop_arg("x", sprintf(paste0("has a constant column (%d); it cannot ",
+                                   "be standardised"), which(!(scale > 0))[1L]))
+    }
+    x <- sweep(x, 2L, scale, "/")
+    s <- sweep(s, 2L, scale, "*")
+  }
+  rk <- resolve_kernel(kernel, x)
+  list(x = in_basis(x, rk), s = in_basis(s, rk), kernel = rk, scale = scale,
+       n = nrow(x), d = ncol(x))
+}
+
+#' Stein kernel matrix
+#'
+#' The matrix of Langevin Stein kernel values \eqn{k_p(x_i, x_j)} between the
+#' rows of a sample, for a base kernel \eqn{k(x, y) = \phi(r)},
+#' \eqn{r = u^\top L u}, \eqn{u = x - y}:
+#' \deqn{k_p(x, y) = s_x^\top s_y \phi + 2\phi' (Lu)^\top (s_y - s_x)
+#'   - 4 \phi'' u^\top L^2 u - 2 \phi' \mathrm{tr}(L),}
+#' where \eqn{s_x = \nabla \log p(x)} is the score of the target.
+#'
+#' @param x The sample: an `n x d` numeric matrix, a data frame of numbers,
+#'   a `coda::mcmc` or `mcmc.list`, or a posterior draws object.
+#' @param score The score \eqn{\nabla \log p} at the rows of `x`: an `n x d`
+#'   matrix, a function of one point returning its gradient, or a
+#'   [kb_target()].
+#' @param kernel A base kernel, [imq_kernel()] (default) or
+#'   [gaussian_kernel()].
+#' @param standardize If `TRUE`, divide each column of `x` by its mean
+#'   absolute deviation (and multiply the scores by it) before anything else;
+#'   preconditioner heuristics are then computed on the standardised sample.
+#' @param nthreads Number of OpenMP threads; default
+#'   `getOption("kernbayes.nthreads", 1)`.
+#' @return An `n x n` symmetric matrix.
+#' @seealso [ksd()], [ksd_path()].
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_target(c(0, 0))
+#' x <- sample_target(tg, 5)
+#' round(stein_kernel_matrix(x, tg), 3)
+#' @export
+stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
+                                standardize = FALSE, nthreads = NULL) {
+  st <- stein_setup(x, score, kernel, standardize)
+  .Call(C_kb_stein_matrix, st$x, st$s, st$kernel, resolve_nthreads(nthreads))
+}
+
+#' Kernelized Stein discrepancy
+#'
+#' Measures how well a sample represents a target known through its score,
+#' without normalising constants or draws from the target.
+#'
+#' For `type = "V"` the result is the discrepancy itself, the square root of
+#' the V-statistic \eqn{\frac{1}{n^2}\sum_{i,j} k_p(x_i, x_j)}, or of
+#' \eqn{\sum_{i,j} w_i w_j k_p(x_i, x_j)} when `weights` are given (they are
+#' normalised to sum 1). For `type = "U"` the result is the U-statistic
+#' \eqn{\frac{1}{n(n-1)}\sum_{i \ne j} k_p(x_i, x_j)}, an unbiased estimate of
+#' the *squared* KSD, which can be negative; with weights it is
+#' \eqn{\sum_{i \ne j} w_i w_j k_p / \sum_{i \ne j} w_i w_j}.
+#'
+#' The sum visits each pair once: \eqn{n(n+1)/2} kernel evaluations, in C,
+#' on `nthreads` threads.
+#'
+#' @inheritParams stein_kernel_matrix
+#' @param weights Optional non-negative weights on the rows of `x`.
+#' @param type `"V"` (the discrepancy, default) or `"U"` (unbiased estimate
+#'   of its square).
+#' @return A number.
+#' @references Liu, Q., Lee, J. and Jordan, M. (2016). A kernelized Stein
+#'   discrepancy for goodness-of-fit tests. *ICML*. Gorham, J. and Mackey, L.
+#'   (2017). Measuring sample quality with kernels. *ICML*.
+#' @seealso [ksd_path()], [stein_kernel_matrix()].
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_target(c(0, 0))
+#' x <- sample_target(tg, 500)
+#' ksd(x, tg)
+#' ksd(x + 1, tg)  # a shifted sample is further from the target
+#' ksd(x, tg, type = "U")
+#' @export
+ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
+                type = c("V", "U"), standardize = FALSE, nthreads = NULL) {
+  type <- match.arg(type)
+  st <- stein_setup(x, score, kernel, standardize)
+  n <- st$n
+  if (!is.null(weights)) weights <- check_weights(weights, n)
+  if (type == "U" && n < 2L) {
+    stop_arg("x", "must have at least two rows for the U-statistic")
+  }
+  sums <- .Call(C_kb_stein_sums, st$x, st$s, st$kernel, weights,
+                resolve_nthreads(nthreads))
+  tot <- sum(sums$sums)
+  if (type == "V") {
+    v <- if (is.null(weights)) tot / n^2 else tot
+    return(sqrt(max(v, 0)))
+  }
+  off <- tot - sum(sums$diag)
+  if (is.null(weights)) off / (n * (n - 1)) else off / (1 - sum(weights^2))
+}
+
+#' KSD path
+#'
+#' The kernelized Stein discrepancy of the first \eqn{j} rows of a sample,
+#' for every \eqn{j = 1, \dots, n}, in one pass of \eqn{n(n+1)/2} kernel
+#' evaluations. Useful to watch a chain converge, or to compare a thinned
+#' sample with the full one.
+#'
+#' @inheritParams stein_kernel_matrix
+#' @return An object of class `kb_ksd_path`: a list with `ksd` (the KSD, as
+#'   in `ksd(type = "V")`, of the first `j` rows for each `j`), `n`, `d`,
+#'   `kernel` (the kernel as resolved on the sample, with its matrix `L`)
+#'   and `standardize`. It has `print`, `summary`, `plot` and `as.numeric`
+#'   methods.
+#' @seealso [ksd()].
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_target(c(0, 0))
+#' p <- ksd_path(sample_target(tg, 300), tg)
+#' p
+#' plot(p)
+#' @export
+ksd_path <- function(x, score, kernel = imq_kernel(), standardize = FALSE,
+                     nthreads = NULL) {
+  st <- stein_setup(x, score, kernel, standardize)
+  sums <- .Call(C_kb_stein_sums, st$x, st$s, st$kernel, NULL,
+                resolve_nthreads(nthreads))
+  path <- sqrt(pmax(cumsum(sums$sums), 0)) / seq_len(st$n)
+  structure(list(ksd = path, n = st$n, d = st$d, kernel = st$kernel,
+                 standardize = standardize, scale = st$scale),
+            class = "kb_ksd_path")
+}
+
+#' @export
+print.kb_ksd_path <- function(x, ...) {
+  cat(sprintf("KSD path of %d points in dimension %d\n", x$n, x$d))
+  cat("  kernel: ")
+  print(x$kernel$kernel)
+  cat(sprintf("  KSD of all %d points: %s\n", x$n, format(x$ksd[x$n],
+                                                        digits = 6)))
+  invisible(x)
+}
+
+#' @export
+summary.kb_ksd_path <- function(object, ...) {
+  n <- object$n
+  at <- unique(pmin(n, c(1L, 10L, 100L, 1000L, 10000L, 100000L, n)))
+  at <- at[at <= n]
+  structure(list(n = n, d = object$d, at = at, ksd = object$ksd[at],
+                 min = min(object$ksd), which_min = which.min(object$ksd),
+                 kernel = object$kernel$kernel,
+                 standardize = object$standardize),
+            class = "summary.kb_ksd_path")
+}
+
+#' @export
+print.summary.kb_ksd_path <- function(x, ...) {
+  cat(sprintf("KSD path: n = %d, d = %d, standardised: %s\n", x$n, x$d,
+              if (x$standardize) "yes" else "no"))
+  cat("  kernel: ")
+  print(x$kernel)
+  tab <- data.frame(points = x$at, ksd = signif(x$ksd, 6))
+  print(tab, row.names = FALSE)
+  cat(sprintf("  smallest KSD %s after %d points\n", format(x$min, digits = 6),
+              x$which_min))
+  invisible(x)
+}
+
+#' @export
+as.double.kb_ksd_path <- function(x, ...) x$ksd
+
+#' Plot a KSD path
+#'
+#' @param x A `kb_ksd_path` object.
+#' @param log Axes on the log scale, passed to [plot.default()].
+#' @param reference If `TRUE`, add the line \eqn{c\,j^{-1/2}} through the last
+#'   point, the rate of exact independent draws.
+#' @param ... Further arguments to [plot.default()].
+#' @return `x`, invisibly.
+#' @export
+plot.kb_ksd_path <- function(x, log = "xy", reference = TRUE, ...) {
+  j <- seq_len(x$n)
+  args <- list(...)
+  defaults <- list(xlab = "number of points j", ylab = "KSD of first j points",
+                   main = "KSD path", type = "l", log = log)
+  args <- c(list(x = j, y = x$ksd), utils::modifyList(defaults, args))
+  do.call(graphics::plot, args)
+  if (reference && x$n > 1L) {
+    graphics::lines(j, x$ksd[x$n] * sqrt(x$n / j), lty = 2, col = "grey50")
+    graphics::legend("topright", legend = c("KSD", "rate n^(-1/2)"),
+                     lty = c(1, 2), col = c("black", "grey50"), bty = "n")
+  }
+  invisible(x)
+}

@@ -1,0 +1,110 @@
+# Argument checks and conversions shared by the user-facing functions.
+# Every message names the argument and says what was expected.
+
+stop_arg <- function(arg, ...) {
+  stop(sprintf("'%s' %s", arg, paste0(...)), call. = FALSE)
+}
+
+check_number <- function(x, arg, lower = -Inf, upper = Inf,
+                         lower_open = FALSE, upper_open = FALSE) {
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || !is.finite(x)) {
+    stop_arg(arg, "must be a single finite number")
+  }
+  bad_low <- if (lower_open) x <= lower else x < lower
+  bad_up <- if (upper_open) x >= upper else x > upper
+  if (bad_low || bad_up) {
+    lb <- if (lower_open) "(" else "["
+    ub <- if (upper_open) ")" else "]"
+    stop_arg(arg, sprintf("must be in %s%s, %s%s; got %s", lb,
+                          format(lower), format(upper), ub, format(x)))
+  }
+  as.double(x)
+}
+
+check_count <- function(x, arg, min = 1L) {
+  if (!is.numeric(x) || length(x) != 1L || is.na(x) || !is.finite(x) ||
+      x != round(x) || x < min) {
+    stop_arg(arg, sprintf("must be a single whole number >= %d", min))
+  }
+  as.integer(x)
+}
+
+check_flag <- function(x, arg) {
+  if (!is.logical(x) || length(x) != 1L || is.na(x)) {
+    stop_arg(arg, "must be TRUE or FALSE")
+  }
+  x
+}
+
+# Thread count: the argument, else the option kernbayes.nthreads, else 1.
+resolve_nthreads <- function(nthreads) {
+  if (is.null(nthreads)) nthreads <- getOption("kernbayes.nthreads", 1L)
+  check_count(nthreads, "nthreads")
+}
+
+# Convert a sample to a numeric n x d matrix.  Accepts a numeric matrix or
+# vector (one column), a data frame of numbers, coda::mcmc / mcmc.list and
+# posterior draws objects.
+as_points <- function(x, arg = "x") {
+  if (inherits(x, "mcmc.list")) {
+    x <- do.call(rbind, lapply(x, as.matrix))
+  } else if (inherits(x, "mcmc")) {
+    x <- as.matrix(x)
+    attr(x, "mcpar") <- NULL
+  } else if (inherits(x, "draws")) {
+    if (!requireNamespace("posterior", quietly = TRUE)) {
+      stop_arg(arg, "is a posterior draws object but package 'posterior' ",
+               "is not installed")
+    }
+    x <- posterior::as_draws_matrix(x)
+    x <- unclass(x)[, , drop = FALSE]
+    attr(x, "nchains") <- NULL
+  } else if (is.data.frame(x)) {
+    ok <- vapply(x, function(col) is.numeric(col) || is.logical(col), TRUE)
+    if (!all(ok)) {
+      stop_arg(arg, "must contain only numeric columns; column(s) ",
+               paste(sQuote(names(x)[!ok], FALSE), collapse = ", "),
+               " are not numeric")
+    }
+    x <- as.matrix(x)
+  } else if (is.numeric(x) && is.null(dim(x))) {
+    x <- matrix(x, ncol = 1L)
+  }
+  if (!is.matrix(x) || !(is.numeric(x) || is.logical(x))) {
+    stop_arg(arg, "must be a numeric matrix, a data frame of numbers, ",
+             "a coda 'mcmc' object or a posterior draws object")
+  }
+  if (nrow(x) < 1L || ncol(x) < 1L) {
+    stop_arg(arg, "must have at least one row and one column")
+  }
+  storage.mode(x) <- "double"
+  if (anyNA(x) || any(!is.finite(x))) {
+    bad <- which(!is.finite(x), arr.ind = TRUE)[1L, ]
+    stop_arg(arg, sprintf("must not contain NA, NaN or Inf (row %d, column %d)",
+                          bad[1L], bad[2L]))
+  }
+  dimnames(x) <- list(NULL, colnames(x))
+  x
+}
+
+check_weights <- function(weights, n, arg = "weights") {
+  if (!is.numeric(weights) || length(weights) != n) {
+    stop_arg(arg, sprintf("must be a numeric vector of length nrow(x) = %d", n))
+  }
+  if (anyNA(weights) || any(!is.finite(weights))) {
+    stop_arg(arg, "must not contain NA, NaN or Inf")
+  }
+  if (any(weights < 0)) stop_arg(arg, "must be non-negative")
+  s <- sum(weights)
+  if (!(s > 0)) stop_arg(arg, "must have a positive sum")
+  as.double(weights / s)
+}
+
+# Evaluate a one-point closure f (length-d vector -> length len_out) at every
+# row of x, in C with checks on every result.
+eval_rows <- function(f, x, len_out, what) {
+  if (!is.function(f)) stop_arg(what, "must be a function")
+  env <- new.env(parent = baseenv())
+  assign(what, f, envir = env)
+  .Call(C_kb_eval_rows, x, as.integer(len_out), what, env)
+}

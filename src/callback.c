@@ -1,0 +1,81 @@
+/* R closures called from C: the call is built once, the argument vector
+ * reused (a fresh one if the closure kept a reference to it), and every
+ * result checked for type, length and finiteness.  The call is name(arg),
+ * evaluated in an environment that binds name to the closure, so that an
+ * error inside the closure reads "Error in score(...)" and names it. */
+#include "callback.h"
+
+void kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
+{
+    if (!Rf_isEnvironment(rho))
+        KB_INTERNAL("rho is not an environment");
+    SEXP sym = Rf_install(what);
+    if (!Rf_isFunction(Rf_findVarInFrame(rho, sym)))
+        Rf_error(_("'%s' must be a function"), what);
+    cl->arg = Rf_allocVector(REALSXP, d);
+    cl->call = PROTECT(Rf_lang2(sym, cl->arg));
+    cl->rho = rho;
+    cl->what = what;
+    cl->d = d;
+}
+
+void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
+                     double *out, R_xlen_t row)
+{
+    if (MAYBE_REFERENCED(cl->arg)) {
+        /* the closure kept the previous argument: give it a fresh one */
+        cl->arg = Rf_allocVector(REALSXP, cl->d);
+        SETCADR(cl->call, cl->arg);
+    }
+    memcpy(REAL(cl->arg), x, (size_t) cl->d * sizeof(double));
+    SEXP res = PROTECT(R_forceAndCall(cl->call, 1, cl->rho));
+    if (TYPEOF(res) == INTSXP || TYPEOF(res) == LGLSXP)
+        res = Rf_coerceVector(res, REALSXP);
+    UNPROTECT(1);
+    PROTECT(res);
+    if (TYPEOF(res) != REALSXP)
+        Rf_error(_("'%s' must return a numeric vector (at row %lld of x)"),
+                 cl->what, (long long) row);
+    if (XLENGTH(res) != len_out)
+        Rf_error(_("'%s' returned a vector of length %lld at row %lld of x; "
+                   "expected length %d"), cl->what, (long long) XLENGTH(res),
+                 (long long) row, len_out);
+    const double *v = REAL(res);
+    for (int k = 0; k < len_out; k++) {
+        if (!R_FINITE(v[k]))
+            Rf_error(_("'%s' returned a non-finite value (NA, NaN or Inf) "
+                       "at row %lld of x"), cl->what, (long long) row);
+        out[k] = v[k];
+    }
+    UNPROTECT(1);
+}
+
+/* .Call entry: evaluate the closure bound to `what` in rho at each row of the n x d matrix x; each call must
+ * return len_out finite numbers.  Result: n x len_out matrix (a vector when
+ * len_out is 1). */
+SEXP kb_eval_rows(SEXP x, SEXP len_out, SEXP what, SEXP rho)
+{
+    if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x))
+        Rf_error(_("'x' must be a numeric matrix"));
+    if (!Rf_isString(what) || XLENGTH(what) != 1)
+        KB_INTERNAL("'what' must be a string");
+    int n = Rf_nrows(x), d = Rf_ncols(x), lo = kb_scalar_int(len_out, "len_out");
+    const char *name = CHAR(STRING_ELT(what, 0));
+    kb_closure cl;
+    kb_closure_init(&cl, rho, d, name);
+    SEXP ans = PROTECT(lo == 1 ? Rf_allocVector(REALSXP, n)
+                               : Rf_allocMatrix(REALSXP, n, lo));
+    double *xi = (double *) R_alloc((size_t) d, sizeof(double));
+    double *oi = (double *) R_alloc((size_t) lo, sizeof(double));
+    const double *X = REAL(x);
+    double *O = REAL(ans);
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < d; k++)
+            xi[k] = X[(R_xlen_t) k * n + i];
+        kb_closure_eval(&cl, xi, lo, oi, i + 1);
+        for (int k = 0; k < lo; k++)
+            O[(R_xlen_t) k * n + i] = oi[k];
+    }
+    UNPROTECT(2);
+    return ans;
+}

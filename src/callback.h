@@ -1,0 +1,24 @@
+/* Calling R closures (log-density, score) from C, with every result checked. */
+#ifndef KB_CALLBACK_H
+#define KB_CALLBACK_H
+
+#include "kernbayes.h"
+
+typedef struct {
+    SEXP call;        /* fn(arg), protected by the caller */
+    SEXP arg;         /* the argument vector the call refers to */
+    SEXP rho;         /* environment of evaluation */
+    const char *what; /* closure's name for messages, e.g. "score" */
+    int d;
+} kb_closure;
+
+/* Build the call what(<length-d numeric>), to be evaluated in rho where
+ * `what` is bound to the closure; pushes ONE protect onto the stack. */
+void kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what);
+
+/* Evaluate at one point x (length d); the result (length len_out) goes into
+ * out.  row is the 1-based row named in messages. */
+void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
+                     double *out, R_xlen_t row);
+
+#endif

@@ -1,0 +1,26 @@
+/* Registration of the .Call entry points, nothing else. */
+#include "kernbayes.h"
+
+SEXP kb_stein_matrix(SEXP, SEXP, SEXP, SEXP);
+SEXP kb_stein_sums(SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_phi(SEXP, SEXP);
+SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP);
+SEXP kb_eigen_sym(SEXP, SEXP);
+
+#define CALLDEF(name, n) {#name, (DL_FUNC) &name, n}
+
+static const R_CallMethodDef CallEntries[] = {
+    CALLDEF(kb_stein_matrix, 4),
+    CALLDEF(kb_stein_sums, 5),
+    CALLDEF(kb_phi, 2),
+    CALLDEF(kb_eval_rows, 4),
+    CALLDEF(kb_eigen_sym, 2),
+    {NULL, NULL, 0}
+};
+
+void R_init_kernbayes(DllInfo *dll)
+{
+    R_registerRoutines(dll, NULL, CallEntries, NULL, NULL);
+    R_useDynamicSymbols(dll, FALSE);
+    R_forceSymbols(dll, TRUE);
+}

@@ -1,0 +1,30 @@
+/* Internal header shared by every C file of kernbayes: R headers, i18n and
+ * small utilities.  Each layer has its own header below this one. */
+#ifndef KERNBAYES_H
+#define KERNBAYES_H
+
+#define R_NO_REMAP
+#define USE_FC_LEN_T
+#include <R.h>
+#include <Rinternals.h>
+#include <R_ext/Rdynload.h>
+
+#ifdef ENABLE_NLS
+#include <libintl.h>
+#define _(String) dgettext("kernbayes", String)
+#else
+#define _(String) (String)
+#endif
+
+/* Internal errors: conditions the R layer is supposed to rule out. */
+#define KB_INTERNAL(msg) Rf_error(_("kernbayes internal error: %s"), msg)
+
+/* Look up a list element by name; R_NilValue when absent. */
+SEXP kb_list_elt(SEXP list, const char *name);
+/* Checked scalar extraction (the R layer has validated; these guard C). */
+double kb_scalar_real(SEXP x, const char *what);
+int kb_scalar_int(SEXP x, const char *what);
+/* Thread count: at least 1, at most the number of processors. */
+int kb_nthreads(SEXP nthreads);
+
+#endif

@@ -1,0 +1,46 @@
+#include "linalg.h"
+#include <R_ext/Lapack.h>
+#ifndef FCONE
+#define FCONE
+#endif
+
+void kb_sym_eigen(int d, const double *A, double *w, double *Q,
+                  const char *what)
+{
+    int info = 0, lwork = -1;
+    double wq;
+    memcpy(Q, A, (size_t) d * d * sizeof(double));
+    /* workspace query, then the decomposition */
+    F77_CALL(dsyev)("V", "U", &d, Q, &d, w, &wq, &lwork, &info FCONE FCONE);
+    if (info != 0)
+        Rf_error(_("eigen-decomposition of '%s' failed (LAPACK dsyev info %d)"),
+                 what, info);
+    lwork = (int) wq;
+    double *work = (double *) R_alloc((size_t) lwork, sizeof(double));
+    F77_CALL(dsyev)("V", "U", &d, Q, &d, w, work, &lwork, &info FCONE FCONE);
+    if (info != 0)
+        Rf_error(_("eigen-decomposition of '%s' failed to converge "
+                   "(LAPACK dsyev info %d)"), what, info);
+}
+
+/* .Call entry: list(values, vectors) of a symmetric matrix. */
+SEXP kb_eigen_sym(SEXP A, SEXP what)
+{
+    if (TYPEOF(A) != REALSXP || !Rf_isMatrix(A) || Rf_nrows(A) != Rf_ncols(A))
+        Rf_error(_("'%s' must be a square numeric matrix"),
+                 Rf_isString(what) ? CHAR(STRING_ELT(what, 0)) : "A");
+    int d = Rf_nrows(A);
+    const char *nm = Rf_isString(what) ? CHAR(STRING_ELT(what, 0)) : "A";
+    for (R_xlen_t i = 0; i < (R_xlen_t) d * d; i++)
+        if (!R_FINITE(REAL(A)[i]))
+            Rf_error(_("'%s' must not contain NA, NaN or Inf"), nm);
+    const char *nms[] = {"values", "vectors", ""};
+    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SET_VECTOR_ELT(ans, 0, Rf_allocVector(REALSXP, d));
+    SET_VECTOR_ELT(ans, 1, Rf_allocMatrix(REALSXP, d, d));
+    if (d > 0)
+        kb_sym_eigen(d, REAL(A), REAL(VECTOR_ELT(ans, 0)),
+                     REAL(VECTOR_ELT(ans, 1)), nm);
+    UNPROTECT(1);
+    return ans;
+}

@@ -1,0 +1,236 @@
+/* Stein kernel k_p of the Langevin Stein operator (DESIGN.md, "Stein kernel")
+ * and the sums behind the kernelized Stein discrepancy. */
+#include "stein.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* k_p(x, X_j) for m <= KB_BLOCK consecutive points j0.. of X.  With
+ * u = x - y and v = s_y - s_x the four radial ingredients are
+ * r = u'Lu, a = u'Lv, b = u'L^2u and s_x's_y; L is diagonal here. */
+static void stein_block(const kb_kernel *K, const double *x, const double *s,
+                        const double *X, const double *S, R_xlen_t ld,
+                        R_xlen_t j0, int m, double *out)
+{
+    double r[KB_BLOCK], a[KB_BLOCK], b[KB_BLOCK], sd[KB_BLOCK];
+    double p0[KB_BLOCK], p1[KB_BLOCK], p2[KB_BLOCK];
+    const int d = K->d;
+    for (int t = 0; t < m; t++)
+        r[t] = a[t] = b[t] = sd[t] = 0.0;
+    if (K->iso) {
+        for (int k = 0; k < d; k++) {
+            const double *xk = X + k * ld + j0, *sk = S + k * ld + j0;
+            const double xik = x[k], sik = s[k];
+#pragma omp simd
+            for (int t = 0; t < m; t++) {
+                double u = xik - xk[t], v = sk[t] - sik;
+                r[t] += u * u;
+                a[t] += u * v;
+                sd[t] += sik * sk[t];
+            }
+        }
+        const double l = K->lam[0];
+#pragma omp simd
+        for (int t = 0; t < m; t++) {
+            r[t] *= l;
+            a[t] *= l;
+            b[t] = l * r[t];
+        }
+    } else {
+        for (int k = 0; k < d; k++) {
+            const double *xk = X + k * ld + j0, *sk = S + k * ld + j0;
+            const double xik = x[k], sik = s[k], lk = K->lam[k], lk2 = lk * lk;
+#pragma omp simd
+            for (int t = 0; t < m; t++) {
+                double u = xik - xk[t], v = sk[t] - sik;
+                r[t] += lk * u * u;
+                a[t] += lk * u * v;
+                b[t] += lk2 * u * u;
+                sd[t] += sik * sk[t];
+            }
+        }
+    }
+    kb_phi_block(K, m, r, p0, p1, p2);
+    const double trL = K->trL;
+#pragma omp simd
+    for (int t = 0; t < m; t++)
+        out[t] = sd[t] * p0[t] + 2.0 * p1[t] * (a[t] - trL) - 4.0 * p2[t] * b[t];
+}
+
+void kb_stein_row(const kb_kernel *K, const double *x, const double *s,
+                  const double *X, const double *S, R_xlen_t ld,
+                  R_xlen_t j0, R_xlen_t j1, double *out)
+{
+    for (R_xlen_t j = j0; j < j1; j += KB_BLOCK) {
+        int m = (int) (j1 - j < KB_BLOCK ? j1 - j : KB_BLOCK);
+        stein_block(K, x, s, X, S, ld, j, m, out + (j - j0));
+    }
+}
+
+double kb_stein_row_sum(const kb_kernel *K, const double *x, const double *s,
+                        const double *X, const double *S, R_xlen_t ld,
+                        R_xlen_t j0, R_xlen_t j1, const double *w)
+{
+    double buf[KB_BLOCK], tot = 0.0;
+    for (R_xlen_t j = j0; j < j1; j += KB_BLOCK) {
+        int m = (int) (j1 - j < KB_BLOCK ? j1 - j : KB_BLOCK);
+        double acc = 0.0;
+        stein_block(K, x, s, X, S, ld, j, m, buf);
+        if (w) {
+            const double *wj = w + j;
+#pragma omp simd reduction(+:acc)
+            for (int t = 0; t < m; t++)
+                acc += wj[t] * buf[t];
+        } else {
+#pragma omp simd reduction(+:acc)
+            for (int t = 0; t < m; t++)
+                acc += buf[t];
+        }
+        tot += acc;
+    }
+    return tot;
+}
+
+double kb_stein_diag(const kb_kernel *K, const double *s)
+{
+    double zero = 0.0, p0, p1, p2, ss = 0.0;
+    kb_phi_block(K, 1, &zero, &p0, &p1, &p2);
+    for (int k = 0; k < K->d; k++)
+        ss += s[k] * s[k];
+    return ss * p0 - 2.0 * p1 * K->trL;
+}
+
+/* Rows per parallel region: about 2^23 kernel evaluations between two
+ * checks for a user interrupt. */
+static R_xlen_t rows_per_chunk(R_xlen_t n)
+{
+    R_xlen_t r = ((R_xlen_t) 1 << 23) / (n > 0 ? n : 1);
+    return r < 8 ? 8 : r;
+}
+
+void kb_stein_lower_sums(const kb_kernel *K, const double *X, const double *S,
+                         R_xlen_t n, const double *w, int nthreads,
+                         double *c, double *diag)
+{
+    const int d = K->d;
+    double *scratch = (double *) R_alloc((size_t) 2 * d * nthreads,
+                                         sizeof(double));
+    R_xlen_t step = rows_per_chunk(n);
+    for (R_xlen_t j0 = 0; j0 < n; j0 += step) {
+        R_xlen_t j1 = j0 + step < n ? j0 + step : n;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 4)
+#endif
+        for (R_xlen_t j = j0; j < j1; j++) {
+            int tid = 0;
+#ifdef _OPENMP
+            tid = omp_get_thread_num();
+#endif
+            double *xj = scratch + (size_t) 2 * d * tid, *sj = xj + d;
+            kb_get_row(X, n, j, d, xj);
+            kb_get_row(S, n, j, d, sj);
+            double wj = w ? w[j] : 1.0;
+            double dj = wj * wj * kb_stein_diag(K, sj);
+            double off = kb_stein_row_sum(K, xj, sj, X, S, n, 0, j, w);
+            c[j] = dj + 2.0 * wj * off;
+            if (diag)
+                diag[j] = dj;
+        }
+        R_CheckUserInterrupt();
+    }
+}
+
+/* ---- .Call entry points ------------------------------------------------ */
+
+/* Validate the n x d point and score matrices handed over by the R layer. */
+static void check_points(SEXP x, SEXP s, int *n, int *d)
+{
+    if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x))
+        Rf_error(_("'x' must be a numeric matrix"));
+    if (TYPEOF(s) != REALSXP || !Rf_isMatrix(s))
+        Rf_error(_("'score' must be a numeric matrix"));
+    *n = Rf_nrows(x);
+    *d = Rf_ncols(x);
+    if (Rf_nrows(s) != *n || Rf_ncols(s) != *d)
+        Rf_error(_("'score' must have the same dimensions as 'x'"));
+    if (*d < 1)
+        Rf_error(_("'x' must have at least one column"));
+}
+
+SEXP kb_stein_matrix(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
+{
+    int n, d;
+    check_points(x, s, &n, &d);
+    int nt = kb_nthreads(nthreads);
+    kb_kernel K;
+    kb_kernel_from_sexp(kern, d, &K);
+    SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, n, n));
+    double *out = REAL(ans);
+    const double *X = REAL(x), *S = REAL(s);
+    double *scratch = (double *) R_alloc((size_t) 2 * d * nt, sizeof(double));
+    R_xlen_t step = rows_per_chunk(n), nn = n;
+    for (R_xlen_t j0 = 0; j0 < nn; j0 += step) {
+        R_xlen_t j1 = j0 + step < nn ? j0 + step : nn;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
+#endif
+        for (R_xlen_t j = j0; j < j1; j++) {
+            int tid = 0;
+#ifdef _OPENMP
+            tid = omp_get_thread_num();
+#endif
+            double *xj = scratch + (size_t) 2 * d * tid, *sj = xj + d;
+            kb_get_row(X, nn, j, d, xj);
+            kb_get_row(S, nn, j, d, sj);
+            /* column j, rows 0..j; the strict upper part is mirrored below */
+            kb_stein_row(&K, xj, sj, X, S, nn, 0, j + 1, out + j * nn);
+            for (R_xlen_t i = 0; i < j; i++)
+                out[i * nn + j] = out[j * nn + i];
+        }
+        R_CheckUserInterrupt();
+    }
+    UNPROTECT(1);
+    return ans;
+}
+
+SEXP kb_stein_sums(SEXP x, SEXP s, SEXP kern, SEXP weights, SEXP nthreads)
+{
+    int n, d;
+    check_points(x, s, &n, &d);
+    int nt = kb_nthreads(nthreads);
+    kb_kernel K;
+    kb_kernel_from_sexp(kern, d, &K);
+    const double *w = NULL;
+    if (weights != R_NilValue) {
+        if (TYPEOF(weights) != REALSXP || XLENGTH(weights) != n)
+            Rf_error(_("'weights' must be a numeric vector of length nrow(x)"));
+        w = REAL(weights);
+    }
+    const char *nms[] = {"sums", "diag", ""};
+    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SET_VECTOR_ELT(ans, 0, Rf_allocVector(REALSXP, n));
+    SET_VECTOR_ELT(ans, 1, Rf_allocVector(REALSXP, n));
+    kb_stein_lower_sums(&K, REAL(x), REAL(s), n, w, nt,
+                        REAL(VECTOR_ELT(ans, 0)), REAL(VECTOR_ELT(ans, 1)));
+    UNPROTECT(1);
+    return ans;
+}
+
+/* phi, phi', phi'' at the values r: a length(r) x 3 matrix (for tests). */
+SEXP kb_phi(SEXP kern, SEXP r)
+{
+    if (TYPEOF(r) != REALSXP)
+        Rf_error(_("'r' must be a numeric vector"));
+    kb_kernel K;
+    SEXP lam = kb_list_elt(kern, "lambda");
+    kb_kernel_from_sexp(kern, (int) XLENGTH(lam), &K);
+    R_xlen_t m = XLENGTH(r);
+    SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, (int) m, 3));
+    double *o = REAL(ans);
+    for (R_xlen_t j = 0; j < m; j += KB_BLOCK) {
+        int mm = (int) (m - j < KB_BLOCK ? m - j : KB_BLOCK);
+        kb_phi_block(&K, mm, REAL(r) + j, o + j, o + m + j, o + 2 * m + j);
+    }
+    UNPROTECT(1);
+    return ans;
+}

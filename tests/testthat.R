@@ -1,0 +1,4 @@
+library(testthat)
+library(kernbayes)
+
+test_check("kernbayes")
