@@ -199,6 +199,32 @@ resolve_kernel <- function(kernel, x) {
             class = "kb_resolved_kernel")
 }
 
+# One line describing a kernel resolved on a sample, e.g.
+# 'IMQ (c = 1, beta = -0.5), L = 0.1027 I (precon "med")'.
+describe_resolved <- function(rk) {
+  k <- rk$kernel
+  kname <- if (k$type == "imq") {
+    sprintf("IMQ (c = %s, beta = %s)", format(k$c), format(k$beta))
+  } else {
+    "Gaussian"
+  }
+  Ltxt <- if (rk$iso) {
+    sprintf("%s I", format(rk$lambda, digits = 4))
+  } else if (is.null(rk$Q)) {
+    sprintf("diag(%s)", paste(format(rk$lambda, digits = 4), collapse = ", "))
+  } else {
+    sprintf("a full %d x %d matrix, eigenvalues %s", nrow(rk$L), ncol(rk$L),
+            paste(format(rev(rk$lambda), digits = 3), collapse = ", "))
+  }
+  sprintf("%s, L = %s (precon %s)", kname, Ltxt, describe_precon(k$precon))
+}
+
+#' @export
+print.kb_resolved_kernel <- function(x, ...) {
+  cat("Kernel resolved on a sample:", describe_resolved(x), "\n")
+  invisible(x)
+}
+
 # Points (or scores) in the eigenbasis of L.
 in_basis <- function(x, rk) if (is.null(rk$Q)) x else x %*% rk$Q
 

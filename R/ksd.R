@@ -166,9 +166,9 @@ ksd_path <- function(x, score, kernel = imq_kernel(), standardize = FALSE,
 
 #' @export
 print.kb_ksd_path <- function(x, ...) {
-  cat(sprintf("KSD path of %d points in dimension %d\n", x$n, x$d))
-  cat("  kernel: ")
-  print(x$kernel$kernel)
+  cat(sprintf("KSD path of %d points in dimension %d%s\n", x$n, x$d,
+              if (x$standardize) " (standardised)" else ""))
+  cat("  kernel:", describe_resolved(x$kernel), "\n")
   cat(sprintf("  KSD of all %d points: %s\n", x$n, format(x$ksd[x$n],
                                                         digits = 6)))
   invisible(x)
@@ -181,7 +181,7 @@ summary.kb_ksd_path <- function(object, ...) {
   at <- at[at <= n]
   structure(list(n = n, d = object$d, at = at, ksd = object$ksd[at],
                  min = min(object$ksd), which_min = which.min(object$ksd),
-                 kernel = object$kernel$kernel,
+                 kernel = describe_resolved(object$kernel),
                  standardize = object$standardize),
             class = "summary.kb_ksd_path")
 }
@@ -190,8 +190,7 @@ summary.kb_ksd_path <- function(object, ...) {
 print.summary.kb_ksd_path <- function(x, ...) {
   cat(sprintf("KSD path: n = %d, d = %d, standardised: %s\n", x$n, x$d,
               if (x$standardize) "yes" else "no"))
-  cat("  kernel: ")
-  print(x$kernel)
+  cat("  kernel:", x$kernel, "\n")
   tab <- data.frame(points = x$at, ksd = signif(x$ksd, 6))
   print(tab, row.names = FALSE)
   cat(sprintf("  smallest KSD %s after %d points\n", format(x$min, digits = 6),

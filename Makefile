@@ -1,0 +1,70 @@
+# kernbayes developer targets.  `make demo` and `make check` are the README's
+# two commands; each installs what it needs first.
+PKG      := kernbayes
+VERSION  := $(shell sed -n 's/^Version: *//p' DESCRIPTION)
+TARBALL  := $(PKG)_$(VERSION).tar.gz
+R        ?= R
+RSCRIPT  ?= Rscript
+# R packages the build, tests and vignettes need, and their Debian names.
+RPKGS    := knitr rmarkdown roxygen2 coda posterior testthat
+DEBPKGS  := r-cran-knitr r-cran-rmarkdown r-cran-roxygen2 r-cran-coda \
+            r-cran-posterior r-cran-testthat pandoc
+MISSING   = $(RSCRIPT) -e 'p <- strsplit("$(RPKGS)", " ")[[1]]; \
+            m <- p[!vapply(p, requireNamespace, TRUE, quietly = TRUE)]; \
+            if (!nzchar(Sys.which("pandoc"))) m <- c(m, "pandoc"); cat(m)'
+
+.PHONY: setup install demo check test valgrind bench document clean
+
+# Debian's prebuilt packages install in seconds; CRAN is the fallback.
+setup:
+	@missing="$$($(MISSING))"; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing $$missing"; \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBPKGS) >/dev/null; \
+	  fi; \
+	  missing="$$($(MISSING))"; \
+	  if [ -n "$$missing" ]; then \
+	    $(RSCRIPT) -e 'p <- setdiff(strsplit("'"$$missing"'", " ")[[1]], "pandoc"); \
+	      if (length(p)) install.packages(p, repos = "https://cloud.r-project.org")'; \
+	  fi; \
+	fi
+
+install: setup
+	$(R) CMD INSTALL --no-test-load .
+
+demo: install
+	$(RSCRIPT) inst/scripts/demo.R demo-output
+
+document: setup
+	$(RSCRIPT) -e 'roxygen2::roxygenise()'
+
+$(TARBALL): setup
+	rm -f $(PKG)_*.tar.gz
+	$(R) CMD build .
+
+# R CMD check --as-cran with tests and vignettes; fails on any ERROR or
+# WARNING (R CMD check itself only fails on errors).
+check: $(TARBALL)
+	_R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_FORCE_SUGGESTS_=true \
+	  $(R) CMD check --as-cran --no-manual $(TARBALL); status=$$?; \
+	  cat $(PKG).Rcheck/tests/testthat.Rout* 2>/dev/null | grep -E '^\[ FAIL' | tail -n 1; \
+	  if [ $$status -ne 0 ]; then exit $$status; fi; \
+	  if grep -qE '^Status:.*(ERROR|WARNING)' $(PKG).Rcheck/00check.log; then \
+	    echo "check: R CMD check reported a WARNING or ERROR"; exit 1; fi
+
+# tests against the installed package, without the full check
+test: install
+	cd tests && $(RSCRIPT) testthat.R
+
+# tests under valgrind memcheck; non-zero exit on any memory error
+valgrind: install
+	cd tests && $(R) -d "valgrind --tool=memcheck --error-exitcode=1 \
+	  --leak-check=full --errors-for-leak-kinds=definite" --vanilla -f testthat.R
+
+bench: install
+	@for f in inst/bench/bench-*.R; do echo "== $$f"; $(RSCRIPT) $$f || exit 1; done
+
+clean:
+	rm -rf $(PKG).Rcheck $(PKG)_*.tar.gz demo-output src/*.o src/*.so

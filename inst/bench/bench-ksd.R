@@ -1,0 +1,67 @@
+# Benchmark: Stein kernel evaluations inside ksd() / ksd_path().
+# Prints nanoseconds per Stein kernel evaluation (k_p is symmetric: each pair
+# is evaluated once, n(n+1)/2 evaluations) on 1 and 2 threads for
+# n = 20000, d = 4, IMQ with precon = "med", and the ratio against a plain-R
+# vectorised implementation of the same V-statistic, measured in this run.
+# Goals (issue 2): <= 8 ns per evaluation on one thread, >= 1.7x on 2 threads.
+suppressPackageStartupMessages(library(kernbayes))
+set.seed(1)
+n <- as.integer(Sys.getenv("KB_BENCH_N", "20000"))
+d <- 4L
+target <- gaussian_target(rep(0, d))
+x <- sample_target(target, n)
+s <- target_score(target, x)
+kernel <- imq_kernel(precon = "med")
+evals <- function(n) n * (n + 1) / 2
+
+best_time <- function(expr, reps = 3L) {
+  e <- substitute(expr)
+  pf <- parent.frame()
+  min(replicate(reps, system.time(eval(e, pf))[["elapsed"]]))
+}
+
+# Plain-R vectorised reference: the same IMQ Stein kernel V-statistic with
+# whole-matrix operations (med preconditioner, unstandardised).
+ksd_plain_r <- function(x, s, c = 1, beta = -0.5) {
+  n <- nrow(x)
+  sub <- if (n > 1000) x[floor(seq(0, n - 1, length.out = 1000)) + 1, ] else x
+  l <- 1 / stats::median(stats::dist(sub))^2
+  d <- ncol(x)
+  xx <- rowSums(x^2)
+  r <- l * pmax(outer(xx, xx, "+") - 2 * tcrossprod(x), 0)
+  t <- c + r
+  p0 <- t^beta
+  p1 <- beta * t^(beta - 1)
+  p2 <- beta * (beta - 1) * t^(beta - 2)
+  ss <- tcrossprod(s)
+  xs <- rowSums(x * s)
+  # (Lu)'(s_y - s_x) with u = x_i - x_j: l (x_i's_j - x_i's_i - x_j's_j + x_j's_i)
+  a <- l * (tcrossprod(x, s) - xs - rep(xs, each = n) + t(tcrossprod(x, s)))
+  K <- ss * p0 + 2 * p1 * a - 4 * p2 * l * r - 2 * p1 * l * d
+  sqrt(sum(K)) / n
+}
+
+n_r <- 2000L
+v_r <- ksd_plain_r(x[1:n_r, ], s[1:n_r, ])
+t_r <- best_time(ksd_plain_r(x[1:n_r, ], s[1:n_r, ]), 3L)
+v_c <- ksd(x[1:n_r, ], s[1:n_r, ], kernel)
+t_c_small <- best_time(ksd(x[1:n_r, ], s[1:n_r, ], kernel, nthreads = 1L), 5L)
+stopifnot(abs(v_r - v_c) <= 1e-10 * v_r)
+
+t1 <- best_time(ksd(x, s, kernel, nthreads = 1L))
+t2 <- best_time(ksd(x, s, kernel, nthreads = 2L))
+tp <- best_time(ksd_path(x, s, kernel, nthreads = 1L))
+ns <- function(t, n) 1e9 * t / evals(n)
+# the plain-R reference evaluates all n^2 pairs; count the same n(n+1)/2 work
+cat(sprintf("ksd, IMQ precon = \"med\", d = %d\n", d))
+cat(sprintf("  n = %d, 1 thread : %7.3f s  %6.2f ns/evaluation (goal <= 8)\n",
+            n, t1, ns(t1, n)))
+cat(sprintf("  n = %d, 2 threads: %7.3f s  %6.2f ns/evaluation, speed-up %.2fx (goal >= 1.7)\n",
+            n, t2, ns(t2, n), t1 / t2))
+cat(sprintf("  ksd_path, n = %d, 1 thread: %6.2f ns/evaluation\n", n, ns(tp, n)))
+cat(sprintf("  plain-R vectorised reference, n = %d: %.3f s, %.1f ns/evaluation\n",
+            n_r, t_r, ns(t_r, n_r)))
+cat(sprintf("  ratio plain R / kernbayes, whole call incl. setup (1 thread, n = %d): %.1fx\n",
+            n_r, t_r / t_c_small))
+cat(sprintf("  ratio plain R (n = %d) / kernbayes (n = %d), per evaluation: %.1fx\n",
+            n_r, n, ns(t_r, n_r) / ns(t1, n)))
