@@ -8,10 +8,11 @@ RSCRIPT  ?= Rscript
 # R packages the build, tests and vignettes need, and their Debian names.
 RPKGS    := knitr rmarkdown roxygen2 coda posterior testthat
 DEBPKGS  := r-cran-knitr r-cran-rmarkdown r-cran-roxygen2 r-cran-coda \
-            r-cran-posterior r-cran-testthat pandoc
+            r-cran-posterior r-cran-testthat pandoc qpdf
 MISSING   = $(RSCRIPT) -e 'p <- strsplit("$(RPKGS)", " ")[[1]]; \
             m <- p[!vapply(p, requireNamespace, TRUE, quietly = TRUE)]; \
-            if (!nzchar(Sys.which("pandoc"))) m <- c(m, "pandoc"); cat(m)'
+            for (b in c("pandoc", "qpdf")) if (!nzchar(Sys.which(b))) m <- c(m, b); \
+            cat(m)'
 
 .PHONY: setup install demo check test valgrind bench document clean
 
@@ -26,7 +27,7 @@ setup:
 	  fi; \
 	  missing="$$($(MISSING))"; \
 	  if [ -n "$$missing" ]; then \
-	    $(RSCRIPT) -e 'p <- setdiff(strsplit("'"$$missing"'", " ")[[1]], "pandoc"); \
+	    $(RSCRIPT) -e 'p <- setdiff(strsplit("'"$$missing"'", " ")[[1]], c("pandoc", "qpdf")); \
 	      if (length(p)) install.packages(p, repos = "https://cloud.r-project.org")'; \
 	  fi; \
 	fi
@@ -48,6 +49,7 @@ $(TARBALL): setup
 # WARNING (R CMD check itself only fails on errors).
 check: $(TARBALL)
 	_R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_FORCE_SUGGESTS_=true \
+	_R_CHECK_FUTURE_FILE_TIMESTAMPS_=false \
 	  $(R) CMD check --as-cran --no-manual $(TARBALL); status=$$?; \
 	  cat $(PKG).Rcheck/tests/testthat.Rout* 2>/dev/null | grep -E '^\[ FAIL' | tail -n 1; \
 	  if [ $$status -ne 0 ]; then exit $$status; fi; \

@@ -119,6 +119,11 @@ check_target <- function(target, arg = "target") {
 }
 
 points_for_target <- function(target, x) {
+  # a plain vector of length dim is one point
+  if (is.numeric(x) && is.null(dim(x)) && target$dim > 1L &&
+      length(x) == target$dim) {
+    x <- matrix(x, nrow = 1L)
+  }
   x <- as_points(x)
   if (ncol(x) != target$dim) {
     stop_arg("x", sprintf("must have %d columns (the target's dimension); it has %d",

@@ -33,25 +33,29 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
         res = Rf_coerceVector(res, REALSXP);
     UNPROTECT(1);
     PROTECT(res);
+    /* errors name the closure, not the internal function that called it */
     if (TYPEOF(res) != REALSXP)
-        Rf_error(_("'%s' must return a numeric vector (at row %lld of x)"),
-                 cl->what, (long long) row);
+        Rf_errorcall(R_NilValue,
+                     _("'%s' must return a numeric vector (at row %lld of x)"),
+                     cl->what, (long long) row);
     if (XLENGTH(res) != len_out)
-        Rf_error(_("'%s' returned a vector of length %lld at row %lld of x; "
-                   "expected length %d"), cl->what, (long long) XLENGTH(res),
-                 (long long) row, len_out);
+        Rf_errorcall(R_NilValue,
+                     _("'%s' returned a vector of length %lld at row %lld of "
+                       "x; expected length %d"), cl->what,
+                     (long long) XLENGTH(res), (long long) row, len_out);
     const double *v = REAL(res);
     for (int k = 0; k < len_out; k++) {
         if (!R_FINITE(v[k]))
-            Rf_error(_("'%s' returned a non-finite value (NA, NaN or Inf) "
-                       "at row %lld of x"), cl->what, (long long) row);
+            Rf_errorcall(R_NilValue,
+                         _("'%s' returned a non-finite value (NA, NaN or Inf) "
+                           "at row %lld of x"), cl->what, (long long) row);
         out[k] = v[k];
     }
     UNPROTECT(1);
 }
 
-/* .Call entry: evaluate the closure bound to `what` in rho at each row of the n x d matrix x; each call must
- * return len_out finite numbers.  Result: n x len_out matrix (a vector when
+/* .Call entry: evaluate the closure bound to `what` in rho at each row of
+ * the n x d matrix x; each call must return len_out finite numbers.  Result: n x len_out matrix (a vector when
  * len_out is 1). */
 SEXP kb_eval_rows(SEXP x, SEXP len_out, SEXP what, SEXP rho)
 {
