@@ -33,7 +33,7 @@ setup:
 	fi
 
 install: setup
-	$(R) CMD INSTALL --no-test-load .
+	$(R) CMD INSTALL --preclean .
 
 demo: install
 	$(RSCRIPT) inst/scripts/demo.R demo-output

@@ -22,6 +22,17 @@ resolve_score <- function(score, x) {
            "kb_target")
 }
 
+# Reference convention (Riabiz et al.): divide each column by its mean
+# absolute deviation; scores are multiplied by the same factors.
+standardize_columns <- function(x) {
+  scale <- colMeans(abs(sweep(x, 2L, colMeans(x))))
+  if (any(!(scale > 0))) {
+    stop_arg("x", sprintf(paste0("has a constant column (%d); it cannot ",
+                                 "be standardised"), which(!(scale > 0))[1L]))
+  }
+  list(x = sweep(x, 2L, scale, "/"), scale = scale)
+}
+
 # Everything the C layer needs for a Stein kernel computation: checked and
 # standardised points and scores in the eigenbasis of L, and the kernel.
 stein_setup <- function(x, score, kernel, standardize) {
@@ -30,13 +41,9 @@ stein_setup <- function(x, score, kernel, standardize) {
   standardize <- check_flag(standardize, "standardize")
   scale <- NULL
   if (standardize) {
-    # reference convention: mean absolute deviation of each column
-    scale <- colMeans(abs(sweep(x, 2L, colMeans(x))))
-    if (any(!(scale > 0))) {
-      stop_arg("x", sprintf(paste0("has a constant column (%d); it cannot ",
-                                   "be standardised"), which(!(scale > 0))[1L]))
-    }
-    x <- sweep(x, 2L, scale, "/")
+    sc <- standardize_columns(x)
+    x <- sc$x
+    scale <- sc$scale
     s <- sweep(s, 2L, scale, "*")
   }
   rk <- resolve_kernel(kernel, x)
@@ -114,7 +121,7 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' @export
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
                 type = c("V", "U"), standardize = FALSE, nthreads = NULL) {
-  type <- match.arg(type)
+  type <- check_choice(type, c("V", "U"), "type")
   st <- stein_setup(x, score, kernel, standardize)
   n <- st$n
   if (!is.null(weights)) weights <- check_weights(weights, n)
@@ -129,7 +136,13 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
     return(sqrt(max(v, 0)))
   }
   off <- tot - sum(sums$diag)
-  if (is.null(weights)) off / (n * (n - 1)) else off / (1 - sum(weights^2))
+  if (is.null(weights)) return(off / (n * (n - 1)))
+  denom <- 1 - sum(weights^2)
+  if (!(denom > 1e-12)) {
+    stop_arg("weights", "must give positive weight to at least two rows for ",
+             "the U-statistic")
+  }
+  off / denom
 }
 
 #' KSD path

@@ -138,7 +138,8 @@ points_for_target <- function(target, x) {
 #' @param x Points: a numeric matrix with `target$dim` columns (or a vector,
 #'   a data frame, a `coda::mcmc` or a posterior draws object).
 #' @return `target_log_density()`: a numeric vector with one value per row
-#'   of `x`. `target_score()`: a matrix of the same dimensions as `x`.
+#'   of `x` (`-Inf` is allowed, for points outside the support; `NA`, `NaN`
+#'   and `+Inf` are errors). `target_score()`: a matrix of the same dimensions as `x`.
 #' @examples
 #' tg <- gaussian_target(mean = c(0, 1))
 #' target_log_density(tg, rbind(c(0, 1), c(1, 1)))
@@ -165,7 +166,7 @@ target_score <- function(target, x) {
                                      "Inf) at row %d of x"), bad))
   }
   storage.mode(g) <- "double"
-  dimnames(g) <- dimnames(x)
+  dimnames(g) <- if (is.null(colnames(x))) NULL else dimnames(x)
   g
 }
 
@@ -175,7 +176,8 @@ target_log_density <- function(target, x) {
   check_target(target)
   x <- points_for_target(target, x)
   if (!target$vectorized) {
-    return(eval_rows(target$log_density, x, 1L, "log_density"))
+    return(eval_rows(target$log_density, x, 1L, "log_density",
+                     allow_neginf = TRUE))
   }
   v <- tryCatch(target$log_density(x), error = function(e) {
     stop("'log_density' failed: ", conditionMessage(e), call. = FALSE)

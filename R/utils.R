@@ -29,6 +29,17 @@ check_count <- function(x, arg, min = 1L) {
   as.integer(x)
 }
 
+# match.arg() with a message naming the argument; the first choice is the
+# default when the whole choice vector is passed.
+check_choice <- function(x, choices, arg) {
+  if (identical(x, choices)) return(choices[1L])
+  if (!is.character(x) || length(x) != 1L || is.na(x) || !x %in% choices) {
+    stop_arg(arg, "must be one of ",
+             paste(dQuote(choices, FALSE), collapse = ", "))
+  }
+  x
+}
+
 check_flag <- function(x, arg) {
   if (!is.logical(x) || length(x) != 1L || is.na(x)) {
     stop_arg(arg, "must be TRUE or FALSE")
@@ -102,9 +113,11 @@ check_weights <- function(weights, n, arg = "weights") {
 
 # Evaluate a one-point closure f (length-d vector -> length len_out) at every
 # row of x, in C with checks on every result.
-eval_rows <- function(f, x, len_out, what) {
+# With allow_neginf, -Inf results are accepted (a log density outside the
+# support); NA, NaN and +Inf never are.
+eval_rows <- function(f, x, len_out, what, allow_neginf = FALSE) {
   if (!is.function(f)) stop_arg(what, "must be a function")
   env <- new.env(parent = baseenv())
   assign(what, f, envir = env)
-  .Call(C_kb_eval_rows, x, as.integer(len_out), what, env)
+  .Call(C_kb_eval_rows, x, as.integer(len_out), what, env, allow_neginf)
 }

@@ -7,6 +7,7 @@
 
 void kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
 {
+    cl->allow_neginf = 0;
     if (!Rf_isEnvironment(rho))
         KB_INTERNAL("rho is not an environment");
     SEXP sym = Rf_install(what);
@@ -45,7 +46,7 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
                      (long long) XLENGTH(res), (long long) row, len_out);
     const double *v = REAL(res);
     for (int k = 0; k < len_out; k++) {
-        if (!R_FINITE(v[k]))
+        if (!R_FINITE(v[k]) && !(cl->allow_neginf && v[k] == R_NegInf))
             Rf_errorcall(R_NilValue,
                          _("'%s' returned a non-finite value (NA, NaN or Inf) "
                            "at row %lld of x"), cl->what, (long long) row);
@@ -55,9 +56,10 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
 }
 
 /* .Call entry: evaluate the closure bound to `what` in rho at each row of
- * the n x d matrix x; each call must return len_out finite numbers.  Result: n x len_out matrix (a vector when
- * len_out is 1). */
-SEXP kb_eval_rows(SEXP x, SEXP len_out, SEXP what, SEXP rho)
+ * the n x d matrix x; each call must return len_out finite numbers.
+ * Result: n x len_out matrix (a vector when len_out is 1). */
+SEXP kb_eval_rows(SEXP x, SEXP len_out, SEXP what, SEXP rho,
+                  SEXP allow_neginf)
 {
     if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x))
         Rf_error(_("'x' must be a numeric matrix"));
@@ -67,6 +69,7 @@ SEXP kb_eval_rows(SEXP x, SEXP len_out, SEXP what, SEXP rho)
     const char *name = CHAR(STRING_ELT(what, 0));
     kb_closure cl;
     kb_closure_init(&cl, rho, d, name);
+    cl.allow_neginf = Rf_asLogical(allow_neginf) == TRUE;
     SEXP ans = PROTECT(lo == 1 ? Rf_allocVector(REALSXP, n)
                                : Rf_allocMatrix(REALSXP, n, lo));
     double *xi = (double *) R_alloc((size_t) d, sizeof(double));

@@ -10,6 +10,7 @@ typedef struct {
     SEXP rho;         /* environment of evaluation */
     const char *what; /* closure's name for messages, e.g. "score" */
     int d;
+    int allow_neginf; /* accept -Inf results (log densities); default 0 */
 } kb_closure;
 
 /* Build the call what(<length-d numeric>), to be evaluated in rho where

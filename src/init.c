@@ -4,8 +4,10 @@
 SEXP kb_stein_matrix(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_stein_sums(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_phi(SEXP, SEXP);
-SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP);
+SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_eigen_sym(SEXP, SEXP);
+SEXP kb_stein_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_mmd_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
 #define CALLDEF(name, n) {#name, (DL_FUNC) &name, n}
 
@@ -13,8 +15,10 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_stein_matrix, 4),
     CALLDEF(kb_stein_sums, 5),
     CALLDEF(kb_phi, 2),
-    CALLDEF(kb_eval_rows, 4),
+    CALLDEF(kb_eval_rows, 5),
     CALLDEF(kb_eigen_sym, 2),
+    CALLDEF(kb_stein_thin, 7),
+    CALLDEF(kb_mmd_thin, 6),
     {NULL, NULL, 0}
 };
 

@@ -42,7 +42,7 @@ void kb_kernel_from_sexp(SEXP kern, int d, kb_kernel *K)
 }
 
 /* IMQ: phi = t^beta with t = c + r; phi' = beta phi / t;
- * phi'' = beta (beta - 1) phi / t^2.  beta = -1/2 and -1 avoid pow(). */
+ * phi'' = beta (beta - 1) phi / t^2.  The default beta = -1/2 avoids pow(). */
 static void imq_block(double c, double beta, int m, const double *r,
                       double *p0, double *p1, double *p2)
 {
@@ -67,14 +67,6 @@ static void imq_block(double c, double beta, int m, const double *r,
             p0[j] = ph;
             p1[j] = b1 * pit;
             p2[j] = b2 * (pit * it);
-        }
-    } else if (beta == -1.0) {
-#pragma omp simd
-        for (int j = 0; j < m; j++) {
-            double it = 1.0 / (c + r[j]);
-            p0[j] = it;
-            p1[j] = b1 * it * it;
-            p2[j] = b2 * it * it * it;
         }
     } else {
         for (int j = 0; j < m; j++) {
@@ -126,4 +118,15 @@ void kb_dist_block(const kb_kernel *K, const double *x, const double *X,
     if (K->iso)
         for (int t = 0; t < m; t++)
             r[t] *= K->lam[0];
+}
+
+void kb_kernel_row(const kb_kernel *K, const double *x, const double *X,
+                   R_xlen_t ld, R_xlen_t j0, R_xlen_t j1, double *out)
+{
+    double r[KB_BLOCK], p1[KB_BLOCK], p2[KB_BLOCK];
+    for (R_xlen_t j = j0; j < j1; j += KB_BLOCK) {
+        int m = (int) (j1 - j < KB_BLOCK ? j1 - j : KB_BLOCK);
+        kb_dist_block(K, x, X, ld, j, m, r);
+        kb_phi_block(K, m, r, out + (j - j0), p1, p2);
+    }
 }

@@ -33,4 +33,8 @@ void kb_phi_block(const kb_kernel *K, int m, const double *r,
 void kb_dist_block(const kb_kernel *K, const double *x, const double *X,
                    R_xlen_t ld, R_xlen_t j0, int m, double *r);
 
+/* Base kernel values k(x, X_j) = phi(r_j) for j = j0..j1-1. */
+void kb_kernel_row(const kb_kernel *K, const double *x, const double *X,
+                   R_xlen_t ld, R_xlen_t j0, R_xlen_t j1, double *out);
+
 #endif

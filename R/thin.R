@@ -1,0 +1,435 @@
+# Offline thinning: greedy Stein thinning, its gradient-free variant, MMD
+# thinning (kernel herding) and KSD-optimal weights.
+
+check_m <- function(m, n, unique) {
+  m <- check_count(m, "m")
+  if (unique && m > n) {
+    stop_arg("m", sprintf("must be at most nrow(x) = %d when unique = TRUE", n))
+  }
+  m
+}
+
+new_thin <- function(index, x, path, path_name, method, kernel, settings) {
+  structure(c(list(index = index, points = x[index, , drop = FALSE]),
+              stats::setNames(list(path), path_name),
+              list(method = method, n = nrow(x), d = ncol(x), m = length(index),
+                   kernel = kernel, sample = x),
+              settings),
+            class = "kb_thin")
+}
+
+#' Stein thinning
+#'
+#' Selects `m` points of a sample (typically MCMC output) that greedily
+#' minimise the kernelized Stein discrepancy to the target: at step \eqn{j}
+#' the point \eqn{x_i} minimising \eqn{k_p(x_i, x_i) + 2\sum_{l < j}
+#' k_p(x_i, x_{\pi_l})} is added (Riabiz et al., 2022). Points far from the
+#' target's mass, such as burn-in, are left out automatically. The cost is
+#' \eqn{nm} Stein kernel evaluations and \eqn{O(nd)} memory.
+#'
+#' The defaults reproduce the reference implementation: columns standardised
+#' by their mean absolute deviation, preconditioner `"id"`, IMQ kernel with
+#' \eqn{c = 1}, \eqn{\beta = -1/2}, repeated points allowed, and the first
+#' index on ties.
+#'
+#' @inheritParams stein_kernel_matrix
+#' @param m Number of points to select.
+#' @param standardize Standardise the columns first (default `TRUE`).
+#' @param unique If `TRUE`, never select a point twice (then `m <= n`).
+#' @return An object of class `kb_thin`: a list with `index` (1-based row
+#'   indices in selection order), `points` (the `m x d` selected rows),
+#'   `ksd` (the KSD of the first \eqn{j} selected points, \eqn{j = 1..m}),
+#'   `method`, `n`, `d`, `m`, `kernel` (as resolved on the sample), `sample`
+#'   and the settings. It has `print`, `summary` and `plot` methods, and
+#'   `posterior::as_draws_matrix()` converts it when posterior is installed.
+#' @references Riabiz, M., Chen, W. Y., Cockayne, J., Swietach, P., Niederer,
+#'   S. A., Mackey, L. and Oates, C. J. (2022). Optimal thinning of MCMC
+#'   output. *JRSS B*, 84(4), 1059-1081.
+#' @seealso [stein_thin_gf()], [mmd_thin()], [ksd_weights()].
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_target(c(0, 0))
+#' # a chain-like sample with a burn-in far from the target
+#' x <- rbind(cbind(seq(6, 2, length.out = 50), 2), sample_target(tg, 950))
+#' th <- stein_thin(x, tg, m = 30)
+#' th
+#' plot(th)
+#' @export
+stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
+                       unique = FALSE, nthreads = NULL) {
+  x <- as_points(x)
+  unique <- check_flag(unique, "unique")
+  m <- check_m(m, nrow(x), unique)
+  st <- stein_setup(x, score, kernel, standardize)
+  res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, NULL,
+               resolve_nthreads(nthreads))
+  path <- sqrt(pmax(cumsum(res$gain), 0)) / seq_len(m)
+  new_thin(res$index, x, path, "ksd", "Stein thinning", st$kernel,
+           list(standardize = standardize, unique = unique))
+}
+
+# Log densities at the rows of x from a vector, a one-point function or a
+# kb_target.
+resolve_log_density <- function(f, x, arg) {
+  n <- nrow(x)
+  if (inherits(f, "kb_target")) {
+    v <- target_log_density(f, x)
+  } else if (is.function(f)) {
+    v <- eval_rows(f, x, 1L, arg)
+  } else if (is.numeric(f) && is.null(dim(f))) {
+    if (length(f) != n) {
+      stop_arg(arg, sprintf("must have length nrow(x) = %d; it has %d", n,
+                            length(f)))
+    }
+    v <- as.double(f)
+  } else {
+    stop_arg(arg, "must be a numeric vector of log densities at the rows of ",
+             "x, a function or a kb_target")
+  }
+  if (anyNA(v) || any(!is.finite(v))) {
+    stop_arg(arg, sprintf("must be finite (NA, NaN or Inf at row %d)",
+                          which(!is.finite(v))[1L]))
+  }
+  v
+}
+
+#' Gradient-free Stein thinning
+#'
+#' Stein thinning for targets whose score is unavailable or expensive
+#' (Fisher et al., 2021): the Stein kernel of a proxy \eqn{q} with a known
+#' score, reweighted by \eqn{q/p}, i.e.
+#' \eqn{k_q(x_i, x_j) \exp(w_i + w_j)} with \eqn{w = \log q - \log p} shifted
+#' to minimum 0. Only the (unnormalised) log density of the target \eqn{p}
+#' is needed. A common proxy is a Gaussian fitted to the sample.
+#'
+#' Large ranges of \eqn{w} make a few points dominate; a warning is given
+#' when the range exceeds 10, and `range_cap` clips \eqn{w} at that value.
+#'
+#' @inheritParams stein_thin
+#' @param log_p Log density of the target at the rows of `x` (a vector), or
+#'   a function of one point or a [kb_target()] to evaluate it.
+#' @param log_q,score_q Log density and score of the proxy at the rows of
+#'   `x`: vectors / matrices, functions of one point or a [kb_target()]
+#'   (give the same target for both).
+#' @param ... Further arguments to [stein_thin()]: `kernel`, `standardize`,
+#'   `unique`, `nthreads`.
+#' @param range_cap `NULL`, or a positive number at which the shifted log
+#'   weights are clipped.
+#' @return A `kb_thin` object as from [stein_thin()], with the log weights
+#'   `w` added; `ksd` is the path of the gradient-free discrepancy.
+#' @references Fisher, M. A., Nolan, T., Graham, M., Prangle, D. and
+#'   Oates, C. J. (2021). Measure transport with kernel Stein discrepancy.
+#'   *AISTATS*.
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_target(c(0, 0), diag(c(1, 2)))
+#' x <- sample_target(tg, 500)
+#' q <- gaussian_target(colMeans(x), cov(x))   # proxy fitted to the sample
+#' th <- stein_thin_gf(x, log_p = tg, log_q = q, score_q = q, m = 20)
+#' th$index
+#' @export
+stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
+  dots <- list(...)
+  bad <- setdiff(names(dots), c("kernel", "standardize", "unique", "nthreads"))
+  if (length(bad) || (length(dots) && is.null(names(dots)))) {
+    stop_arg("...", "takes only kernel, standardize, unique and nthreads")
+  }
+  kernel <- if (is.null(dots$kernel)) imq_kernel() else dots$kernel
+  standardize <- if (is.null(dots$standardize)) TRUE else dots$standardize
+  unique <- check_flag(if (is.null(dots$unique)) FALSE else dots$unique,
+                       "unique")
+  x <- as_points(x)
+  m <- check_m(m, nrow(x), unique)
+  lp <- resolve_log_density(log_p, x, "log_p")
+  lq <- resolve_log_density(log_q, x, "log_q")
+  w <- lq - lp
+  w <- w - min(w)
+  if (!is.null(range_cap)) {
+    range_cap <- check_number(range_cap, "range_cap", lower = 0,
+                              lower_open = TRUE)
+    w <- pmin(w, range_cap)
+  } else if (max(w) > 10) {
+    warning(sprintf(paste0("the log weights log q - log p span %.1f (> 10): ",
+                           "a few points dominate; consider a better proxy ",
+                           "or 'range_cap'"), max(w)), call. = FALSE)
+  }
+  st <- stein_setup(x, score_q, kernel, standardize)
+  res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, w,
+               resolve_nthreads(dots$nthreads))
+  path <- sqrt(pmax(cumsum(res$gain), 0)) / seq_len(m)
+  out <- new_thin(res$index, x, path, "ksd", "gradient-free Stein thinning",
+                  st$kernel, list(standardize = standardize, unique = unique))
+  out$w <- w
+  out
+}
+
+#' MMD thinning (kernel herding on the sample)
+#'
+#' Selects `m` points of a sample greedily minimising the maximum mean
+#' discrepancy to the whole sample; no score is needed. At step \eqn{j} the
+#' point minimising \eqn{k(x_i, x_i) + 2\sum_{l<j} k(x_i, x_{\pi_l}) -
+#' 2 j \mu(x_i)} is added, where \eqn{\mu} is the sample's kernel mean
+#' embedding, computed on at most `embed_size` evenly spaced rows.
+#'
+#' @inheritParams stein_thin
+#' @param kernel A base kernel; default Gaussian with the median heuristic.
+#' @param embed_size Maximum number of rows for the mean embedding.
+#' @param unique Never select a point twice (default `TRUE`).
+#' @param standardize Standardise the columns by their mean absolute
+#'   deviation first (default `FALSE`).
+#' @return A `kb_thin` object (see [stein_thin()]) whose path is `mmd`, the
+#'   MMD between the first \eqn{j} selected points and the embedding rows.
+#' @examples
+#' set.seed(1)
+#' x <- matrix(rnorm(2000), ncol = 2)
+#' th <- mmd_thin(x, 25)
+#' tail(th$mmd, 1)
+#' @export
+mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
+                     embed_size = 10000, unique = TRUE, standardize = FALSE,
+                     nthreads = NULL) {
+  x <- as_points(x)
+  n <- nrow(x)
+  unique <- check_flag(unique, "unique")
+  m <- check_m(m, n, unique)
+  embed_size <- check_count(embed_size, "embed_size")
+  standardize <- check_flag(standardize, "standardize")
+  xs <- x
+  if (standardize) xs <- standardize_columns(x)$x
+  rk <- resolve_kernel(kernel, xs)
+  xr <- in_basis(xs, rk)
+  rows <- if (n > embed_size) {
+    floor(seq(0, n - 1, length.out = embed_size)) + 1
+  } else {
+    seq_len(n)
+  }
+  res <- .Call(C_kb_mmd_thin, xr, xr[rows, , drop = FALSE], rk, m, unique,
+               resolve_nthreads(nthreads))
+  j <- seq_len(m)
+  mmd2 <- cumsum(res$gain) / j^2 - 2 * cumsum(res$mu[res$index]) / j +
+    mean(res$mu[rows])
+  new_thin(res$index, x, sqrt(pmax(mmd2, 0)), "mmd", "MMD thinning", rk,
+           list(standardize = standardize, unique = unique,
+                embed_size = length(rows)))
+}
+
+#' @export
+print.kb_thin <- function(x, ...) {
+  path <- if (is.null(x$ksd)) x$mmd else x$ksd
+  what <- if (is.null(x$ksd)) "MMD" else "KSD"
+  cat(sprintf("%s: %d of %d points in dimension %d\n", x$method, x$m, x$n,
+              x$d))
+  cat("  kernel:", describe_resolved(x$kernel), "\n")
+  cat(sprintf("  standardised: %s; repeats allowed: %s; distinct points: %d\n",
+              if (isTRUE(x$standardize)) "yes" else "no",
+              if (x$unique) "no" else "yes", length(unique(x$index))))
+  cat(sprintf("  %s of the selected points: %s\n", what,
+              format(path[x$m], digits = 6)))
+  k <- min(10L, x$m)
+  cat(sprintf("  first %d indices: %s%s\n", k,
+              paste(x$index[seq_len(k)], collapse = " "),
+              if (x$m > k) " ..." else ""))
+  invisible(x)
+}
+
+#' @export
+summary.kb_thin <- function(object, ...) {
+  path <- if (is.null(object$ksd)) object$mmd else object$ksd
+  structure(list(method = object$method, n = object$n, d = object$d,
+                 m = object$m, distinct = length(unique(object$index)),
+                 what = if (is.null(object$ksd)) "MMD" else "KSD",
+                 final = path[object$m],
+                 kernel = describe_resolved(object$kernel),
+                 mean_sample = colMeans(object$sample),
+                 mean_selected = colMeans(object$points),
+                 first = min(object$index), last = max(object$index)),
+            class = "summary.kb_thin")
+}
+
+#' @export
+print.summary.kb_thin <- function(x, ...) {
+  cat(sprintf("%s: %d of %d points (%d distinct), d = %d\n", x$method, x$m,
+              x$n, x$distinct, x$d))
+  cat("  kernel:", x$kernel, "\n")
+  cat(sprintf("  %s of the selection: %s\n", x$what,
+              format(x$final, digits = 6)))
+  cat(sprintf("  selected rows span %d to %d\n", x$first, x$last))
+  tab <- rbind(sample = x$mean_sample, selected = x$mean_selected)
+  cat("  column means:\n")
+  print(signif(tab, 4))
+  invisible(x)
+}
+
+#' Plot a thinned sample
+#'
+#' Two panels: the selected points over the sample (the first two
+#' coordinates, or the index plot when \eqn{d = 1}), and the discrepancy of
+#' the first \eqn{j} selected points.
+#'
+#' @param x A `kb_thin` object.
+#' @param which Which panels: 1 (points), 2 (path) or both.
+#' @param ... Further arguments to [plot.default()] for the points panel.
+#' @return `x`, invisibly.
+#' @export
+plot.kb_thin <- function(x, which = 1:2, ...) {
+  if (length(which) > 1L) {
+    op <- graphics::par(mfrow = c(1L, length(which)))
+    on.exit(graphics::par(op))
+  }
+  if (1L %in% which) {
+    s <- x$sample
+    if (x$d == 1L) {
+      graphics::plot(seq_len(x$n), s[, 1L], col = "grey70", pch = 20,
+                     xlab = "row", ylab = colnames(s)[1L] %||% "x1",
+                     main = x$method, ...)
+      graphics::points(x$index, x$points[, 1L], col = "red", pch = 19)
+    } else {
+      cn <- colnames(s) %||% paste0("x", seq_len(x$d))
+      graphics::plot(s[, 1L], s[, 2L], col = "grey70", pch = 20,
+                     xlab = cn[1L], ylab = cn[2L], main = x$method, ...)
+      graphics::points(x$points[, 1L], x$points[, 2L], col = "red", pch = 19)
+    }
+  }
+  if (2L %in% which) {
+    path <- if (is.null(x$ksd)) x$mmd else x$ksd
+    graphics::plot(seq_len(x$m), path, type = "l", log = "y",
+                   xlab = "number of selected points",
+                   ylab = if (is.null(x$ksd)) "MMD" else "KSD",
+                   main = "discrepancy of the selection")
+  }
+  invisible(x)
+}
+
+`%||%` <- function(a, b) if (is.null(a)) b else a
+
+#' KSD-optimal weights
+#'
+#' Weights \eqn{w} on the rows of a sample that minimise the weighted KSD
+#' \eqn{w^\top K_p w} subject to \eqn{\sum_i w_i = 1} (and \eqn{w \ge 0}
+#' when `nonneg = TRUE`), where \eqn{K_p} is the Stein kernel matrix. Useful
+#' to reweight a thinned set. Repeated rows are merged before solving and
+#' share their weight equally.
+#'
+#' The non-negative problem is solved by an active-set method on Cholesky
+#' factorisations; the unconstrained one in closed form,
+#' \eqn{w \propto K_p^{-1} 1}.
+#'
+#' @inheritParams stein_kernel_matrix
+#' @param nonneg Constrain the weights to be non-negative (default `TRUE`).
+#' @param ... Further arguments to [stein_kernel_matrix()]: `standardize`,
+#'   `nthreads`.
+#' @return A numeric vector of weights summing to 1, with attribute `ksd`
+#'   (the weighted KSD).
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_target(c(0, 0))
+#' x <- sample_target(tg, 40)
+#' w <- ksd_weights(x, tg)
+#' c(uniform = ksd(x, tg), weighted = attr(w, "ksd"))
+#' @export
+ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE, ...) {
+  nonneg <- check_flag(nonneg, "nonneg")
+  x <- as_points(x)
+  s <- resolve_score(score, x)
+  # exact (bitwise) row keys: merging must not depend on printing precision
+  xs <- cbind(x, s)
+  key <- apply(xs, 1L, function(r) paste(sprintf("%a", r), collapse = ","))
+  dup <- duplicated(key)
+  ux <- x[!dup, , drop = FALSE]
+  us <- s[!dup, , drop = FALSE]
+  K <- stein_kernel_matrix(ux, us, kernel, ...)
+  v <- if (nonneg) simplex_qp(K) else affine_qp(K)
+  # share each distinct point's weight among its copies
+  grp <- match(key, key[!dup])
+  w <- v[grp] / tabulate(grp, nbins = length(v))[grp]
+  attr(w, "ksd") <- sqrt(max(drop(crossprod(v, K %*% v)), 0))
+  w
+}
+
+ridge_chol <- function(A) {
+  jitter <- 0
+  base <- max(mean(abs(diag(A))), .Machine$double.xmin)
+  repeat {
+    R <- tryCatch(chol(A + diag(jitter, nrow(A))), error = function(e) NULL)
+    if (!is.null(R)) return(R)
+    jitter <- if (jitter == 0) 1e-12 * base else jitter * 100
+    if (jitter > 1e-4 * base) {
+      stop("the Stein kernel matrix is numerically singular", call. = FALSE)
+    }
+  }
+}
+
+# argmin w'Kw subject to sum(w) = 1.
+affine_qp <- function(K) {
+  R <- ridge_chol(K)
+  z <- backsolve(R, forwardsolve(t(R), rep(1, nrow(K))))
+  z / sum(z)
+}
+
+# argmin w'Kw subject to sum(w) = 1, w >= 0: primal active-set method.
+# The passive set P holds the free weights; the optimum on P solves the
+# affine problem there; a weight that turns negative leaves P, and the
+# point with the most negative KKT residual 2(Kw)_i - 2 w'Kw enters it.
+simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L) {
+  n <- nrow(K)
+  w <- numeric(n)
+  i0 <- which.min(diag(K))
+  w[i0] <- 1
+  P <- i0
+  scale <- max(abs(diag(K)))
+  for (iter in seq_len(max_iter)) {
+    g <- drop(K %*% w)
+    lam <- sum(w * g)
+    cand <- setdiff(seq_len(n), P)
+    if (!length(cand)) break
+    viol <- g[cand] - lam
+    if (min(viol) >= -tol * scale) break
+    P <- c(P, cand[which.min(viol)])
+    repeat {
+      z <- numeric(n)
+      z[P] <- affine_qp(K[P, P, drop = FALSE])
+      if (all(z[P] > 0)) {
+        w <- z
+        break
+      }
+      # step from w towards z until the first weight reaches zero
+      neg <- P[z[P] <= 0]
+      alpha <- min(w[neg] / (w[neg] - z[neg]))
+      w <- w + alpha * (z - w)
+      drop_ <- P[w[P] <= tol]
+      w[drop_] <- 0
+      P <- setdiff(P, drop_)
+      if (!length(P)) stop("active-set solver lost all points", call. = FALSE)
+      w <- w / sum(w)
+    }
+  }
+  w
+}
+
+#' Convert a thinned sample to posterior draws
+#'
+#' @param x A `kb_thin` object.
+#' @param ... Ignored.
+#' @return A `posterior::draws_matrix` of the selected points (in selection
+#'   order; variables named `x1`, `x2`, ... when the sample had no column
+#'   names).
+#' @name as_draws.kb_thin
+#' @examplesIf requireNamespace("posterior", quietly = TRUE)
+#' set.seed(1)
+#' x <- matrix(rnorm(400), ncol = 2, dimnames = list(NULL, c("a", "b")))
+#' th <- stein_thin(x, -x, m = 10)
+#' posterior::as_draws_matrix(th)
+#' @exportS3Method posterior::as_draws_matrix
+as_draws_matrix.kb_thin <- function(x, ...) {
+  if (!requireNamespace("posterior", quietly = TRUE)) {
+    stop("package 'posterior' is needed to convert to draws", call. = FALSE)
+  }
+  p <- x$points
+  if (is.null(colnames(p))) colnames(p) <- paste0("x", seq_len(ncol(p)))
+  rownames(p) <- NULL
+  posterior::as_draws_matrix(p)
+}
+
+#' @rdname as_draws.kb_thin
+#' @exportS3Method posterior::as_draws
+as_draws.kb_thin <- function(x, ...) as_draws_matrix.kb_thin(x, ...)

@@ -1,0 +1,267 @@
+/* Offline greedy thinning (DESIGN.md, "Greedy Stein thinning"): Stein
+ * thinning (Riabiz et al. 2022), its gradient-free variant (Fisher et al.
+ * 2021) and MMD thinning / kernel herding.  O(n m) kernel evaluations and
+ * O(n) memory: never an n x m or n x n matrix. */
+#include <limits.h>
+#include "stein.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+typedef struct {
+    const kb_kernel *K;
+    const double *X, *S;   /* n x d points and scores (S NULL: base kernel) */
+    R_xlen_t n;
+    const double *ew;      /* gradient-free weights exp(w_i), or NULL */
+    const double *mu;      /* MMD: mean embedding at each point, or NULL */
+} greedy_problem;
+
+/* obj_i += 2 k(x_i, x_last) [e^{w_i + w_last}] for i in [i0, i1). */
+static void add_point(const greedy_problem *g, const double *xl,
+                      const double *sl, double ewl, R_xlen_t i0, R_xlen_t i1,
+                      double *obj)
+{
+    double buf[KB_BLOCK];
+    for (R_xlen_t i = i0; i < i1; i += KB_BLOCK) {
+        int m = (int) (i1 - i < KB_BLOCK ? i1 - i : KB_BLOCK);
+        if (g->S)
+            kb_stein_row(g->K, xl, sl, g->X, g->S, g->n, i, i + m, buf);
+        else
+            kb_kernel_row(g->K, xl, g->X, g->n, i, i + m, buf);
+        double *o = obj + i;
+        if (g->ew) {
+            const double *e = g->ew + i;
+            for (int t = 0; t < m; t++)
+                o[t] += 2.0 * buf[t] * (e[t] * ewl);
+        } else {
+            for (int t = 0; t < m; t++)
+                o[t] += 2.0 * buf[t];
+        }
+    }
+}
+
+/* First index of the smallest obj_i - coef mu_i over eligible i in [i0, i1). */
+static R_xlen_t local_argmin(const greedy_problem *g, const double *obj,
+                             const int *taken, double coef, R_xlen_t i0,
+                             R_xlen_t i1, double *best)
+{
+    R_xlen_t bi = -1;
+    double bv = R_PosInf;
+    for (R_xlen_t i = i0; i < i1; i++) {
+        if (taken && taken[i])
+            continue;
+        double v = g->mu ? obj[i] - coef * g->mu[i] : obj[i];
+        if (v < bv || bi < 0) {
+            bv = v;
+            bi = i;
+        }
+    }
+    *best = bv;
+    return bi;
+}
+
+/* The greedy loop.  obj must hold the diagonal terms on entry.  Writes the
+ * 0-based selection into idx and, for each step, obj at the selected point
+ * before its own row is added (the increase of the sum over the selected
+ * set), into gain. */
+static void greedy(const greedy_problem *g, int m, int unique, int nt,
+                   double *obj, int *idx, double *gain)
+{
+    const int d = g->K->d;
+    R_xlen_t n = g->n;
+    int *taken = unique ? (int *) R_alloc((size_t) n, sizeof(int)) : NULL;
+    if (taken)
+        memset(taken, 0, (size_t) n * sizeof(int));
+    double *xl = (double *) R_alloc((size_t) 2 * d, sizeof(double)),
+        *sl = xl + d;
+    double *tv = (double *) R_alloc((size_t) nt, sizeof(double));
+    R_xlen_t *ti = (R_xlen_t *) R_alloc((size_t) nt, sizeof(R_xlen_t));
+    R_xlen_t last = -1, since_check = 0;
+    for (int j = 0; j < m; j++) {
+        double ewl = 1.0, coef = 2.0 * (j + 1);
+        if (last >= 0) {
+            kb_get_row(g->X, n, last, d, xl);
+            if (g->S)
+                kb_get_row(g->S, n, last, d, sl);
+            if (g->ew)
+                ewl = g->ew[last];
+        }
+        for (int t = 0; t < nt; t++) {
+            ti[t] = -1;
+            tv[t] = R_PosInf;
+        }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+#endif
+        {
+            int tid = 0, nth = 1;
+#ifdef _OPENMP
+            tid = omp_get_thread_num();
+            nth = omp_get_num_threads();
+#endif
+            R_xlen_t i0 = n * tid / nth, i1 = n * (tid + 1) / nth;
+            if (last >= 0)
+                add_point(g, xl, sl, ewl, i0, i1, obj);
+            ti[tid] = local_argmin(g, obj, taken, coef, i0, i1, tv + tid);
+        }
+        /* ranges are in thread order, so strict < keeps the first index */
+        R_xlen_t bi = -1;
+        double bv = R_PosInf;
+        for (int t = 0; t < nt; t++)
+            if (ti[t] >= 0 && (bi < 0 || tv[t] < bv)) {
+                bv = tv[t];
+                bi = ti[t];
+            }
+        if (bi < 0)
+            KB_INTERNAL("no point left to select");
+        idx[j] = (int) bi;
+        gain[j] = obj[bi];
+        if (taken)
+            taken[bi] = 1;
+        last = bi;
+        since_check += n;
+        if (since_check > ((R_xlen_t) 1 << 22)) {
+            R_CheckUserInterrupt();
+            since_check = 0;
+        }
+    }
+}
+
+static void check_thin_points(SEXP x, SEXP s, int *n, int *d)
+{
+    if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x))
+        Rf_error(_("'x' must be a numeric matrix"));
+    *n = Rf_nrows(x);
+    *d = Rf_ncols(x);
+    if (s != R_NilValue && (TYPEOF(s) != REALSXP || !Rf_isMatrix(s) ||
+                            Rf_nrows(s) != *n || Rf_ncols(s) != *d))
+        Rf_error(_("'score' must be a numeric matrix with the dimensions of 'x'"));
+    if (*n < 1 || *d < 1)
+        Rf_error(_("'x' must have at least one row and one column"));
+}
+
+static SEXP thin_result(int m, const int *idx, const double *gain)
+{
+    const char *nms[] = {"index", "gain", ""};
+    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SEXP ix = Rf_allocVector(INTSXP, m);
+    SET_VECTOR_ELT(ans, 0, ix);
+    for (int j = 0; j < m; j++)
+        INTEGER(ix)[j] = idx[j] + 1;
+    SEXP gn = Rf_allocVector(REALSXP, m);
+    SET_VECTOR_ELT(ans, 1, gn);
+    memcpy(REAL(gn), gain, (size_t) m * sizeof(double));
+    UNPROTECT(1);
+    return ans;
+}
+
+static int check_m(SEXP m_, SEXP unique_, int n, int *unique)
+{
+    int m = kb_scalar_int(m_, "m");
+    if (TYPEOF(unique_) != LGLSXP || XLENGTH(unique_) != 1 ||
+        LOGICAL(unique_)[0] == NA_LOGICAL)
+        Rf_error(_("'unique' must be TRUE or FALSE"));
+    *unique = LOGICAL(unique_)[0];
+    if (m < 1 || (*unique && m > n))
+        Rf_error(_("'m' must be between 1 and %d"), *unique ? n : INT_MAX);
+    return m;
+}
+
+/* .Call entry: greedy Stein thinning; w = NULL or the gradient-free log
+ * weights (shifted to minimum 0 by the R layer). */
+SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
+                   SEXP nthreads)
+{
+    int n, d, unique;
+    check_thin_points(x, s, &n, &d);
+    if (s == R_NilValue)
+        Rf_error(_("'score' must be a numeric matrix"));
+    int m = check_m(m_, unique_, n, &unique), nt = kb_nthreads(nthreads);
+    kb_kernel K;
+    kb_kernel_from_sexp(kern, d, &K);
+    double *ew = NULL;
+    if (w != R_NilValue) {
+        if (TYPEOF(w) != REALSXP || XLENGTH(w) != n)
+            Rf_error(_("'w' must be a numeric vector of length nrow(x)"));
+        ew = (double *) R_alloc((size_t) n, sizeof(double));
+        for (int i = 0; i < n; i++)
+            ew[i] = exp(REAL(w)[i]);
+    }
+    greedy_problem g = {&K, REAL(x), REAL(s), n, ew, NULL};
+    double *obj = (double *) R_alloc((size_t) n, sizeof(double));
+    double *si = (double *) R_alloc((size_t) d, sizeof(double));
+    for (int i = 0; i < n; i++) {
+        kb_get_row(REAL(s), n, i, d, si);
+        obj[i] = kb_stein_diag(&K, si);
+        if (ew)
+            obj[i] *= ew[i] * ew[i];
+    }
+    int *idx = (int *) R_alloc((size_t) m, sizeof(int));
+    double *gain = (double *) R_alloc((size_t) m, sizeof(double));
+    greedy(&g, m, unique, nt, obj, idx, gain);
+    return thin_result(m, idx, gain);
+}
+
+/* .Call entry: MMD thinning (kernel herding on the sample).  xe holds the
+ * rows the mean embedding is computed on.  Also returns the embedding mu at
+ * every row. */
+SEXP kb_mmd_thin(SEXP x, SEXP xe, SEXP kern, SEXP m_, SEXP unique_,
+                 SEXP nthreads)
+{
+    int n, d, unique, ne, de;
+    check_thin_points(x, R_NilValue, &n, &d);
+    check_thin_points(xe, R_NilValue, &ne, &de);
+    if (de != d)
+        Rf_error(_("embedding rows must have ncol(x) columns"));
+    int m = check_m(m_, unique_, n, &unique), nt = kb_nthreads(nthreads);
+    kb_kernel K;
+    kb_kernel_from_sexp(kern, d, &K);
+    SEXP mu_ = PROTECT(Rf_allocVector(REALSXP, n));
+    double *mu = REAL(mu_);
+    const double *X = REAL(x), *XE = REAL(xe);
+    double *scratch = (double *) R_alloc((size_t) (d + KB_BLOCK) * nt,
+                                         sizeof(double));
+    R_xlen_t step = ((R_xlen_t) 1 << 22) / ne + 1;
+    for (R_xlen_t i0 = 0; i0 < n; i0 += step) {
+        R_xlen_t i1 = i0 + step < n ? i0 + step : n;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+        for (R_xlen_t i = i0; i < i1; i++) {
+            int tid = 0;
+#ifdef _OPENMP
+            tid = omp_get_thread_num();
+#endif
+            double *xi = scratch + (size_t) (d + KB_BLOCK) * tid,
+                *buf = xi + d, acc = 0.0;
+            kb_get_row(X, n, i, d, xi);
+            for (R_xlen_t l = 0; l < ne; l += KB_BLOCK) {
+                R_xlen_t l1 = l + KB_BLOCK < ne ? l + KB_BLOCK : ne;
+                kb_kernel_row(&K, xi, XE, ne, l, l1, buf);
+                for (R_xlen_t t = 0; t < l1 - l; t++)
+                    acc += buf[t];
+            }
+            mu[i] = acc / ne;
+        }
+        R_CheckUserInterrupt();
+    }
+    greedy_problem g = {&K, X, NULL, n, NULL, mu};
+    double *obj = (double *) R_alloc((size_t) n, sizeof(double));
+    double zero = 0.0, k0, p1, p2;
+    kb_phi_block(&K, 1, &zero, &k0, &p1, &p2);
+    for (int i = 0; i < n; i++)
+        obj[i] = k0;
+    int *idx = (int *) R_alloc((size_t) m, sizeof(int));
+    double *gain = (double *) R_alloc((size_t) m, sizeof(double));
+    greedy(&g, m, unique, nt, obj, idx, gain);
+    SEXP ans = PROTECT(thin_result(m, idx, gain));
+    SEXP out = PROTECT(Rf_lengthgets(ans, 3));
+    SET_VECTOR_ELT(out, 2, mu_);
+    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 3));
+    SET_STRING_ELT(nm, 0, Rf_mkChar("index"));
+    SET_STRING_ELT(nm, 1, Rf_mkChar("gain"));
+    SET_STRING_ELT(nm, 2, Rf_mkChar("mu"));
+    Rf_setAttrib(out, R_NamesSymbol, nm);
+    UNPROTECT(4);
+    return out;
+}

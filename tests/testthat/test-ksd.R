@@ -1,0 +1,579 @@
+# Stein kernel matrices, KSD and KSD paths (R/ksd.R, src/stein.c), checked
+# against the plain-R reference in helper-reference.R.
+
+# Kernels under test: a constructor of the package kernel for a given
+# preconditioner, and the parameters the reference needs.
+ksd_kernels <- list(
+  imq = list(make = function(pc) imq_kernel(precon = pc),
+             type = "imq", c = 1, beta = -0.5),
+  imq_pow = list(make = function(pc) imq_kernel(c = 0.8, beta = -0.3,
+                                                 precon = pc),
+                 type = "imq", c = 0.8, beta = -0.3),
+  gauss = list(make = function(pc) gaussian_kernel(precon = pc),
+               type = "gaussian", c = 1, beta = -0.5)
+)
+
+# Every kind of preconditioner, for dimension d.
+precons_for <- function(d) {
+  list(id = "id", med = "med", sclmed = "sclmed", smpcov = "smpcov",
+       number = 0.7,
+       diagonal = diag(seq(0.5, 2, length.out = d), d),
+       full = ref_spd(d),
+       isotropic = diag(1.7, d))
+}
+
+# A sample with unequal scales and its Gaussian score.
+make_sample <- function(n, d) {
+  x <- matrix(stats::rnorm(n * d), n, d) %*% diag(seq(1, 3, length.out = d), d)
+  x <- sweep(x, 2, seq(-1, 1, length.out = d), "+")
+  s <- -x + matrix(stats::rnorm(n * d, sd = 0.3), n, d)
+  list(x = x, s = s)
+}
+
+# ---- Stein kernel matrix vs the reference ------------------------------------
+
+test_that("stein_kernel_matrix() matches the reference: kernels x preconditioners x d x standardize", {
+  set.seed(10)
+  for (d in c(1, 2, 5)) {
+    smp <- make_sample(30, d)
+    pcs <- precons_for(d)
+    for (kn in names(ksd_kernels)) {
+      ks <- ksd_kernels[[kn]]
+      for (pn in names(pcs)) {
+        for (std in c(FALSE, TRUE)) {
+          lab <- sprintf("%s / %s / d = %d / standardize = %s", kn, pn, d, std)
+          got <- stein_kernel_matrix(smp$x, smp$s, kernel = ks$make(pcs[[pn]]),
+                                     standardize = std, nthreads = 1)
+          want <- ref_stein(smp$x, smp$s, ks$type, ks$c, ks$beta, pcs[[pn]],
+                            standardize = std)
+          expect_identical(dim(got), c(30L, 30L))
+          expect_lt(rel_err(got, want), 1e-12, label = lab)
+          got2 <- stein_kernel_matrix(smp$x, smp$s, kernel = ks$make(pcs[[pn]]),
+                                      standardize = std, nthreads = 2)
+          expect_identical(got2, got, label = paste(lab, "(2 threads)"))
+        }
+      }
+    }
+  }
+})
+
+test_that("stein_kernel_matrix() across C block boundaries (n = 300 > 256) and with 2 threads", {
+  set.seed(11)
+  smp <- make_sample(300, 3)
+  L <- ref_spd(3)
+  cases <- list(
+    list(k = imq_kernel(precon = "med"), type = "imq", c = 1, beta = -0.5,
+         pc = "med"),
+    list(k = imq_kernel(c = 2, beta = -0.75, precon = diag(c(0.5, 1, 2))),
+         type = "imq", c = 2, beta = -0.75, pc = diag(c(0.5, 1, 2))),
+    list(k = gaussian_kernel(precon = L), type = "gaussian", c = 1,
+         beta = -0.5, pc = L)
+  )
+  for (cs in cases) {
+    want <- ref_stein(smp$x, smp$s, cs$type, cs$c, cs$beta, cs$pc)
+    got1 <- stein_kernel_matrix(smp$x, smp$s, cs$k, nthreads = 1)
+    got2 <- stein_kernel_matrix(smp$x, smp$s, cs$k, nthreads = 2)
+    expect_lt(rel_err(got1, want), 1e-12, label = cs$type)
+    expect_identical(got2, got1)
+    expect_identical(got1, t(got1))
+    # the sums behind ksd() and ksd_path() cross the same block boundaries
+    expect_equal(ksd(smp$x, smp$s, cs$k, nthreads = 2), ref_ksd(want),
+                 tolerance = 1e-12)
+    expect_equal(ksd(smp$x, smp$s, cs$k, type = "U", nthreads = 1),
+                 ref_ksd(want, "U"), tolerance = 1e-11)
+    p <- ksd_path(smp$x, smp$s, cs$k, nthreads = 2)
+    expect_lt(rel_err(p$ksd, ref_ksd_path(want)), 1e-12)
+  }
+})
+
+test_that("n = 3000: rows are processed in chunks between interrupt checks", {
+  # the C loops work in chunks of about 2^23 / n rows (2796 for n = 3000):
+  # check the rows on both sides of that boundary and the totals
+  set.seed(121)
+  n <- 3000
+  smp <- make_sample(n, 2)
+  K <- stein_kernel_matrix(smp$x, smp$s, nthreads = 2)
+  rows <- c(1, 2795, 2796, 2797, 2798, 3000)
+  cols <- c(rows, 1000, 2000)
+  want <- ref_stein_matrix(smp$x[cols, ], smp$s[cols, ])
+  expect_lt(rel_err(K[cols, cols], want), 1e-12)
+  expect_equal(ksd(smp$x, smp$s, nthreads = 2), sqrt(sum(K)) / n,
+               tolerance = 1e-12)
+  p <- ksd_path(smp$x, smp$s, nthreads = 2)
+  for (j in c(2795, 2796, 2797, 3000)) {
+    expect_equal(p$ksd[j], sqrt(sum(K[1:j, 1:j])) / j, tolerance = 1e-12)
+  }
+})
+
+test_that("stein_kernel_matrix() with n = 1 and n = 257 (one past a block)", {
+  set.seed(12)
+  smp <- make_sample(257, 2)
+  got <- stein_kernel_matrix(smp$x, smp$s, imq_kernel(c = 1.5, beta = -0.5))
+  # check the rows and columns around the block boundary only
+  idx <- c(1, 2, 255, 256, 257)
+  want <- ref_stein_matrix(smp$x[idx, ], smp$s[idx, ], "imq", 1.5, -0.5,
+                           diag(2))
+  expect_lt(rel_err(got[idx, idx], want), 1e-12)
+  k1 <- stein_kernel_matrix(smp$x[1, , drop = FALSE], smp$s[1, , drop = FALSE])
+  expect_identical(dim(k1), c(1L, 1L))
+  # |s|^2 phi(0) - 2 phi'(0) tr(L) with phi(0) = 1, phi'(0) = -1/2
+  expect_equal(k1[1, 1], sum(smp$s[1, ]^2) + 2, tolerance = 1e-14)
+})
+
+test_that("the IMQ kernel at the boundary beta = -1 matches the reference", {
+  # imq_kernel() rejects beta = -1 (DESIGN.md: -1 < beta < 0); build the
+  # kernel object by hand to check the general pow() path there.
+  set.seed(13)
+  smp <- make_sample(40, 3)
+  k <- structure(list(type = "imq", c = 1.3, beta = -1, precon = "med"),
+                 class = c("kb_imq", "kb_kernel"))
+  got <- stein_kernel_matrix(smp$x, smp$s, k)
+  want <- ref_stein(smp$x, smp$s, "imq", 1.3, -1, "med")
+  expect_lt(rel_err(got, want), 1e-12)
+})
+
+# ---- KSD and KSD path vs the reference ----------------------------------------
+
+test_that("ksd() V, U and weighted match the reference", {
+  set.seed(14)
+  for (d in c(1, 3)) {
+    smp <- make_sample(45, d)
+    w <- stats::runif(45)
+    for (kn in names(ksd_kernels)) {
+      ks <- ksd_kernels[[kn]]
+      for (pc in list("med", ref_spd(d))) {
+        k <- ks$make(pc)
+        for (std in c(FALSE, TRUE)) {
+          K <- ref_stein(smp$x, smp$s, ks$type, ks$c, ks$beta, pc, std)
+          lab <- sprintf("%s d = %d std = %s", kn, d, std)
+          v <- ksd(smp$x, smp$s, k, standardize = std)
+          expect_equal(v, ref_ksd(K), tolerance = 1e-12, label = lab)
+          expect_equal(ksd(smp$x, smp$s, k, type = "U", standardize = std),
+                       ref_ksd(K, "U"), tolerance = 1e-11, label = lab)
+          expect_equal(ksd(smp$x, smp$s, k, weights = w, standardize = std),
+                       ref_ksd(K, "V", w), tolerance = 1e-12, label = lab)
+          expect_equal(ksd(smp$x, smp$s, k, weights = w, type = "U",
+                           standardize = std),
+                       ref_ksd(K, "U", w), tolerance = 1e-11, label = lab)
+          expect_identical(ksd(smp$x, smp$s, k, standardize = std,
+                               nthreads = 2), v)
+        }
+      }
+    }
+  }
+})
+
+test_that("ksd() weights: normalised, equal weights give the unweighted statistics", {
+  set.seed(15)
+  smp <- make_sample(25, 2)
+  v <- ksd(smp$x, smp$s)
+  u <- ksd(smp$x, smp$s, type = "U")
+  expect_equal(ksd(smp$x, smp$s, weights = rep(3, 25)), v, tolerance = 1e-13)
+  expect_equal(ksd(smp$x, smp$s, weights = rep(3, 25), type = "U"), u,
+               tolerance = 1e-12)
+  w <- stats::runif(25)
+  expect_equal(ksd(smp$x, smp$s, weights = w),
+               ksd(smp$x, smp$s, weights = 10 * w), tolerance = 1e-13)
+  # zero weights drop points
+  w0 <- c(rep(1, 10), rep(0, 15))
+  expect_equal(ksd(smp$x, smp$s, weights = w0),
+               ksd(smp$x[1:10, ], smp$s[1:10, ]), tolerance = 1e-13)
+  expect_equal(ksd(smp$x, smp$s, weights = w0, type = "U"),
+               ksd(smp$x[1:10, ], smp$s[1:10, ], type = "U"), tolerance = 1e-12)
+})
+
+test_that("ksd() of a single point is sqrt(k_p(x, x)); U can be negative", {
+  x <- matrix(c(0.5, -1), 1)
+  s <- matrix(c(2, 1), 1)
+  # IMQ(1, -1/2), L = I: k_p(x, x) = |s|^2 + 2 * (1/2) * 2 = 7
+  expect_equal(ksd(x, s), sqrt(7), tolerance = 1e-14)
+  # exact draws: U-statistics scatter around 0 and take both signs
+  set.seed(16)
+  tg <- gaussian_target(c(0, 0))
+  us <- vapply(1:30, function(i) ksd(sample_target(tg, 20), tg, type = "U"),
+               numeric(1))
+  expect_true(any(us < 0))
+  expect_true(any(us > 0))
+})
+
+test_that("ksd_path() matches the reference and ends at ksd()", {
+  set.seed(17)
+  smp <- make_sample(50, 2)
+  # precon "id": path[j] is exactly the KSD of the first j rows
+  p <- ksd_path(smp$x, smp$s)
+  expect_s3_class(p, "kb_ksd_path")
+  expect_identical(p$n, 50L)
+  expect_identical(p$d, 2L)
+  K <- ref_stein(smp$x, smp$s)
+  expect_lt(rel_err(p$ksd, ref_ksd_path(K)), 1e-12)
+  for (j in c(1, 2, 17, 50)) {
+    expect_equal(p$ksd[j], ref_ksd(K[1:j, 1:j, drop = FALSE]), tolerance = 1e-12)
+    expect_equal(p$ksd[j], ksd(smp$x[1:j, , drop = FALSE],
+                               smp$s[1:j, , drop = FALSE]), tolerance = 1e-12)
+  }
+  expect_equal(p$ksd[50], ksd(smp$x, smp$s), tolerance = 1e-14)
+  # heuristic preconditioners are resolved once, on the whole sample
+  km <- gaussian_kernel(precon = "sclmed")
+  pm <- ksd_path(smp$x, smp$s, km, standardize = TRUE, nthreads = 2)
+  Km <- ref_stein(smp$x, smp$s, "gaussian", precon = "sclmed",
+                  standardize = TRUE)
+  expect_lt(rel_err(pm$ksd, ref_ksd_path(Km)), 1e-12)
+  expect_equal(pm$ksd[50], ksd(smp$x, smp$s, km, standardize = TRUE),
+               tolerance = 1e-14)
+  expect_identical(ksd_path(smp$x, smp$s, km, standardize = TRUE,
+                            nthreads = 1)$ksd, pm$ksd)
+  expect_equal(pm$scale, ref_standardize(smp$x, smp$s)$scale,
+               tolerance = 1e-14)
+  expect_equal(pm$kernel$L, ref_precon(ref_standardize(smp$x, smp$s)$x,
+                                       "sclmed"), tolerance = 1e-12)
+})
+
+test_that("ksd_path() methods: as.numeric, summary, print, plot", {
+  x <- cbind(seq(-1, 1, length.out = 12), cos(1:12))
+  p <- ksd_path(x, -x)
+  expect_lt(rel_err(p$ksd, ref_ksd_path(ref_stein(x, -x))), 1e-12)
+  expect_identical(as.numeric(p), p$ksd)
+  expect_identical(as.double(p), p$ksd)
+  sm <- summary(p)
+  expect_identical(sm$n, 12L)
+  expect_identical(sm$at, c(1L, 10L, 12L))
+  expect_identical(sm$ksd, p$ksd[c(1, 10, 12)])
+  expect_identical(sm$min, min(p$ksd))
+  expect_identical(sm$which_min, which.min(p$ksd))
+  expect_snapshot({
+    print(p)
+    summary(p)
+  })
+  utils::capture.output(vis <- withVisible(print(p)))
+  expect_false(vis$visible)
+  expect_identical(vis$value, p)
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off(), add = TRUE)
+  expect_invisible(plot(p))
+  expect_identical(plot(p, reference = FALSE, log = ""), p)
+})
+
+# ---- statistical properties ----------------------------------------------------
+
+test_that("Stein identity: E_p k_p(X, y) = 0 for exact draws", {
+  set.seed(18)
+  tg <- gaussian_target(mean = c(1, -1), cov = matrix(c(2, 0.6, 0.6, 1), 2))
+  wrong <- gaussian_target(mean = c(1.5, -1), cov = matrix(c(2, 0.6, 0.6, 1), 2))
+  n <- 20000
+  xs <- sample_target(tg, n)
+  ss <- target_score(tg, xs)
+  sw <- target_score(wrong, xs)
+  y <- c(0.3, 0.2)
+  row_mean <- function(kernel, s, sy) {
+    vals <- numeric(0)
+    for (b in split(seq_len(n), ceiling(seq_len(n) / 1000))) {
+      K <- stein_kernel_matrix(rbind(y, xs[b, ]), rbind(sy, s[b, ]), kernel)
+      vals <- c(vals, K[1, -1])
+    }
+    c(mean = mean(vals), se = stats::sd(vals) / sqrt(n))
+  }
+  kernels <- list(imq_kernel(), imq_kernel(c = 0.5, beta = -0.75,
+                                           precon = matrix(c(1, 0.3, 0.3, 2), 2)),
+                  gaussian_kernel(bandwidth = 1.5))
+  for (k in kernels) {
+    ok <- row_mean(k, ss, target_score(tg, y))
+    expect_lt(abs(ok[["mean"]]) / ok[["se"]], 4)
+    # the identity fails for the wrong target: the test has power
+    bad <- row_mean(k, sw, target_score(wrong, y))
+    expect_gt(abs(bad[["mean"]]) / bad[["se"]], 10)
+  }
+})
+
+test_that("KSD of exact draws decreases like n^(-1/2); a shifted sample is worse", {
+  tg <- gaussian_target(c(0, 0))
+  ns <- c(250, 1000, 4000)
+  avg <- vapply(ns, function(n) {
+    mean(vapply(1:3, function(seed) {
+      set.seed(seed)
+      ksd(sample_target(tg, n), tg, nthreads = 2)
+    }, numeric(1)))
+  }, numeric(1))
+  slope <- unname(stats::coef(stats::lm(log(avg) ~ log(ns)))[2])
+  expect_gt(slope, -0.7)
+  expect_lt(slope, -0.3)
+  set.seed(19)
+  x <- sample_target(tg, 1000)
+  expect_gt(ksd(x + 1, tg), 3 * ksd(x, tg))
+  expect_gt(ksd(x * 2, tg), 3 * ksd(x, tg))
+})
+
+# ---- input types ------------------------------------------------------------------
+
+test_that("data.frame, coda and posterior inputs give the same results as the matrix", {
+  set.seed(20)
+  x <- matrix(stats::rnorm(150), 50, 3, dimnames = list(NULL, c("a", "b", "c")))
+  tg <- gaussian_target(c(0, 0.5, -0.5), cov = c(1, 2, 0.5))
+  k <- imq_kernel(precon = "med")
+  K <- stein_kernel_matrix(x, tg, k)
+  v <- ksd(x, tg, k)
+  p <- ksd_path(x, tg, k)$ksd
+  arr <- array(NA_real_, c(25, 2, 3),
+               dimnames = list(NULL, NULL, c("a", "b", "c")))
+  arr[, 1, ] <- x[1:25, ]
+  arr[, 2, ] <- x[26:50, ]
+  inputs <- list(
+    data.frame = as.data.frame(x),
+    mcmc = coda::mcmc(x),
+    mcmc.list = coda::mcmc.list(coda::mcmc(x[1:25, ]), coda::mcmc(x[26:50, ])),
+    draws_matrix = posterior::as_draws_matrix(x),
+    draws_df = posterior::as_draws_df(x),
+    draws_array = posterior::as_draws_array(arr)
+  )
+  for (nm in names(inputs)) {
+    xi <- inputs[[nm]]
+    expect_equal(stein_kernel_matrix(xi, tg, k), K, tolerance = 0, label = nm)
+    expect_identical(ksd(xi, tg, k), v, label = nm)
+    expect_identical(ksd_path(xi, tg, k)$ksd, p, label = nm)
+  }
+  # integer and logical matrices are numbers too
+  xi <- matrix(c(1L, 3L, 6L, 2L, 5L, 9L), 3)
+  expect_identical(ksd(xi, -xi), ksd(xi * 1.0, -xi * 1.0))
+  # a numeric vector is a one-column sample, and its score may be a vector
+  x1 <- stats::rnorm(20)
+  expect_identical(ksd(x1, -x1), ksd(matrix(x1), matrix(-x1)))
+})
+
+test_that("score as a matrix, a function and a kb_target agree", {
+  set.seed(21)
+  m <- c(0.5, -1)
+  P <- solve(matrix(c(1.5, 0.4, 0.4, 0.8), 2))
+  x <- matrix(stats::rnorm(60), 30, 2)
+  smat <- -sweep(x, 2, m) %*% P
+  fun <- function(z) -as.numeric(P %*% (z - m))
+  t1 <- kb_target(function(z) -0.5 * sum((z - m) * (P %*% (z - m))), fun,
+                  dim = 2)
+  tv <- kb_target(function(z) -0.5 * rowSums((sweep(z, 2, m) %*% P) *
+                                               sweep(z, 2, m)),
+                  function(z) -sweep(z, 2, m) %*% P, dim = 2, vectorized = TRUE)
+  tg <- gaussian_target(m, cov = solve(P))
+  for (k in list(imq_kernel(precon = "sclmed"), gaussian_kernel())) {
+    for (std in c(FALSE, TRUE)) {
+      K <- stein_kernel_matrix(x, smat, k, standardize = std)
+      for (sc in list(fun, t1, tv, tg)) {
+        expect_lt(rel_err(stein_kernel_matrix(x, sc, k, standardize = std), K),
+                  1e-12)
+        expect_equal(ksd(x, sc, k, standardize = std),
+                     ksd(x, smat, k, standardize = std), tolerance = 1e-12)
+      }
+    }
+  }
+  # the reference agrees with the analytic score too
+  expect_lt(rel_err(stein_kernel_matrix(x, fun), ref_stein(x, smat)), 1e-12)
+  # a data frame of scores is accepted like a matrix
+  expect_identical(ksd(x, as.data.frame(smat)), ksd(x, smat))
+})
+
+test_that("the score closure sees every row, once, in order, and may keep its argument", {
+  set.seed(22)
+  x <- matrix(stats::rnorm(24), 8, 3)
+  seen <- list()
+  keep <- function(z) {
+    seen[[length(seen) + 1]] <<- z
+    -z
+  }
+  K <- stein_kernel_matrix(x, keep)
+  expect_length(seen, 8)
+  expect_identical(do.call(rbind, seen), x)
+  expect_identical(K, stein_kernel_matrix(x, -x))
+  # integer results are accepted
+  expect_identical(ksd(x, function(z) as.integer(c(1, 2, 3))),
+                   ksd(x, matrix(c(1, 2, 3), 8, 3, byrow = TRUE)))
+})
+
+test_that("finite-difference scores agree with the analytic score", {
+  set.seed(23)
+  m <- c(0.5, -1, 2)
+  S <- ref_spd(3)
+  P <- solve(S)
+  x <- sweep(matrix(stats::rnorm(90), 30, 3), 2, m, "+")
+  # not quadratic (a quadratic makes central differences exact for any step):
+  # log p(z) = -(z - m)'P(z - m)/2 - sum(log cosh z)
+  smat <- -sweep(x, 2, m) %*% P - tanh(x)
+  ld1 <- function(z) -0.5 * sum((z - m) * (P %*% (z - m))) - sum(log(cosh(z)))
+  ldv <- function(z) -0.5 * rowSums((sweep(z, 2, m) %*% P) * sweep(z, 2, m)) -
+    rowSums(log(cosh(z)))
+  expect_message(t1 <- kb_target(ld1, dim = 3), "finite differences")
+  expect_message(tv <- kb_target(ldv, dim = 3, vectorized = TRUE),
+                 "finite differences")
+  expect_true(t1$fd_score)
+  expect_true(tv$fd_score)
+  expect_lt(rel_err(target_score(t1, x), smat), 1e-6)
+  expect_lt(rel_err(target_score(tv, x), smat), 1e-6)
+  k <- imq_kernel(precon = "med")
+  K <- stein_kernel_matrix(x, smat, k)
+  expect_lt(rel_err(stein_kernel_matrix(x, t1, k), K), 1e-6)
+  expect_lt(rel_err(stein_kernel_matrix(x, tv, k), K), 1e-6)
+  expect_equal(ksd(x, t1, k), ksd(x, smat, k), tolerance = 1e-6)
+  expect_equal(ksd(x, tv, k, type = "U"), ksd(x, smat, k, type = "U"),
+               tolerance = 1e-6)
+})
+
+# ---- bad input ----------------------------------------------------------------------
+
+test_that("bad x is rejected, naming 'x'", {
+  set.seed(24)
+  x <- matrix(stats::rnorm(20), 10, 2)
+  s <- -x
+  for (bad in list(NA_real_, NaN, Inf, -Inf)) {
+    xb <- x
+    xb[3, 2] <- bad
+    expect_error(ksd(xb, s), "'x'.*(row 3, column 2)")
+    expect_error(stein_kernel_matrix(xb, s), "'x'")
+    expect_error(ksd_path(xb, s), "'x'")
+    expect_error(ksd(xb, function(z) -z), "'x'")
+  }
+  expect_error(ksd(matrix("a", 10, 2), s), "'x'")
+  expect_error(ksd(list(x), s), "'x'")
+  expect_error(ksd(as.list(as.data.frame(x)), s), "'x'")
+  expect_error(ksd(NULL, s), "'x'")
+  expect_error(ksd(matrix(numeric(0), 0, 2), matrix(numeric(0), 0, 2)), "'x'")
+  expect_error(ksd(data.frame(a = 1:10, b = letters[1:10]), s), "'x'.*'b'")
+  expect_error(ksd(factor(1:10), s[, 1]), "'x'")
+})
+
+test_that("bad score matrices are rejected, naming 'score'", {
+  set.seed(25)
+  x <- matrix(stats::rnorm(20), 10, 2)
+  s <- -x
+  for (bad in list(NA_real_, NaN, Inf)) {
+    sb <- s
+    sb[4, 1] <- bad
+    expect_error(ksd(x, sb), "'score'")
+    expect_error(stein_kernel_matrix(x, sb), "'score'")
+  }
+  expect_error(ksd(x), "'score'")
+  expect_error(ksd(x, NULL), "'score'")
+  expect_error(ksd(x, s[-1, ]), "'score'.*10 x 2")
+  expect_error(ksd(x, cbind(s, 1)), "'score'.*10 x 2")
+  expect_error(ksd(x, t(s)), "'score'")
+  expect_error(ksd(x, as.numeric(s)), "'score'")
+  expect_error(ksd(x, matrix("a", 10, 2)), "'score'")
+  expect_error(ksd(x, list(s)), "'score'")
+  expect_error(ksd(x[, 1], s[-1, 1]), "'score'")
+  expect_error(ksd(x, gaussian_target(c(0, 0, 0))), "'x'.*3 columns")
+})
+
+test_that("score closures that fail are reported, naming 'score'", {
+  set.seed(26)
+  x <- matrix(stats::rnorm(20), 10, 2)
+  err <- tryCatch(ksd(x, function(z) stop("boom")), error = identity)
+  expect_match(conditionMessage(err), "boom")
+  expect_match(deparse(conditionCall(err))[1], "^score\\(")
+  err <- tryCatch(stein_kernel_matrix(x, function(z) stop("boom")),
+                  error = identity)
+  expect_match(deparse(conditionCall(err))[1], "^score\\(")
+  expect_error(ksd(x, function(z) c(z, 1)), "'score'.*length 3.*row 1.*length 2")
+  expect_error(ksd(x, function(z) if (z[1] == x[5, 1]) NaN * z else -z),
+               "'score'.*non-finite.*row 5")
+  expect_error(ksd(x, function(z) c(Inf, 0)), "'score'.*non-finite")
+  expect_error(ksd(x, function(z) NA), "'score'")
+  expect_error(ksd(x, function(z) c("a", "b")), "'score'.*numeric")
+  expect_error(ksd(x, function(z) NULL), "'score'")
+  expect_error(ksd(x, function(z) list(1, 2)), "'score'")
+  expect_error(ksd_path(x, function(z) z[1]), "'score'.*length 1")
+  # the same through a non-vectorised kb_target
+  tb <- kb_target(function(z) 0, function(z) stop("boom"), dim = 2)
+  err <- tryCatch(ksd(x, tb), error = identity)
+  expect_match(conditionMessage(err), "boom")
+  expect_match(deparse(conditionCall(err))[1], "^score\\(")
+  tb <- kb_target(function(z) 0, function(z) rep(NaN, 2), dim = 2)
+  expect_error(ksd(x, tb), "'score'.*non-finite")
+})
+
+test_that("vectorised score closures returning the wrong shape are rejected", {
+  set.seed(27)
+  x <- matrix(stats::rnorm(20), 10, 2)
+  mk <- function(f) kb_target(function(z) -rowSums(z^2) / 2, f, dim = 2,
+                              vectorized = TRUE)
+  expect_error(ksd(x, mk(function(z) as.numeric(-z))), "'score'.*10 x 2")
+  expect_error(ksd(x, mk(function(z) t(-z))), "'score'.*10 x 2")
+  expect_error(ksd(x, mk(function(z) -z[-1, ])), "'score'.*10 x 2")
+  expect_error(ksd(x, mk(function(z) cbind(-z, 0))), "'score'.*10 x 2")
+  expect_error(ksd(x, mk(function(z) matrix("a", 10, 2))), "'score'")
+  expect_error(ksd(x, mk(function(z) { z[7, 2] <- NaN; z })),
+               "'score'.*non-finite.*row 7")
+  expect_error(ksd(x, mk(function(z) stop("boom"))), "'score'.*boom")
+})
+
+test_that("bad weights are rejected, naming 'weights'", {
+  set.seed(28)
+  x <- matrix(stats::rnorm(20), 10, 2)
+  w <- rep(1, 10)
+  for (bad in list(NA_real_, NaN, Inf, -1)) {
+    wb <- w
+    wb[2] <- bad
+    expect_error(ksd(x, -x, weights = wb), "'weights'")
+  }
+  expect_error(ksd(x, -x, weights = rep(1, 9)), "'weights'.*10")
+  expect_error(ksd(x, -x, weights = rep(0, 10)), "'weights'.*positive")
+  expect_error(ksd(x, -x, weights = rep("1", 10)), "'weights'")
+  expect_error(ksd(x, -x, weights = rep(NA, 10)), "'weights'")
+})
+
+test_that("bad nthreads, type, standardize and kernel are rejected, naming them", {
+  set.seed(29)
+  x <- matrix(stats::rnorm(20), 10, 2)
+  for (nt in list(0, -1, NA, 1.5, "2", c(1, 2), Inf)) {
+    expect_error(ksd(x, -x, nthreads = nt), "'nthreads'")
+    expect_error(stein_kernel_matrix(x, -x, nthreads = nt), "'nthreads'")
+    expect_error(ksd_path(x, -x, nthreads = nt), "'nthreads'")
+  }
+  old <- options(kernbayes.nthreads = 0)
+  on.exit(options(old), add = TRUE)
+  expect_error(ksd(x, -x), "'nthreads'")
+  options(kernbayes.nthreads = 2)
+  expect_identical(ksd(x, -x), ksd(x, -x, nthreads = 1))
+  # more threads than cores is not an error
+  expect_identical(ksd(x, -x, nthreads = 64), ksd(x, -x, nthreads = 1))
+
+  for (sd in list(NA, "yes", c(TRUE, FALSE), 1)) {
+    expect_error(ksd(x, -x, standardize = sd), "'standardize'")
+    expect_error(stein_kernel_matrix(x, -x, standardize = sd), "'standardize'")
+    expect_error(ksd_path(x, -x, standardize = sd), "'standardize'")
+  }
+  expect_error(ksd(x, -x, kernel = "imq"), "'kernel'")
+  expect_error(stein_kernel_matrix(x, -x, kernel = imq_kernel), "'kernel'")
+  expect_error(ksd_path(x, -x, kernel = list(type = "imq")), "'kernel'")
+})
+
+test_that("a bad type is rejected, naming 'type'", {
+  set.seed(31)
+  x <- matrix(stats::rnorm(20), 10, 2)
+  # the valid values work, and the default is "V"
+  K <- ref_stein(x, -x)
+  expect_equal(ksd(x, -x, type = "U"), ref_ksd(K, "U"), tolerance = 1e-12)
+  expect_equal(ksd(x, -x), ref_ksd(K, "V"), tolerance = 1e-12)
+  # every invalid value is an error whose message names 'type'
+  for (tp in list("W", c("U", "W"), NA_character_, 1)) {
+    err <- expect_error(ksd(x, -x, type = tp))
+    expect_match(conditionMessage(err), "'type'",
+                 label = paste("message for type =", deparse(tp)))
+  }
+})
+
+test_that("degenerate samples are rejected with a clear message", {
+  set.seed(30)
+  x <- matrix(stats::rnorm(20), 10, 2)
+  expect_error(ksd(x[1, , drop = FALSE], -x[1, , drop = FALSE], type = "U"),
+               "'x'.*two rows")
+  xc <- cbind(x[, 1], 3)
+  expect_error(ksd(xc, -xc, standardize = TRUE), "'x'.*constant column \\(2\\)")
+  expect_error(stein_kernel_matrix(xc, -xc, standardize = TRUE), "'x'.*constant")
+  xs <- matrix(c(1, 2), 10, 2, byrow = TRUE)
+  expect_error(ksd(xs, -xs, imq_kernel(precon = "med")), "'precon'")
+  expect_error(ksd(xs, -xs, gaussian_kernel()), "'precon'")
+  expect_error(ksd(x[1, , drop = FALSE], -x[1, , drop = FALSE],
+                   imq_kernel(precon = "sclmed")), "'precon'")
+  xl <- cbind(x[, 1], 2 * x[, 1] - 1)
+  expect_error(ksd(xl, -xl, imq_kernel(precon = "smpcov")), "'precon'.*smpcov")
+  expect_error(ksd(x, -x, imq_kernel(precon = diag(3))), "'precon'.*2 x 2")
+  expect_error(ksd(x, -x, imq_kernel(precon = matrix(c(1, 0.2, 0.3, 1), 2))),
+               "'precon'.*symmetric")
+  expect_error(ksd(x, -x, imq_kernel(precon = matrix(c(1, 2, 2, 1), 2))),
+               "'precon'.*positive definite")
+})

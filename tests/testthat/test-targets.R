@@ -1,0 +1,284 @@
+# Targets (R/targets.R, src/callback.c): built-in Gaussian and Gaussian
+# mixture targets, user targets from closures, evaluation and sampling.
+
+# ---- Gaussian target ---------------------------------------------------------------
+
+test_that("gaussian_target() log density matches the closed form", {
+  set.seed(40)
+  S <- matrix(c(2, 0.6, -0.3, 0.6, 1, 0.2, -0.3, 0.2, 0.5), 3)
+  m <- c(1, -1, 0.5)
+  x <- matrix(stats::rnorm(30), 10, 3)
+  tg <- gaussian_target(m, S)
+  expect_equal(target_log_density(tg, x), ref_dmvnorm_log(x, m, S),
+               tolerance = 1e-12)
+  # the standard normal by hand
+  t0 <- gaussian_target(c(0, 0))
+  expect_equal(target_log_density(t0, rbind(c(0, 0), c(1, 2))),
+               c(-log(2 * pi), -log(2 * pi) - 2.5), tolerance = 1e-14)
+  # cov as one variance and as a vector of variances
+  expect_equal(target_log_density(gaussian_target(m, 2), x),
+               ref_dmvnorm_log(x, m, diag(2, 3)), tolerance = 1e-12)
+  expect_equal(target_log_density(gaussian_target(m, c(1, 2, 3)), x),
+               ref_dmvnorm_log(x, m, diag(c(1, 2, 3))), tolerance = 1e-12)
+  # one dimension
+  x1 <- stats::rnorm(7)
+  expect_equal(target_log_density(gaussian_target(0.5, 4), x1),
+               stats::dnorm(x1, 0.5, 2, log = TRUE), tolerance = 1e-13)
+})
+
+test_that("gaussian_target() score matches the closed form and finite differences", {
+  set.seed(41)
+  S <- ref_spd(3)
+  m <- c(1, -1, 0.5)
+  x <- matrix(stats::rnorm(30), 10, 3)
+  tg <- gaussian_target(m, S)
+  g <- target_score(tg, x)
+  expect_identical(dim(g), c(10L, 3L))
+  expect_equal(g, -sweep(x, 2, m) %*% solve(S), tolerance = 1e-12,
+               ignore_attr = TRUE)
+  for (i in 1:10) {
+    fd <- ref_num_grad(function(z) ref_dmvnorm_log(z, m, S), x[i, ])
+    expect_lt(max(abs(g[i, ] - fd)) / max(abs(fd), 1), 1e-7)
+  }
+})
+
+test_that("target_score() and target_log_density() accept one point as a vector", {
+  # documented: x may be "a vector"; the package example
+  # target_score(mix, c(0, 0)) uses one point of a 2-d target
+  tg <- gaussian_target(c(0, 1))
+  expect_equal(target_score(tg, c(1, 2)), target_score(tg, rbind(c(1, 2))),
+               ignore_attr = TRUE)
+  expect_equal(target_log_density(tg, c(1, 2)),
+               target_log_density(tg, rbind(c(1, 2))))
+  mix <- gaussian_mixture_target(means = rbind(c(-2, 0), c(2, 0)), covs = 1,
+                                 weights = c(0.3, 0.7))
+  # at (0, 0) both components are equally far: responsibilities = weights,
+  # score = -(0.3 * (0 - (-2)) + 0.7 * (0 - 2), 0) = (0.8, 0)
+  expect_equal(as.numeric(target_score(mix, c(0, 0))), c(0.8, 0),
+               tolerance = 1e-12)
+})
+
+test_that("sample_target() moments of a Gaussian target", {
+  set.seed(42)
+  S <- matrix(c(2, 0.6, 0.6, 1), 2)
+  m <- c(3, -2)
+  n <- 20000
+  x <- sample_target(gaussian_target(m, S), n)
+  expect_identical(dim(x), c(20000L, 2L))
+  expect_true(all(abs(colMeans(x) - m) < 4 * sqrt(diag(S) / n)))
+  expect_lt(max(abs(stats::cov(x) - S)), 0.08)
+  # reproducible with set.seed
+  set.seed(1)
+  a <- sample_target(gaussian_target(m, S), 5)
+  set.seed(1)
+  b <- sample_target(gaussian_target(m, S), 5)
+  expect_identical(a, b)
+})
+
+# ---- Gaussian mixture target ---------------------------------------------------------
+
+# log sum_k w_k N(x; m_k, S_k), via log-sum-exp for stability.
+ref_mix_log <- function(x, means, covs, w) {
+  w <- w / sum(w)
+  a <- sapply(seq_along(w), function(k) {
+    log(w[k]) + ref_dmvnorm_log(x, means[k, ], covs[[k]])
+  })
+  a <- matrix(a, ncol = length(w))
+  mx <- apply(a, 1, max)
+  mx + log(rowSums(exp(a - mx)))
+}
+
+test_that("gaussian_mixture_target() log density matches the direct formula", {
+  set.seed(43)
+  means <- rbind(c(-2, 0), c(2, 1), c(0, 3))
+  covs <- list(diag(2), matrix(c(1, 0.5, 0.5, 2), 2), diag(c(0.5, 0.3)))
+  w <- c(1, 2, 3)
+  mix <- gaussian_mixture_target(means, covs, w)
+  x <- matrix(stats::rnorm(40, sd = 2), 20, 2)
+  expect_equal(target_log_density(mix, x), ref_mix_log(x, means, covs, w),
+               tolerance = 1e-12)
+  # the direct formula without log-sum-exp
+  direct <- log(rowSums(sapply(1:3, function(k) {
+    w[k] / 6 * exp(ref_dmvnorm_log(x, means[k, ], covs[[k]]))
+  })))
+  expect_equal(target_log_density(mix, x), direct, tolerance = 1e-12)
+  # far from every mean: finite and accurate
+  far <- rbind(c(60, -40), c(-100, 0))
+  v <- target_log_density(mix, far)
+  expect_true(all(is.finite(v)))
+  expect_equal(v, ref_mix_log(far, means, covs, w), tolerance = 1e-12)
+  # means as a list and a shared covariance
+  mix2 <- gaussian_mixture_target(list(c(-2, 0), c(2, 1)), covs = 2)
+  expect_equal(target_log_density(mix2, x),
+               ref_mix_log(x, means[1:2, ], list(diag(2, 2), diag(2, 2)),
+                           c(1, 1)), tolerance = 1e-12)
+})
+
+test_that("gaussian_mixture_target() score matches finite differences", {
+  set.seed(44)
+  means <- rbind(c(-2, 0, 1), c(2, 1, 0))
+  covs <- list(ref_spd(3), diag(c(0.5, 1, 2)))
+  mix <- gaussian_mixture_target(means, covs, c(0.3, 0.7))
+  x <- matrix(stats::rnorm(24, sd = 2), 8, 3)
+  g <- target_score(mix, x)
+  expect_identical(dim(g), c(8L, 3L))
+  for (i in 1:8) {
+    fd <- ref_num_grad(function(z) ref_mix_log(z, means, covs, c(0.3, 0.7)),
+                       x[i, ])
+    expect_lt(max(abs(g[i, ] - fd)) / max(abs(fd), 1), 1e-7)
+  }
+  # far out the score is that of the dominant component, without NaN
+  far <- c(80, 0, 0)
+  a <- log(c(0.3, 0.7)) + c(ref_dmvnorm_log(far, means[1, ], covs[[1]]),
+                            ref_dmvnorm_log(far, means[2, ], covs[[2]]))
+  top <- which.max(a)
+  expect_gt(abs(diff(a)), 60)   # the other component's weight is < 1e-26
+  gf <- target_score(mix, rbind(far))
+  expect_true(all(is.finite(gf)))
+  expect_equal(as.numeric(gf),
+               -as.numeric(solve(covs[[top]], far - means[top, ])),
+               tolerance = 1e-10)
+})
+
+test_that("sample_target() moments of a Gaussian mixture", {
+  set.seed(45)
+  means <- rbind(c(-5, 0), c(5, 2))
+  mix <- gaussian_mixture_target(means, covs = list(1, 0.5), weights = c(1, 3))
+  n <- 20000
+  x <- sample_target(mix, n)
+  expect_identical(dim(x), c(20000L, 2L))
+  expect_equal(mean(x[, 1] > 0), 0.75, tolerance = 0.02 / 0.75)
+  expect_lt(max(abs(colMeans(x) - c(2.5, 1.5))), 0.1)
+  right <- x[x[, 1] > 0, ]
+  expect_lt(max(abs(stats::cov(right) - diag(0.5, 2))), 0.05)
+})
+
+# ---- user targets --------------------------------------------------------------------
+
+test_that("kb_target() one point at a time and vectorised", {
+  set.seed(46)
+  x <- matrix(stats::rnorm(12), 6, 2)
+  t1 <- kb_target(function(z) -sum(z^2) / 2, function(z) -z, dim = 2,
+                  name = "std normal")
+  tv <- kb_target(function(z) -rowSums(z^2) / 2, function(z) -z, dim = 2,
+                  vectorized = TRUE)
+  expect_s3_class(t1, "kb_target")
+  expect_identical(t1$dim, 2L)
+  expect_false(t1$vectorized)
+  expect_true(tv$vectorized)
+  expect_false(t1$fd_score)
+  expect_null(t1$sampler)
+  expect_identical(target_log_density(t1, x), -rowSums(x^2) / 2)
+  expect_identical(target_log_density(tv, x), -rowSums(x^2) / 2)
+  expect_identical(unname(target_score(t1, x)), -x)
+  expect_identical(unname(target_score(tv, x)), -x)
+  # data frames are points too
+  expect_identical(target_score(t1, as.data.frame(x)), -x, ignore_attr = TRUE)
+  # a vectorised 1-d score may return a plain vector
+  t1d <- kb_target(function(z) -z^2 / 2, function(z) -as.numeric(z), dim = 1,
+                   vectorized = TRUE)
+  expect_equal(target_score(t1d, c(1, 2, 3)), matrix(-(1:3)), ignore_attr = TRUE)
+})
+
+test_that("log_density closures are checked and named", {
+  x <- matrix(c(1, 2, 3, 4), 2)
+  tl <- kb_target(function(z) stop("kaboom"), function(z) -z, dim = 2)
+  err <- tryCatch(target_log_density(tl, x), error = identity)
+  expect_match(conditionMessage(err), "kaboom")
+  expect_match(deparse(conditionCall(err))[1], "^log_density\\(")
+  tl <- kb_target(function(z) c(1, 2), function(z) -z, dim = 2)
+  expect_error(target_log_density(tl, x), "'log_density'.*length 2")
+  tl <- kb_target(function(z) NaN, function(z) -z, dim = 2)
+  expect_error(target_log_density(tl, x), "'log_density'.*non-finite")
+  tl <- kb_target(function(z) "a", function(z) -z, dim = 2)
+  expect_error(target_log_density(tl, x), "'log_density'.*numeric")
+  tv <- kb_target(function(z) 1, function(z) -z, dim = 2, vectorized = TRUE)
+  expect_error(target_log_density(tv, x), "'log_density'.*2")
+  tv <- kb_target(function(z) c(NA, 1), function(z) -z, dim = 2,
+                  vectorized = TRUE)
+  expect_error(target_log_density(tv, x), "'log_density'.*row 1")
+  tv <- kb_target(function(z) stop("kaboom"), function(z) -z, dim = 2,
+                  vectorized = TRUE)
+  expect_error(target_log_density(tv, x), "'log_density'.*kaboom")
+})
+
+test_that("target print methods", {
+  expect_snapshot({
+    gaussian_target(c(0, 0))
+    gaussian_mixture_target(rbind(c(-1, 0), c(1, 0), c(0, 2)))
+    kb_target(function(z) -sum(z^2) / 2, function(z) -z, dim = 3,
+              name = "my target")
+    kb_target(function(z) -rowSums(z^2) / 2, function(z) -z, dim = 2,
+              vectorized = TRUE)
+    suppressMessages(kb_target(function(z) -sum(z^2) / 2, dim = 2))
+  })
+  utils::capture.output(vis <- withVisible(print(gaussian_target(0))))
+  expect_false(vis$visible)
+})
+
+# ---- bad input --------------------------------------------------------------------------
+
+test_that("kb_target() rejects bad arguments, naming them", {
+  ld <- function(z) 0
+  expect_error(kb_target("f", dim = 2), "'log_density'")
+  expect_error(kb_target(ld, score = "g", dim = 2), "'score'")
+  expect_error(kb_target(ld, score = 1, dim = 2), "'score'")
+  expect_error(kb_target(ld, function(z) z), "'dim'")
+  for (bad in list(0, -1, 1.5, NA, "2", c(1, 2), Inf)) {
+    expect_error(kb_target(ld, function(z) z, dim = bad), "'dim'")
+  }
+  expect_error(kb_target(ld, function(z) z, dim = 2, vectorized = NA),
+               "'vectorized'")
+  expect_error(kb_target(ld, function(z) z, dim = 2, vectorized = "yes"),
+               "'vectorized'")
+  expect_error(kb_target(ld, function(z) z, dim = 2, name = 1), "'name'")
+  expect_error(kb_target(ld, function(z) z, dim = 2, name = c("a", "b")),
+               "'name'")
+})
+
+test_that("gaussian_target() and gaussian_mixture_target() reject bad arguments", {
+  expect_error(gaussian_target(c(0, NA)), "'mean'")
+  expect_error(gaussian_target(c(0, Inf)), "'mean'")
+  expect_error(gaussian_target("0"), "'mean'")
+  expect_error(gaussian_target(numeric(0)), "'mean'")
+  expect_error(gaussian_target(c(0, 0), diag(3)), "'cov'.*2 x 2")
+  expect_error(gaussian_target(c(0, 0), c(1, 2, 3)), "'cov'")
+  expect_error(gaussian_target(c(0, 0), matrix(c(1, 0.5, 0, 1), 2)),
+               "'cov'.*symmetric")
+  expect_error(gaussian_target(c(0, 0), matrix(c(1, 2, 2, 1), 2)),
+               "'cov'.*positive definite")
+  expect_error(gaussian_target(c(0, 0), -1), "'cov'.*positive definite")
+  expect_error(gaussian_target(c(0, 0), matrix(c(1, NA, NA, 1), 2)), "'cov'")
+  expect_error(gaussian_target(c(0, 0), "1"), "'cov'")
+
+  expect_error(gaussian_mixture_target(matrix("a", 2, 2)), "'means'")
+  expect_error(gaussian_mixture_target(rbind(c(0, NA), c(1, 1))), "'means'")
+  expect_error(gaussian_mixture_target(list(c(0, 0), c(1, 1, 1))), "'means'")
+  expect_error(gaussian_mixture_target(c(0, 1)), "'means'")
+  m <- rbind(c(0, 0), c(1, 1))
+  expect_error(gaussian_mixture_target(m, covs = list(1, 1, 1)), "'covs'")
+  expect_error(gaussian_mixture_target(m, covs = list(1, -1)),
+               "'covs\\[\\[2\\]\\]'")
+  expect_error(gaussian_mixture_target(m, covs = diag(3)), "'covs\\[\\[1\\]\\]'")
+  expect_error(gaussian_mixture_target(m, weights = c(1, -1)), "'weights'")
+  expect_error(gaussian_mixture_target(m, weights = c(0, 0)), "'weights'")
+  expect_error(gaussian_mixture_target(m, weights = 1), "'weights'")
+  expect_error(gaussian_mixture_target(m, weights = c(1, NA)), "'weights'")
+})
+
+test_that("evaluation and sampling functions reject bad arguments", {
+  tg <- gaussian_target(c(0, 0))
+  x <- matrix(1:6, 2)
+  expect_error(target_score(list(), x), "'target'")
+  expect_error(target_log_density("tg", x), "'target'")
+  expect_error(sample_target(function(n) n, 2), "'target'")
+  expect_error(target_score(tg, x), "'x'.*2 columns.*3")
+  expect_error(target_log_density(tg, x), "'x'.*2 columns")
+  expect_error(target_score(tg, rbind(c(0, NA))), "'x'")
+  expect_error(target_score(tg, matrix("a", 2, 2)), "'x'")
+  expect_error(sample_target(tg, 0), "'n'")
+  expect_error(sample_target(tg, 2.5), "'n'")
+  expect_error(sample_target(tg, NA), "'n'")
+  expect_error(sample_target(kb_target(function(z) 0, function(z) z, dim = 1),
+                             5), "'target'.*sampler")
+})
