@@ -7,7 +7,10 @@ resolve_score <- function(score, x) {
              "or a kb_target")
   }
   if (inherits(score, "kb_target")) return(target_score(score, x))
-  if (is.function(score)) return(eval_rows(score, x, ncol(x), "score"))
+  if (is.function(score)) {
+    g <- eval_rows(score, x, ncol(x), "score")
+    return(if (is.matrix(g)) g else matrix(g, ncol = 1L))
+  }
   if (is.data.frame(score) || is.matrix(score) ||
       (is.numeric(score) && ncol(x) == 1L)) {
     s <- as_points(score, "score")

@@ -149,7 +149,8 @@ target_score <- function(target, x) {
   check_target(target)
   x <- points_for_target(target, x)
   if (!target$vectorized) {
-    return(eval_rows(target$score, x, ncol(x), "score"))
+    g <- eval_rows(target$score, x, ncol(x), "score")
+    return(if (is.matrix(g)) g else matrix(g, ncol = 1L))
   }
   g <- tryCatch(target$score(x), error = function(e) {
     stop("'score' failed: ", conditionMessage(e), call. = FALSE)

@@ -192,6 +192,10 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
   n <- nrow(x)
   unique <- check_flag(unique, "unique")
   m <- check_m(m, n, unique)
+  if (is.numeric(embed_size) && length(embed_size) == 1L &&
+      isTRUE(is.finite(embed_size) && embed_size > n)) {
+    embed_size <- n   # any size beyond n means the whole sample
+  }
   embed_size <- check_count(embed_size, "embed_size")
   standardize <- check_flag(standardize, "standardize")
   xs <- x
@@ -308,7 +312,8 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' \eqn{w^\top K_p w} subject to \eqn{\sum_i w_i = 1} (and \eqn{w \ge 0}
 #' when `nonneg = TRUE`), where \eqn{K_p} is the Stein kernel matrix. Useful
 #' to reweight a thinned set. Repeated rows are merged before solving and
-#' share their weight equally.
+#' share their weight equally; standardisation and preconditioner
+#' heuristics are computed on the whole sample, repeats included.
 #'
 #' The non-negative problem is solved by an active-set method on Cholesky
 #' factorisations; the unconstrained one in closed form,
@@ -316,8 +321,6 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #'
 #' @inheritParams stein_kernel_matrix
 #' @param nonneg Constrain the weights to be non-negative (default `TRUE`).
-#' @param ... Further arguments to [stein_kernel_matrix()]: `standardize`,
-#'   `nthreads`.
 #' @return A numeric vector of weights summing to 1, with attribute `ksd`
 #'   (the weighted KSD).
 #' @examples
@@ -327,17 +330,19 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' w <- ksd_weights(x, tg)
 #' c(uniform = ksd(x, tg), weighted = attr(w, "ksd"))
 #' @export
-ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE, ...) {
+ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
+                        standardize = FALSE, nthreads = NULL) {
   nonneg <- check_flag(nonneg, "nonneg")
-  x <- as_points(x)
-  s <- resolve_score(score, x)
+  # standardisation and preconditioner heuristics see the whole sample,
+  # repeats included; repeats are merged only for the solve
+  st <- stein_setup(x, score, kernel, standardize)
+  xs <- cbind(st$x, st$s)
   # exact (bitwise) row keys: merging must not depend on printing precision
-  xs <- cbind(x, s)
   key <- apply(xs, 1L, function(r) paste(sprintf("%a", r), collapse = ","))
   dup <- duplicated(key)
-  ux <- x[!dup, , drop = FALSE]
-  us <- s[!dup, , drop = FALSE]
-  K <- stein_kernel_matrix(ux, us, kernel, ...)
+  K <- .Call(C_kb_stein_matrix, st$x[!dup, , drop = FALSE],
+             st$s[!dup, , drop = FALSE], st$kernel,
+             resolve_nthreads(nthreads))
   v <- if (nonneg) simplex_qp(K) else affine_qp(K)
   # share each distinct point's weight among its copies
   grp <- match(key, key[!dup])

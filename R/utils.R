@@ -21,10 +21,14 @@ check_number <- function(x, arg, lower = -Inf, upper = Inf,
   as.double(x)
 }
 
-check_count <- function(x, arg, min = 1L) {
+check_count <- function(x, arg, min = 1L, max = .Machine$integer.max) {
   if (!is.numeric(x) || length(x) != 1L || is.na(x) || !is.finite(x) ||
       x != round(x) || x < min) {
     stop_arg(arg, sprintf("must be a single whole number >= %d", min))
+  }
+  if (x > max) {
+    stop_arg(arg, sprintf("must be at most %s; got %s", format(max),
+                          format(x)))
   }
   as.integer(x)
 }

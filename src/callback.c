@@ -13,6 +13,7 @@ void kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
     SEXP sym = Rf_install(what);
     if (!Rf_isFunction(Rf_findVarInFrame(rho, sym)))
         Rf_error(_("'%s' must be a function"), what);
+    cl->row_matrix = 0;
     cl->arg = Rf_allocVector(REALSXP, d);
     cl->call = PROTECT(Rf_lang2(sym, cl->arg));
     cl->rho = rho;
@@ -27,6 +28,8 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
         /* the closure kept the previous argument: give it a fresh one */
         cl->arg = Rf_allocVector(REALSXP, cl->d);
         SETCADR(cl->call, cl->arg);
+        if (cl->row_matrix)
+            kb_closure_row_matrix(cl);
     }
     memcpy(REAL(cl->arg), x, (size_t) cl->d * sizeof(double));
     SEXP res = PROTECT(R_forceAndCall(cl->call, 1, cl->rho));
@@ -85,4 +88,14 @@ SEXP kb_eval_rows(SEXP x, SEXP len_out, SEXP what, SEXP rho,
     }
     UNPROTECT(2);
     return ans;
+}
+
+void kb_closure_row_matrix(kb_closure *cl)
+{
+    SEXP dim = PROTECT(Rf_allocVector(INTSXP, 2));
+    INTEGER(dim)[0] = 1;
+    INTEGER(dim)[1] = cl->d;
+    Rf_setAttrib(cl->arg, R_DimSymbol, dim);
+    UNPROTECT(1);
+    cl->row_matrix = 1;
 }

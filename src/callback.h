@@ -11,11 +11,15 @@ typedef struct {
     const char *what; /* closure's name for messages, e.g. "score" */
     int d;
     int allow_neginf; /* accept -Inf results (log densities); default 0 */
+    int row_matrix;   /* pass the point as a 1 x d matrix (vectorised) */
 } kb_closure;
 
 /* Build the call what(<length-d numeric>), to be evaluated in rho where
  * `what` is bound to the closure; pushes ONE protect onto the stack. */
 void kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what);
+
+/* Pass the point as a 1 x d matrix, for closures that take batches. */
+void kb_closure_row_matrix(kb_closure *cl);
 
 /* Evaluate at one point x (length d); the result (length len_out) goes into
  * out.  row is the 1-based row named in messages. */

@@ -8,6 +8,12 @@ SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_eigen_sym(SEXP, SEXP);
 SEXP kb_stein_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_mmd_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_ksdt_new(SEXP, SEXP);
+SEXP kb_ksdt_push(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_ksdt_result(SEXP);
+SEXP kb_mcmc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_ksdt_sample(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP,
+                    SEXP, SEXP, SEXP, SEXP);
 
 #define CALLDEF(name, n) {#name, (DL_FUNC) &name, n}
 
@@ -19,6 +25,11 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_eigen_sym, 2),
     CALLDEF(kb_stein_thin, 7),
     CALLDEF(kb_mmd_thin, 6),
+    CALLDEF(kb_ksdt_new, 2),
+    CALLDEF(kb_ksdt_push, 9),
+    CALLDEF(kb_ksdt_result, 1),
+    CALLDEF(kb_mcmc, 10),
+    CALLDEF(kb_ksdt_sample, 14),
     {NULL, NULL, 0}
 };
 

@@ -1,0 +1,139 @@
+# MCMC samplers driven by a target's R closures: random walk Metropolis and
+# MALA, with optional step-size adaptation during a warm-up.
+
+# Environment binding the target's closures under the names the C layer
+# calls them by.
+closure_env <- function(target) {
+  env <- new.env(parent = baseenv())
+  assign("log_density", target$log_density, envir = env)
+  assign("score", target$score, envir = env)
+  env
+}
+
+check_x0 <- function(x0, target) {
+  if (!is.numeric(x0) || length(x0) != target$dim || anyNA(x0) ||
+      any(!is.finite(x0))) {
+    stop_arg("x0", sprintf("must be a finite numeric vector of length %d (the target's dimension)",
+                           target$dim))
+  }
+  as.double(x0)
+}
+
+run_mcmc <- function(type, target, x0, n_iter, step, warmup, target_accept,
+                     scores = TRUE) {
+  check_target(target)
+  x0 <- check_x0(x0, target)
+  n_iter <- check_count(n_iter, "n_iter")
+  adapt <- is.null(step)
+  if (adapt) {
+    step <- 2.38 / sqrt(target$dim) * if (type == 2L) 0.5 else 1
+  } else {
+    step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  }
+  if (is.null(warmup)) warmup <- if (adapt) min(1000L, n_iter) else 0L
+  warmup <- check_count(warmup, "warmup", min = 0L)
+  if (adapt && warmup < 1L) {
+    stop_arg("warmup", "must be at least 1 when the step size is adapted")
+  }
+  target_accept <- check_number(target_accept, "target_accept", lower = 0,
+                                upper = 1, lower_open = TRUE,
+                                upper_open = TRUE)
+  res <- .Call(C_kb_mcmc, type, closure_env(target), target$vectorized, x0,
+               n_iter, step, warmup, adapt, target_accept, scores)
+  colnames(res$x) <- names(x0)
+  structure(list(x = res$x, score = res$score, log_density = res$log_density,
+                 accept_rate = res$accept_rate, step = res$step,
+                 adapted = adapt, warmup = warmup,
+                 sampler = if (type == 2L) "MALA" else "RWM",
+                 n_iter = n_iter, d = target$dim),
+            class = "kb_chain")
+}
+
+#' Random walk Metropolis and MALA
+#'
+#' Markov chains for a [kb_target()], driven by its R closures: random walk
+#' Metropolis (proposal \eqn{y = x + h z}) and the Metropolis-adjusted
+#' Langevin algorithm (\eqn{y = x + \frac{h^2}{2}\nabla\log p(x) + h z}),
+#' \eqn{z} standard normal. Scores are stored with the states, ready for
+#' [ksd()], [stein_thin()] or [ksdt()].
+#'
+#' With `step = NULL` the step size \eqn{h} is adapted during `warmup`
+#' iterations (Robbins-Monro on \eqn{\log h} towards `target_accept`), which
+#' are then discarded; with a given `step`, `warmup` iterations (default 0)
+#' are discarded without adaptation. Randomness comes from R's generator, so
+#' [set.seed()] reproduces a run.
+#'
+#' @param target A [kb_target()].
+#' @param x0 Starting point (its log density must be finite).
+#' @param n_iter Number of iterations returned.
+#' @param step Step size \eqn{h}, or `NULL` to adapt it.
+#' @param warmup Iterations run first and discarded (default 1000 or
+#'   `n_iter`, whichever is smaller, when adapting; else 0).
+#' @param target_accept Acceptance rate aimed at when adapting (0.234 for
+#'   RWM, 0.574 for MALA).
+#' @return An object of class `kb_chain`: `x` (`n_iter x d` states), `score`,
+#'   `log_density`, `accept_rate`, `step` (final), and settings; with
+#'   `print`, `summary` and `plot` methods.
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_target(c(0, 0), diag(c(1, 4)))
+#' ch <- mala(tg, x0 = c(3, 3), n_iter = 2000)
+#' ch
+#' colMeans(ch$x)
+#' @export
+rwm <- function(target, x0, n_iter, step = NULL, warmup = NULL,
+                target_accept = 0.234) {
+  run_mcmc(1L, target, x0, n_iter, step, warmup, target_accept)
+}
+
+#' @rdname rwm
+#' @export
+mala <- function(target, x0, n_iter, step = NULL, warmup = NULL,
+                 target_accept = 0.574) {
+  run_mcmc(2L, target, x0, n_iter, step, warmup, target_accept)
+}
+
+#' @export
+print.kb_chain <- function(x, ...) {
+  cat(sprintf("%s chain: %d iterations in dimension %d\n", x$sampler,
+              x$n_iter, x$d))
+  cat(sprintf("  step %s (%s); acceptance rate %.3f\n",
+              format(x$step, digits = 4),
+              if (x$adapted) sprintf("adapted over %d warm-up iterations", x$warmup)
+              else "given", x$accept_rate))
+  invisible(x)
+}
+
+#' @export
+summary.kb_chain <- function(object, ...) {
+  x <- object$x
+  tab <- data.frame(mean = colMeans(x), sd = apply(x, 2L, stats::sd),
+                    q05 = apply(x, 2L, stats::quantile, 0.05),
+                    q95 = apply(x, 2L, stats::quantile, 0.95))
+  rownames(tab) <- colnames(x) %||% paste0("x", seq_len(ncol(x)))
+  structure(list(chain = object, table = tab), class = "summary.kb_chain")
+}
+
+#' @export
+print.summary.kb_chain <- function(x, ...) {
+  print(x$chain)
+  print(signif(x$table, 4))
+  invisible(x)
+}
+
+#' Trace plots of a chain
+#'
+#' @param x A `kb_chain`.
+#' @param which Coordinates to plot (at most 4 by default).
+#' @param ... Ignored.
+#' @return `x`, invisibly.
+#' @export
+plot.kb_chain <- function(x, which = seq_len(min(4L, x$d)), ...) {
+  op <- graphics::par(mfrow = c(length(which), 1L), mar = c(3, 4, 1, 1))
+  on.exit(graphics::par(op))
+  cn <- colnames(x$x) %||% paste0("x", seq_len(x$d))
+  for (k in which) {
+    graphics::plot(x$x[, k], type = "l", xlab = "", ylab = cn[k])
+  }
+  invisible(x)
+}

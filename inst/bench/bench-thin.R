@@ -1,0 +1,91 @@
+# Benchmark: greedy Stein thinning, n = 100000, d = 4, m = 1000,
+# precon = "med".  Prints seconds and nanoseconds per Stein kernel
+# evaluation (n per step, n m in all) on 1 and 2 threads, and the ratio
+# against a plain-R vectorised implementation of the same greedy rule on a
+# smaller problem, measured in this run.  If KB_REF_STEIN_THINNING names a
+# directory holding the reference Python package `stein_thinning` (Riabiz et
+# al.), and python3 has numpy and scipy, the reference is timed too.
+# Goals (issue 3): <= 1 s on one thread, >= 10x faster than the reference.
+suppressPackageStartupMessages(library(kernbayes))
+set.seed(1)
+n <- as.integer(Sys.getenv("KB_BENCH_N", "100000"))
+m <- as.integer(Sys.getenv("KB_BENCH_M", "1000"))
+d <- 4L
+x <- matrix(stats::rnorm(n * d), n, d)
+s <- -x
+kernel <- imq_kernel(precon = "med")
+
+best_time <- function(expr, reps = 3L) {
+  e <- substitute(expr)
+  pf <- parent.frame()
+  min(replicate(reps, system.time(eval(e, pf))[["elapsed"]]))
+}
+
+# Plain-R vectorised greedy Stein thinning (same rule, same kernel).
+thin_plain_r <- function(x, s, m, c = 1, beta = -0.5) {
+  scl <- colMeans(abs(sweep(x, 2, colMeans(x))))
+  x <- sweep(x, 2, scl, "/")
+  s <- sweep(s, 2, scl, "*")
+  n <- nrow(x)
+  sub <- if (n > 1000) x[floor(seq(0, n - 1, length.out = 1000)) + 1, ] else x
+  l <- 1 / stats::median(stats::dist(sub))^2
+  kp_col <- function(j) {
+    u <- sweep(x, 2, x[j, ], "-")        # x_i - x_j
+    r <- l * rowSums(u^2)
+    t <- c + r
+    v <- sweep(-s, 2, s[j, ], "+")       # s_j - s_i
+    rowSums(s * rep(s[j, ], each = n)) * t^beta +
+      2 * beta * t^(beta - 1) * l * rowSums(u * v) -
+      4 * beta * (beta - 1) * t^(beta - 2) * l * r -
+      2 * beta * t^(beta - 1) * l * ncol(x)
+  }
+  obj <- rowSums(s^2) * c^beta - 2 * beta * c^(beta - 1) * l * ncol(x)
+  idx <- integer(m)
+  for (j in seq_len(m)) {
+    if (j > 1) obj <- obj + 2 * kp_col(idx[j - 1])
+    idx[j] <- which.min(obj)
+  }
+  idx
+}
+
+t1 <- best_time(th1 <- stein_thin(x, s, m, kernel, nthreads = 1L), 3L)
+t2 <- best_time(th2 <- stein_thin(x, s, m, kernel, nthreads = 2L), 3L)
+stopifnot(identical(th1$index, th2$index))
+ns <- function(t, n, m) 1e9 * t / (n * m)
+
+n_r <- 20000L
+m_r <- 100L
+t_r <- best_time(i_r <- thin_plain_r(x[1:n_r, ], s[1:n_r, ], m_r), 1L)
+t_c <- best_time(th_r <- stein_thin(x[1:n_r, ], s[1:n_r, ], m_r, kernel,
+                                   nthreads = 1L), 3L)
+stopifnot(identical(i_r, th_r$index))
+
+cat(sprintf("stein_thin, IMQ precon = \"med\", n = %d, d = %d, m = %d\n", n, d, m))
+cat(sprintf("  1 thread : %6.3f s  %5.2f ns/evaluation (goal <= 1 s)\n", t1,
+            ns(t1, n, m)))
+cat(sprintf("  2 threads: %6.3f s  %5.2f ns/evaluation, speed-up %.2fx\n", t2,
+            ns(t2, n, m), t1 / t2))
+cat(sprintf("  plain-R vectorised, n = %d, m = %d: %.3f s vs %.3f s here: ratio %.1fx\n",
+            n_r, m_r, t_r, t_c, t_r / t_c))
+
+ref <- Sys.getenv("KB_REF_STEIN_THINNING")
+py <- Sys.which("python3")
+if (nzchar(ref) && nzchar(py)) {
+  f <- tempfile(fileext = ".csv")
+  utils::write.table(x, f, sep = ",", row.names = FALSE, col.names = FALSE)
+  code <- sprintf(paste(
+    "import sys, time, numpy as np",
+    "sys.path.insert(0, '%s')",
+    "from stein_thinning.thinning import thin",
+    "x = np.loadtxt('%s', delimiter=',')",
+    "t = time.time(); idx = thin(x, -x, %d, preconditioner='med')",
+    "print(time.time() - t); print(' '.join(str(i + 1) for i in idx))",
+    sep = "\n"), ref, f, m)
+  out <- system2(py, c("-c", shQuote(code)), stdout = TRUE)
+  t_ref <- as.numeric(out[1L])
+  same <- identical(as.integer(strsplit(out[2L], " ")[[1L]]), th1$index)
+  cat(sprintf("  reference Python: %.2f s: ratio %.1fx (goal >= 10); same indices: %s\n",
+              t_ref, t_ref / t1, same))
+} else {
+  cat("  reference Python not timed (set KB_REF_STEIN_THINNING to its package directory)\n")
+}

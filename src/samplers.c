@@ -1,0 +1,163 @@
+/* Random walk Metropolis and MALA with R closures for the log density and
+ * the score (DESIGN.md, "Samplers").  All randomness from R's RNG. */
+#include <math.h>
+#include "samplers.h"
+
+void kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
+                     int d, const double *x0, double step)
+{
+    smp->type = type;
+    smp->d = d;
+    smp->step = step;
+    kb_closure_init(&smp->logd, rho, d, "log_density");
+    kb_closure_init(&smp->grad, rho, d, "score");
+    smp->logd.allow_neginf = 1;
+    if (vectorized) {
+        kb_closure_row_matrix(&smp->logd);
+        kb_closure_row_matrix(&smp->grad);
+    }
+    double *buf = (double *) R_alloc((size_t) 5 * d, sizeof(double));
+    smp->x = buf;
+    smp->s = buf + d;
+    smp->y = buf + 2 * d;
+    smp->sy = buf + 3 * d;
+    smp->z = buf + 4 * d;
+    memcpy(smp->x, x0, (size_t) d * sizeof(double));
+    kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 1);
+    if (!R_FINITE(smp->lp))
+        Rf_errorcall(R_NilValue, _("'x0' must be a point where the log "
+                                   "density is finite"));
+    smp->has_score = 0;
+    if (type == KB_MALA)
+        kb_sampler_score(smp);
+    smp->accepted = smp->proposed = 0.0;
+    smp->last_alpha = 0.0;
+}
+
+void kb_sampler_score(kb_sampler *smp)
+{
+    if (!smp->has_score) {
+        kb_closure_eval(&smp->grad, smp->x, smp->d, smp->s, 1);
+        smp->has_score = 1;
+    }
+}
+
+void kb_sampler_jump(kb_sampler *smp, const double *x, const double *s)
+{
+    memcpy(smp->x, x, (size_t) smp->d * sizeof(double));
+    memcpy(smp->s, s, (size_t) smp->d * sizeof(double));
+    kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 1);
+    smp->has_score = 1;
+}
+
+/* MALA proposal density log q(to | from) up to a constant:
+ * -|to - from - (h^2/2) s(from)|^2 / (2 h^2). */
+static double mala_logq(int d, double h, const double *to, const double *from,
+                        const double *sfrom)
+{
+    double acc = 0.0, h2 = h * h;
+    for (int k = 0; k < d; k++) {
+        double u = to[k] - from[k] - 0.5 * h2 * sfrom[k];
+        acc += u * u;
+    }
+    return -acc / (2.0 * h2);
+}
+
+void kb_sampler_step(kb_sampler *smp)
+{
+    const int d = smp->d;
+    const double h = smp->step;
+    for (int k = 0; k < d; k++)
+        smp->z[k] = norm_rand();
+    if (smp->type == KB_MALA) {
+        for (int k = 0; k < d; k++)
+            smp->y[k] = smp->x[k] + 0.5 * h * h * smp->s[k] + h * smp->z[k];
+    } else {
+        for (int k = 0; k < d; k++)
+            smp->y[k] = smp->x[k] + h * smp->z[k];
+    }
+    kb_closure_eval(&smp->logd, smp->y, 1, &smp->lpy, 1);
+    double loga = R_NegInf;
+    if (smp->lpy > R_NegInf) {
+        loga = smp->lpy - smp->lp;
+        if (smp->type == KB_MALA) {
+            kb_closure_eval(&smp->grad, smp->y, d, smp->sy, 1);
+            loga += mala_logq(d, h, smp->x, smp->y, smp->sy) -
+                mala_logq(d, h, smp->y, smp->x, smp->s);
+        }
+    }
+    smp->proposed += 1.0;
+    smp->last_alpha = loga >= 0.0 ? 1.0 : exp(loga);
+    if (loga >= 0.0 || log(unif_rand()) < loga) {
+        memcpy(smp->x, smp->y, (size_t) d * sizeof(double));
+        smp->lp = smp->lpy;
+        if (smp->type == KB_MALA) {
+            memcpy(smp->s, smp->sy, (size_t) d * sizeof(double));
+        } else {
+            smp->has_score = 0;
+        }
+        smp->accepted += 1.0;
+    }
+}
+
+/* Robbins-Monro adaptation of the step size towards an acceptance rate. */
+static void adapt_step(kb_sampler *smp, double target, int iter)
+{
+    double gamma = 1.0 / pow(iter + 1.0, 0.6);
+    smp->step *= exp(gamma * (smp->last_alpha - target));
+}
+
+/* .Call entry: a chain.  rho binds log_density and score; warmup iterations
+ * (adapting the step towards target_accept when adapt is set) are run first
+ * and not returned. */
+SEXP kb_mcmc(SEXP type_, SEXP rho, SEXP vectorized, SEXP x0, SEXP n_iter_,
+             SEXP step_, SEXP warmup_, SEXP adapt_, SEXP target_accept_,
+             SEXP scores_)
+{
+    int type = kb_scalar_int(type_, "type"), n_iter = kb_scalar_int(n_iter_, "n_iter"),
+        warmup = kb_scalar_int(warmup_, "warmup"), adapt = Rf_asLogical(adapt_) == TRUE,
+        want_scores = Rf_asLogical(scores_) == TRUE;
+    double step = kb_scalar_real(step_, "step"),
+        target = kb_scalar_real(target_accept_, "target_accept");
+    if (TYPEOF(x0) != REALSXP || XLENGTH(x0) < 1)
+        Rf_error(_("'x0' must be a numeric vector"));
+    int d = (int) XLENGTH(x0);
+    kb_sampler smp;
+    GetRNGstate();
+    kb_sampler_init(&smp, type, rho, Rf_asLogical(vectorized) == TRUE, d,
+                    REAL(x0), step);
+    for (int it = 0; it < warmup; it++) {
+        kb_sampler_step(&smp);
+        if (adapt)
+            adapt_step(&smp, target, it);
+        if ((it + 1) % 1000 == 0)
+            R_CheckUserInterrupt();
+    }
+    smp.accepted = smp.proposed = 0.0;
+    const char *nms[] = {"x", "score", "log_density", "accept_rate", "step", ""};
+    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SEXP X = Rf_allocMatrix(REALSXP, n_iter, d);
+    SET_VECTOR_ELT(ans, 0, X);
+    SEXP S = want_scores ? Rf_allocMatrix(REALSXP, n_iter, d) : R_NilValue;
+    SET_VECTOR_ELT(ans, 1, S);
+    SEXP LP = Rf_allocVector(REALSXP, n_iter);
+    SET_VECTOR_ELT(ans, 2, LP);
+    for (int it = 0; it < n_iter; it++) {
+        kb_sampler_step(&smp);
+        if (want_scores)
+            kb_sampler_score(&smp);
+        for (int k = 0; k < d; k++) {
+            REAL(X)[(R_xlen_t) k * n_iter + it] = smp.x[k];
+            if (want_scores)
+                REAL(S)[(R_xlen_t) k * n_iter + it] = smp.s[k];
+        }
+        REAL(LP)[it] = smp.lp;
+        if ((it + 1) % 1000 == 0)
+            R_CheckUserInterrupt();
+    }
+    PutRNGstate();
+    SET_VECTOR_ELT(ans, 3, Rf_ScalarReal(n_iter > 0 ? smp.accepted / smp.proposed : NA_REAL));
+    SET_VECTOR_ELT(ans, 4, Rf_ScalarReal(smp.step));
+    UNPROTECT(3);
+    return ans;
+}

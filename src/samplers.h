@@ -1,0 +1,36 @@
+/* MCMC kernels (random walk Metropolis, MALA) driven by R closures. */
+#ifndef KB_SAMPLERS_H
+#define KB_SAMPLERS_H
+
+#include "callback.h"
+
+enum { KB_RWM = 1, KB_MALA = 2 };
+
+typedef struct {
+    int type, d;
+    kb_closure logd, grad;
+    double step;
+    double *x, *s, lp;         /* current state, its score, log density */
+    double *y, *sy, lpy;       /* proposal */
+    double *z;                 /* scratch */
+    int has_score;             /* is s the score of x (RWM computes lazily) */
+    double accepted, proposed;
+    double last_alpha;         /* acceptance probability of the last step */
+} kb_sampler;
+
+/* Set up from an environment binding `log_density` and `score`; pushes TWO
+ * protects.  x0 must have a finite log density. */
+void kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
+                     int d, const double *x0, double step);
+
+/* One Metropolis-Hastings step (uses R's RNG: call between
+ * GetRNGstate/PutRNGstate). */
+void kb_sampler_step(kb_sampler *smp);
+
+/* Make sure smp->s holds the score of the current state. */
+void kb_sampler_score(kb_sampler *smp);
+
+/* Move the chain to x (a state seen before, with its score). */
+void kb_sampler_jump(kb_sampler *smp, const double *x, const double *s);
+
+#endif
