@@ -35,7 +35,6 @@ typedef struct {
     /* scratch for a pass: per-block sums and minima */
     int nbcap;
     double *bsum, *bval;
-    int *barg;
 } ksdt_state;
 
 static void state_free(ksdt_state *st)
@@ -45,7 +44,7 @@ static void state_free(ksdt_state *st)
     free(st->X); free(st->S); free(st->Xo); free(st->So);
     free(st->r); free(st->kd); free(st->cache); free(st->sidx);
     free(st->h_ksd); free(st->h_size); free(st->h_removed);
-    free(st->bsum); free(st->bval); free(st->barg); free(st->pt);
+    free(st->bsum); free(st->bval); free(st->pt);
     free(st->crows);
     free(st);
 }
@@ -110,7 +109,6 @@ static void ensure_capacity(ksdt_state *st, int need)
     int nb = (nc + KB_BLOCK - 1) / KB_BLOCK;
     grow((void **) &st->bsum, (size_t) nb * sizeof(double));
     grow((void **) &st->bval, (size_t) nb * sizeof(double));
-    grow((void **) &st->barg, (size_t) nb * sizeof(int));
     st->nbcap = nb;
     st->cap = nc;
 }
@@ -136,9 +134,29 @@ static inline int better(double v, double si, double bv, double bsi)
     return v < bv || (v == bv && si < bsi);
 }
 
+/* Minimum of v[0..m) (no NaN): four independent chains, because a simd
+ * min-reduction kept in memory by the compiler costs a store-forwarding
+ * round trip per element. */
+static double block_min(const double *v, int m)
+{
+    double m0 = R_PosInf, m1 = R_PosInf, m2 = R_PosInf, m3 = R_PosInf;
+    int t = 0;
+    for (; t + 4 <= m; t += 4) {
+        m0 = v[t] < m0 ? v[t] : m0;
+        m1 = v[t + 1] < m1 ? v[t + 1] : m1;
+        m2 = v[t + 2] < m2 ? v[t + 2] : m2;
+        m3 = v[t + 3] < m3 ? v[t + 3] : m3;
+    }
+    for (; t < m; t++)
+        m0 = v[t] < m0 ? v[t] : m0;
+    m0 = m1 < m0 ? m1 : m0;
+    m2 = m3 < m2 ? m3 : m2;
+    return m2 < m0 ? m2 : m0;
+}
+
 /* One pass over positions [0, n): with row_known NULL, compute
- * k_p(x, x_i) (into st->cache when keep is set); then r_i += sign * k and
- * per-block sums.  Finally per-block minima of kd_i - 2 r_i. */
+ * k_p(x, x_i) (into st->cache when keep is set); then r_i += sign * k,
+ * per-block sums and per-block minima of kd_i - 2 r_i. */
 static void pass(ksdt_state *st, int n, const double *x, const double *s,
                  const double *row_known, double sign, int keep, int nt)
 {
@@ -149,7 +167,7 @@ static void pass(ksdt_state *st, int n, const double *x, const double *s,
 #endif
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
-        double buf[KB_BLOCK], sum = 0.0, bv = R_PosInf, bs = R_PosInf;
+        double buf[KB_BLOCK], sum = 0.0, bv;
         const double *row;
         if (row_known) {
             row = row_known + i0;
@@ -160,47 +178,51 @@ static void pass(ksdt_state *st, int n, const double *x, const double *s,
             row = buf;
         }
         double *r = st->r + i0;
-        const double *kd = st->kd + i0, *si = st->sidx + i0;
+        const double *kd = st->kd + i0;
         double vals[KB_BLOCK];
 #pragma omp simd reduction(+:sum)
         for (int t = 0; t < m; t++) {
-            r[t] += sign * row[t];
+            double rt = r[t] + sign * row[t];
+            r[t] = rt;
             sum += row[t];
+            vals[t] = kd[t] - 2.0 * rt;
         }
-#pragma omp simd reduction(min:bv)
-        for (int t = 0; t < m; t++) {
-            vals[t] = kd[t] - 2.0 * r[t];
-            bv = vals[t] < bv ? vals[t] : bv;
-        }
-        /* the first position attaining the minimum, then the oldest among
-         * exact ties */
-        int bi = -1;
-        for (int t = 0; t < m; t++)
-            if (vals[t] == bv && (bi < 0 || si[t] < bs)) {
-                bs = si[t];
-                bi = i0 + t;
-            }
-        if (bi < 0)            /* all +Inf (the point being removed) */
-            bi = i0;
+        bv = block_min(vals, m);
         st->bsum[b] = sum;
         st->bval[b] = bv;
-        st->barg[b] = bi;
     }
     if (!row_known)
         st->evals += n;
 }
 
-/* Combine the block minima of the last pass over n positions. */
-static int pass_argmin(const ksdt_state *st, int n)
+/* The best point to remove after a pass over n positions: the smallest
+ * kd_i - 2 r_i (position `exclude` left out), the oldest on exact ties.
+ * Only the blocks attaining the minimum are scanned. */
+static int pass_argmin(const ksdt_state *st, int n, int exclude)
 {
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK, bi = -1;
+    double gv = R_PosInf;
+    for (int b = 0; b < nb; b++)
+        if (st->bval[b] < gv)
+            gv = st->bval[b];
+    if (!R_FINITE(gv))
+        return -1;
+    double bv = R_PosInf;
     for (int b = 0; b < nb; b++) {
-        int i = st->barg[b];
-        if (i < 0 || !R_FINITE(st->bval[b]))
+        if (st->bval[b] != gv)
             continue;
-        if (bi < 0 || better(st->bval[b], st->sidx[i],
-                             st->kd[bi] - 2.0 * st->r[bi], st->sidx[bi]))
-            bi = i;
+        int i1 = (b + 1) * KB_BLOCK < n ? (b + 1) * KB_BLOCK : n;
+        for (int i = b * KB_BLOCK; i < i1; i++) {
+            if (i == exclude)
+                continue;
+            /* recomputed as in pass(); compared among themselves, so a
+             * compiler contracting one of the two into an FMA is harmless */
+            double v = st->kd[i] - 2.0 * st->r[i];
+            if (bi < 0 || better(v, st->sidx[i], bv, st->sidx[bi])) {
+                bv = v;
+                bi = i;
+            }
+        }
     }
     return bi;
 }
@@ -247,7 +269,7 @@ static int remove_point(ksdt_state *st, int j, int nt)
     }
     st->kd[j] = kdj;
     st->Ssum -= 2.0 * rj - kdj;
-    int best = pass_argmin(st, n);
+    int best = pass_argmin(st, n, j);
     if (j != last) {
         copy_point(st, j, last);
         if (st->newest == last)
@@ -283,7 +305,7 @@ static int step(ksdt_state *st, const double *xo, const double *so,
             pass(st, n, x, s, NULL, 1.0, 1, nt);
         }
         rowsum = pass_sum(st, n);
-        best = pass_argmin(st, n);
+        best = pass_argmin(st, n, -1);
     }
     for (int k = 0; k < d; k++) {
         size_t a = (size_t) k * st->cap + n;
