@@ -31,12 +31,15 @@ make_budget <- function(budget) {
 # Evaluate a user schedule f(t): one vectorised call if it returns a value
 # per t, else one call per t.  Values must be finite and >= 0.
 eval_schedule <- function(f, t, arg) {
-  v <- tryCatch(f(t), error = function(e) {
-    stop(sprintf("'%s' failed: %s", arg, conditionMessage(e)), call. = FALSE)
-  })
+  # a schedule written for one t (say with `if`) may fail or return one
+  # value on a vector of t: then call it once per t
+  v <- tryCatch(f(t), error = function(e) NULL)
   if (!(is.numeric(v) && length(v) == length(t))) {
     v <- vapply(t, function(ti) {
-      vi <- f(ti)
+      vi <- tryCatch(f(ti), error = function(e) {
+        stop(sprintf("'%s' failed at t = %s: %s", arg, format(ti),
+                     conditionMessage(e)), call. = FALSE)
+      })
       if (!is.numeric(vi) || length(vi) != 1L) {
         stop_arg(arg, sprintf("must return one number for each t; got %s at t = %s",
                               class(vi)[1L], format(ti)))
@@ -161,6 +164,11 @@ ksdt_stream_resolve <- function(st, x) {
   invisible(st)
 }
 
+# States seen so far (0 before the first push).
+stream_t <- function(stream) {
+  if (is.null(stream$ptr)) 0 else .Call(C_kb_ksdt_info, stream$ptr)[[1L]]
+}
+
 check_stream <- function(stream) {
   if (!inherits(stream, "kb_ksdt_stream")) {
     stop_arg("stream", "must be a KSDT stream from ksdt_stream()")
@@ -188,11 +196,12 @@ ksdt_push <- function(stream, x, score) {
     score <- matrix(score, nrow = 1L)
   }
   s <- resolve_score(score, x)
-  ksdt_stream_resolve(stream, x)
-  t0 <- .Call(C_kb_ksdt_result, stream$ptr)$t
+  # everything that can fail comes before the stream changes
+  t0 <- stream_t(stream)
   t <- t0 + seq_len(nrow(x))
   eps <- stream$budget_fun(t)
   fmin <- stream$min_size_fun(t)
+  ksdt_stream_resolve(stream, x)
   prog <- if (stream$progress) ksdt_progress(t0, nrow(x)) else NULL
   .Call(C_kb_ksdt_push, stream$ptr, x, s, in_basis(x, stream$rk),
         in_basis(s, stream$rk), eps, fmin, stream$nthreads, prog)
@@ -233,10 +242,9 @@ print.kb_ksdt_stream <- function(x, ...) {
   if (is.null(x$ptr)) {
     cat(sprintf("KSDT stream, dimension %d: empty\n", x$dim))
   } else {
-    r <- .Call(C_kb_ksdt_result, x$ptr)
-    cat(sprintf("KSDT stream, dimension %d: %.0f states seen, %d kept, KSD %s\n",
-                x$dim, r$t, nrow(r$points),
-                format(utils::tail(r$ksd, 1L), digits = 5)))
+    r <- .Call(C_kb_ksdt_info, x$ptr)
+    cat(sprintf("KSDT stream, dimension %d: %.0f states seen, %.0f kept, KSD %s\n",
+                x$dim, r[[1L]], r[[2L]], format(r[[3L]], digits = 5)))
   }
   invisible(x)
 }
@@ -347,6 +355,9 @@ run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
   candidates <- check_count(candidates, "candidates")
   type <- if (sampler == "mala") 2L else 1L
   if (is.null(target_accept)) target_accept <- if (type == 2L) 0.574 else 0.234
+  target_accept <- check_number(target_accept, "target_accept", lower = 0,
+                                upper = 1, lower_open = TRUE,
+                                upper_open = TRUE)
   heuristic <- is.character(kernel$precon) && kernel$precon != "id"
   pilot <- NULL
   if (is.null(step) || heuristic) {
@@ -360,11 +371,11 @@ run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
   } else {
     step <- check_number(step, "step", lower = 0, lower_open = TRUE)
   }
-  ksdt_stream_resolve(stream, if (is.null(pilot)) matrix(x0, 1L) else pilot$x)
-  t0 <- .Call(C_kb_ksdt_result, stream$ptr)$t
+  t0 <- stream_t(stream)
   t <- t0 + seq_len(n_iter)
   eps <- stream$budget_fun(t)
   fm <- if (is.null(fmin)) stream$min_size_fun(t) else rep(fmin, n_iter)
+  ksdt_stream_resolve(stream, if (is.null(pilot)) matrix(x0, 1L) else pilot$x)
   prog <- if (stream$progress) ksdt_progress(t0, n_iter) else NULL
   res <- .Call(C_kb_ksdt_sample, stream$ptr, closure_env(target),
                target$vectorized, type, x0, n_iter, step, candidates,

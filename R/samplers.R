@@ -16,7 +16,7 @@ check_x0 <- function(x0, target) {
     stop_arg("x0", sprintf("must be a finite numeric vector of length %d (the target's dimension)",
                            target$dim))
   }
-  as.double(x0)
+  stats::setNames(as.double(x0), names(x0))
 }
 
 run_mcmc <- function(type, target, x0, n_iter, step, warmup, target_accept,

@@ -11,6 +11,7 @@ SEXP kb_mmd_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksdt_new(SEXP, SEXP);
 SEXP kb_ksdt_push(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksdt_result(SEXP);
+SEXP kb_ksdt_info(SEXP);
 SEXP kb_mcmc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksdt_sample(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP,
                     SEXP, SEXP, SEXP, SEXP);
@@ -28,6 +29,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_ksdt_new, 2),
     CALLDEF(kb_ksdt_push, 9),
     CALLDEF(kb_ksdt_result, 1),
+    CALLDEF(kb_ksdt_info, 1),
     CALLDEF(kb_mcmc, 10),
     CALLDEF(kb_ksdt_sample, 14),
     {NULL, NULL, 0}

@@ -16,6 +16,10 @@
 #define _(String) (String)
 #endif
 
+/* Below this many kernel evaluations in a parallel region, threads cost
+ * more than they save (and spin idly on a busy machine): run serially. */
+#define KB_PAR_MIN_EVALS 65536.0
+
 /* Internal errors: conditions the R layer is supposed to rule out. */
 #define KB_INTERNAL(msg) Rf_error(_("kernbayes internal error: %s"), msg)
 

@@ -163,7 +163,7 @@ static void pass(ksdt_state *st, int n, const double *x, const double *s,
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
     const kb_kernel *K = &st->K;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nb > 2)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n * 32.0 >= KB_PAR_MIN_EVALS)
 #endif
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
@@ -496,7 +496,7 @@ static void dict_row(ksdt_state *st, const double *x, const double *s,
 {
     int n = st->n, nb = (n + KB_BLOCK - 1) / KB_BLOCK;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nb > 2)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n * 32.0 >= KB_PAR_MIN_EVALS)
 #endif
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
@@ -638,5 +638,17 @@ SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP vectorized, SEXP type_, SEXP x0,
     SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(smp.proposed > 0 ? smp.accepted / smp.proposed : NA_REAL));
     SET_VECTOR_ELT(ans, 1, Rf_ScalarReal(smp.step));
     UNPROTECT(3);
+    return ans;
+}
+
+/* .Call entry: c(states seen, dictionary size, current KSD). */
+SEXP kb_ksdt_info(SEXP ptr)
+{
+    ksdt_state *st = get_state(ptr);
+    SEXP ans = PROTECT(Rf_allocVector(REALSXP, 3));
+    REAL(ans)[0] = st->t;
+    REAL(ans)[1] = st->n;
+    REAL(ans)[2] = st->hlen > 0 ? st->h_ksd[st->hlen - 1] : NA_REAL;
+    UNPROTECT(1);
     return ans;
 }

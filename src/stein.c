@@ -119,7 +119,8 @@ void kb_stein_lower_sums(const kb_kernel *K, const double *X, const double *S,
     for (R_xlen_t j0 = 0; j0 < n; j0 += step) {
         R_xlen_t j1 = j0 + step < n ? j0 + step : n;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 4)
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 4) \
+    if ((double) (j1 - j0) * j1 >= KB_PAR_MIN_EVALS)
 #endif
         for (R_xlen_t j = j0; j < j1; j++) {
             int tid = 0;
@@ -172,7 +173,8 @@ SEXP kb_stein_matrix(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
     for (R_xlen_t j0 = 0; j0 < nn; j0 += step) {
         R_xlen_t j1 = j0 + step < nn ? j0 + step : nn;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 4) \
+    if ((double) (j1 - j0) * j1 >= KB_PAR_MIN_EVALS)
 #endif
         for (R_xlen_t j = j0; j < j1; j++) {
             int tid = 0;

@@ -91,7 +91,7 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
             tv[t] = R_PosInf;
         }
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if (n >= KB_PAR_MIN_EVALS / 8)
 #endif
         {
             int tid = 0, nth = 1;
@@ -225,7 +225,8 @@ SEXP kb_mmd_thin(SEXP x, SEXP xe, SEXP kern, SEXP m_, SEXP unique_,
     for (R_xlen_t i0 = 0; i0 < n; i0 += step) {
         R_xlen_t i1 = i0 + step < n ? i0 + step : n;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(static) \
+    if ((double) (i1 - i0) * ne >= KB_PAR_MIN_EVALS)
 #endif
         for (R_xlen_t i = i0; i < i1; i++) {
             int tid = 0;

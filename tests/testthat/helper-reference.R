@@ -198,3 +198,248 @@ ref_kernel_matrix <- function(x, y, type = "gaussian", c = 1, beta = -0.5,
 
 # Squared MMD between the rows of a and b, from their kernel matrices.
 ref_mmd2 <- function(Kaa, Kab, Kbb) mean(Kaa) - 2 * mean(Kab) + mean(Kbb)
+
+# ---- KSDT, samplers and SP-MCMC (DESIGN.md, "KSDT", "Samplers", "Stein Point MCMC")
+
+# Vectorised Stein kernel k_p(x_i, y_j) (n x m) from the same formula as
+# ref_stein_pair(); y = x gives the full matrix.  Validated against
+# ref_stein_matrix() in test-ksdt.R.
+ref_stein_cross <- function(x, s, y = x, sy = s, type = "imq", c = 1,
+                            beta = -0.5, L = diag(ncol(x))) {
+  x <- matrix(x, ncol = ncol(L))
+  s <- matrix(s, ncol = ncol(L))
+  y <- matrix(y, ncol = ncol(L))
+  sy <- matrix(sy, ncol = ncol(L))
+  d <- ncol(x)
+  n <- nrow(x)
+  m <- nrow(y)
+  U <- lapply(seq_len(d), function(k) outer(x[, k], y[, k], "-"))
+  LU <- lapply(seq_len(d), function(k) {
+    acc <- matrix(0, n, m)
+    for (l in seq_len(d)) acc <- acc + L[k, l] * U[[l]]
+    acc
+  })
+  r <- Reduce(`+`, Map(`*`, U, LU))
+  p <- ref_phi(type, as.vector(r), c, beta)
+  phi <- matrix(p[, "phi"], n, m)
+  dphi <- matrix(p[, "dphi"], n, m)
+  d2phi <- matrix(p[, "d2phi"], n, m)
+  ss <- s %*% t(sy)
+  lus <- Reduce(`+`, lapply(seq_len(d), function(k) {
+    LU[[k]] * (matrix(sy[, k], n, m, byrow = TRUE) - s[, k])
+  }))
+  luu <- Reduce(`+`, lapply(LU, function(a) a * a))
+  ss * phi + 2 * dphi * lus - 4 * d2phi * luu - 2 * dphi * sum(diag(L))
+}
+
+# Minimum size f(t) of a rule, floored, written from DESIGN.md.
+ref_min_size <- function(rule, t, coef = 1, floor = 10) {
+  v <- if (is.function(rule)) {
+    vapply(t, rule, numeric(1))
+  } else {
+    switch(rule,
+           sqrt = coef * sqrt(t * log(t)),
+           linear = coef * t,
+           constant = rep(coef, length(t)))
+  }
+  pmax(floor, v)
+}
+
+# Brute-force KSDT (Algorithms 1-2) on a precomputed n x n Stein kernel
+# matrix K of the whole stream, recomputing every sum from K at every step.
+# eps, fmin: budget and minimum size per step.  The dictionary is kept as
+# stream indices in "slot" order, emulating the package's storage (a removed
+# slot is filled by the last one), which only matters for ref_ksdt_sampler's
+# "rand" start; ties in the removal criterion go to the smaller stream index.
+# Returns the final dictionary (sorted stream indices), per step ksd, size,
+# removed, K0 (KSD^2 before the prune) and K1 (after), the dictionary after
+# every step (in slot order) and bounds on the kernel evaluations.
+ref_ksdt_core <- function(K, eps, fmin, steps = nrow(K), keep_dicts = FALSE) {
+  D <- integer(0)
+  out <- list(ksd = numeric(steps), size = integer(steps),
+              removed = integer(steps), K0 = numeric(steps),
+              K1 = numeric(steps), dicts = if (keep_dicts) vector("list", steps),
+              evals_lo = 0, evals_hi = 0)
+  for (t in seq_len(steps)) {
+    st <- ref_ksdt_step(D, t, K, eps[t], fmin[t])
+    D <- st$D
+    out$ksd[t] <- sqrt(max(st$K1, 0))
+    out$size[t] <- length(D)
+    out$removed[t] <- st$removed
+    out$K0[t] <- st$K0
+    out$K1[t] <- st$K1
+    out$evals_lo <- out$evals_lo + st$evals_lo
+    out$evals_hi <- out$evals_hi + st$evals_hi
+    if (keep_dicts) out$dicts[[t]] <- D
+  }
+  out$index <- sort(D)
+  out$D <- D
+  out
+}
+
+# One KSDT step: add stream index t to the dictionary D (slot order), prune.
+# Also counts the kernel evaluations an implementation that reuses the new
+# point's row needs: k(x_t, x_t) and one per dictionary point for the
+# addition; for removing an older point its row against the dictionary
+# (evals_hi counts the point itself, evals_lo does not); nothing for
+# removing x_t.
+ref_ksdt_step <- function(D, t, K, eps, fmin) {
+  evals_lo <- evals_hi <- 1 + length(D)
+  D <- c(D, t)
+  n <- length(D)
+  K0 <- sum(K[D, D]) / n^2
+  removed <- 0L
+  while (n >= 2 && n - 1 >= fmin) {
+    KD <- K[D, D, drop = FALSE]
+    S <- sum(KD)
+    vals <- (S - 2 * rowSums(KD) + diag(KD)) / (n - 1)^2
+    cand <- which(vals == min(vals))
+    j <- cand[which.min(D[cand])]  # ties: the smaller stream index
+    if (!(vals[j] <= K0 + eps)) break
+    if (D[j] != t) {
+      evals_lo <- evals_lo + n - 1
+      evals_hi <- evals_hi + n
+    }
+    D[j] <- D[n]
+    D <- D[-n]
+    n <- n - 1
+    removed <- removed + 1L
+  }
+  list(D = D, K0 = K0, K1 = sum(K[D, D]) / length(D)^2, removed = removed,
+       evals_lo = evals_lo, evals_hi = evals_hi)
+}
+
+# Brute-force KSDT over a stream, from the points, scores and kernel numbers.
+ref_ksdt <- function(x, s, eps_fun, fmin_fun, type = "imq", c = 1,
+                     beta = -0.5, L = diag(ncol(x)), keep_dicts = FALSE) {
+  t <- seq_len(nrow(x))
+  K <- ref_stein_cross(x, s, type = type, c = c, beta = beta, L = L)
+  ref_ksdt_core(K, eps_fun(t), fmin_fun(t), keep_dicts = keep_dicts)
+}
+
+# Plain-R MALA / RWM with the same use of R's generator as src/samplers.c:
+# d normal draws for the proposal, then one uniform unless log alpha >= 0.
+# A state is list(x, lp, s); s is the score at x (NULL when unknown, RWM).
+ref_log_density <- function(target, x) {
+  if (target$vectorized) target$log_density(matrix(x, 1L)) else target$log_density(x)
+}
+ref_score <- function(target, x) {
+  as.vector(if (target$vectorized) target$score(matrix(x, 1L)) else target$score(x))
+}
+ref_mala_logq <- function(to, from, sfrom, h) {
+  u <- to - from - 0.5 * h * h * sfrom
+  -sum(u * u) / (2 * h * h)
+}
+ref_mcmc_step <- function(state, target, h, sampler) {
+  z <- stats::rnorm(length(state$x))
+  if (sampler == "mala") {
+    y <- state$x + 0.5 * h * h * state$s + h * z
+  } else {
+    y <- state$x + h * z
+  }
+  lpy <- ref_log_density(target, y)
+  loga <- -Inf
+  sy <- NULL
+  if (lpy > -Inf) {
+    loga <- lpy - state$lp
+    if (sampler == "mala") {
+      sy <- ref_score(target, y)
+      loga <- loga + ref_mala_logq(state$x, y, sy, h) -
+        ref_mala_logq(y, state$x, state$s, h)
+    }
+  }
+  alpha <- if (loga >= 0) 1 else exp(loga)
+  accept <- loga >= 0 || log(stats::runif(1)) < loga
+  if (accept) state <- list(x = y, lp = lpy, s = sy)
+  state$alpha <- alpha
+  state$accept <- accept
+  state
+}
+ref_mcmc_init <- function(target, x0, sampler) {
+  list(x = as.double(x0), lp = ref_log_density(target, x0),
+       s = if (sampler == "mala") ref_score(target, x0))
+}
+
+# A whole chain: warmup iterations (adapting log h by Robbins-Monro with
+# gain (i + 1)^-0.6 towards target_accept when adapt), then n_iter kept.
+ref_chain <- function(target, x0, n_iter, step, sampler = "mala", warmup = 0,
+                      adapt = FALSE, target_accept = 0.574) {
+  st <- ref_mcmc_init(target, x0, sampler)
+  h <- step
+  for (i in seq_len(warmup)) {
+    st <- ref_mcmc_step(st, target, h, sampler)
+    if (adapt) h <- h * exp((st$alpha - target_accept) / (i^0.6))
+  }
+  d <- length(x0)
+  x <- matrix(NA_real_, n_iter, d)
+  acc <- 0
+  for (i in seq_len(n_iter)) {
+    st <- ref_mcmc_step(st, target, h, sampler)
+    acc <- acc + st$accept
+    x[i, ] <- st$x
+  }
+  list(x = x, step = h, accept_rate = acc / n_iter)
+}
+
+# KSDT with an MCMC sampler inside and the SP-MCMC selection rule: each step
+# runs `candidates` moves from a start ("last": the chain as it is, i.e. the
+# last added point; "rand": the point in slot floor(U * n) of the
+# dictionary; "infl": argmax 2 r_i - k_ii, first on ties) and adds the
+# candidate minimising k_p(y, y) + 2 sum_D k_p(y, x) (first on ties), then
+# prunes with eps[t], fmin[t] (fmin = Inf: SP-MCMC, no pruning).  With
+# candidates = 1 it is KSDT on the plain chain.  Brute force throughout.
+ref_ksdt_sampler <- function(target, x0, n_iter, step, sampler, candidates,
+                             start, eps, fmin, type = "imq", c = 1,
+                             beta = -0.5, L = diag(length(x0))) {
+  kp <- function(a, sa, b, sb) {
+    ref_stein_cross(a, sa, b, sb, type = type, c = c, beta = beta, L = L)
+  }
+  d <- length(x0)
+  X <- matrix(NA_real_, n_iter, d)
+  S <- matrix(NA_real_, n_iter, d)
+  K <- matrix(NA_real_, n_iter, n_iter)
+  D <- integer(0)
+  st <- ref_mcmc_init(target, x0, sampler)
+  ksd <- numeric(n_iter)
+  size <- integer(n_iter)
+  for (t in seq_len(n_iter)) {
+    if (candidates > 1 && length(D) > 0 && start != "last") {
+      if (start == "rand") {
+        j <- min(floor(stats::runif(1) * length(D)), length(D) - 1) + 1
+      } else {
+        KD <- K[D, D, drop = FALSE]
+        j <- which.max(2 * rowSums(KD) - diag(KD))
+      }
+      st <- list(x = X[D[j], ], lp = ref_log_density(target, X[D[j], ]),
+                 s = S[D[j], ])
+    }
+    cx <- matrix(NA_real_, candidates, d)
+    cs <- matrix(NA_real_, candidates, d)
+    crit <- numeric(candidates)
+    states <- vector("list", candidates)
+    for (k in seq_len(candidates)) {
+      st <- ref_mcmc_step(st, target, step, sampler)
+      if (is.null(st$s)) st$s <- ref_score(target, st$x)
+      states[[k]] <- st
+      cx[k, ] <- st$x
+      cs[k, ] <- st$s
+      crit[k] <- kp(st$x, st$s, st$x, st$s) +
+        if (length(D)) 2 * sum(kp(st$x, st$s, X[D, , drop = FALSE],
+                                  S[D, , drop = FALSE])) else 0
+    }
+    b <- which.min(crit)
+    st <- states[[b]]
+    X[t, ] <- cx[b, ]
+    S[t, ] <- cs[b, ]
+    # the new row and column of the stream's Stein kernel matrix
+    K[t, seq_len(t)] <- K[seq_len(t), t] <-
+      kp(X[t, ], S[t, ], X[seq_len(t), , drop = FALSE], S[seq_len(t), , drop = FALSE])
+    r <- ref_ksdt_step(D, t, K, eps[t], fmin[t])
+    D <- r$D
+    ksd[t] <- sqrt(max(r$K1, 0))
+    size[t] <- length(D)
+  }
+  idx <- sort(D)
+  list(index = idx, points = X[idx, , drop = FALSE],
+       score = S[idx, , drop = FALSE], ksd = ksd, size = size, stream = X)
+}

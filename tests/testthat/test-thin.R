@@ -295,6 +295,12 @@ test_that("stein_thin_gf() warns on a wide range of log weights; range_cap clips
   expect_identical(gc$index, wantc)
   expect_lt(rel_err(gc$ksd, ref_sel_path(Kc, wantc)), 1e-12)
   expect_false(identical(gc$index, g$index))
+  # the threshold is a range of 10: 12 warns, 9 does not
+  r1 <- diff(range(x[, 1]))
+  expect_warning(stein_thin_gf(x, lp, lp + 12 / r1 * x[, 1], s, 5),
+                 "span 12\\.0 \\(> 10\\)")
+  expect_no_warning(g9 <- stein_thin_gf(x, lp, lp + 9 / r1 * x[, 1], s, 5))
+  expect_equal(max(g9$w), 9, tolerance = 1e-12)
   # a cap above the range changes nothing
   lq2 <- lp + 0.1 * x[, 1]
   g0 <- stein_thin_gf(x, lp, lq2, s, 15)

@@ -1,0 +1,684 @@
+# KSDT online thinning, its streaming interface, ksdt_sample() and Stein
+# Point MCMC (R/ksdt.R, src/ksdt.c), checked against the brute-force
+# references in helper-reference.R (ref_ksdt(), ref_ksdt_sampler()), which
+# recompute every sum from the full Stein kernel matrix at every step.
+
+# An AR(1) stream for a standard Gaussian target started away from the mode,
+# with slightly wrong (noisy) scores so that the kernel values are generic.
+make_stream <- function(n, d, rho = 0.8, start = 2, noise = 0.2) {
+  x <- matrix(0, n, d)
+  x[1, ] <- start
+  for (t in 2:n) x[t, ] <- rho * x[t - 1, ] + sqrt(1 - rho^2) * stats::rnorm(d)
+  list(x = x, s = -x + noise * matrix(stats::rnorm(n * d), n, d))
+}
+
+const_fun <- function(v) function(t) rep(v, length(t))
+
+# Package kernels with the numbers the reference needs (fixed preconditioners).
+ksdt_kernels <- list(
+  imq_id = list(make = function() imq_kernel(), type = "imq", c = 1,
+                beta = -0.5, L = function(d) diag(d)),
+  imq_num = list(make = function() imq_kernel(c = 0.8, beta = -0.3, precon = 0.6),
+                 type = "imq", c = 0.8, beta = -0.3, L = function(d) diag(d) / 0.6),
+  gauss_num = list(make = function() gaussian_kernel(precon = 1.5),
+                   type = "gaussian", c = 1, beta = -0.5,
+                   L = function(d) diag(d) / 1.5)
+)
+
+# Budgets x minimum-size rules; every budget kind and every rule appears.
+ksdt_configs <- list(
+  list(budget = 0, min_size = "sqrt", coef = 1, floor = 10),
+  list(budget = 1e-3, min_size = "linear", coef = 0.5, floor = 10),
+  list(budget = function(t) 0.05 / t, min_size = "constant", coef = 20, floor = 10),
+  list(budget = 0, min_size = function(t) 5 + t^0.6, coef = 1, floor = 10),
+  list(budget = 1e-3, min_size = "sqrt", coef = 2, floor = 5),
+  list(budget = function(t) 1e-3 * log(t + 1), min_size = "linear", coef = 0.3,
+       floor = 1)
+)
+
+eps_fun_of <- function(b) if (is.function(b)) b else const_fun(b)
+fmin_fun_of <- function(cfg) {
+  function(t) ref_min_size(cfg$min_size, t, cfg$coef, cfg$floor)
+}
+run_cfg <- function(x, s, cfg, kernel, ...) {
+  ksdt(x, s, budget = cfg$budget, min_size = cfg$min_size,
+       min_size_coef = cfg$coef, min_size_floor = cfg$floor, kernel = kernel,
+       ...)
+}
+
+# Map each stream index to the first index holding the same state: two
+# retained duplicates are interchangeable.
+canonical_index <- function(x, idx) {
+  key <- apply(x, 1, function(r) paste(format(r, digits = 17), collapse = " "))
+  match(key, key)[idx]
+}
+
+# ---- the reference itself ------------------------------------------------------
+
+test_that("the vectorised reference Stein kernel equals ref_stein_matrix()", {
+  set.seed(200)
+  for (d in 1:3) {
+    smp <- make_stream(25, d)
+    for (kn in names(ksdt_kernels)) {
+      k <- ksdt_kernels[[kn]]
+      L <- if (d > 1) ref_spd(d) else k$L(d)
+      a <- ref_stein_matrix(smp$x, smp$s, k$type, k$c, k$beta, L)
+      b <- ref_stein_cross(smp$x, smp$s, type = k$type, c = k$c, beta = k$beta, L = L)
+      expect_lt(rel_err(b, a), 1e-13, label = paste(kn, d))
+      # a cross block
+      cb <- ref_stein_cross(smp$x[1:4, , drop = FALSE], smp$s[1:4, , drop = FALSE],
+                            smp$x[10:25, , drop = FALSE], smp$s[10:25, , drop = FALSE],
+                            type = k$type, c = k$c, beta = k$beta, L = L)
+      expect_lt(rel_err(cb, a[1:4, 10:25]), 1e-13, label = paste(kn, d, "cross"))
+    }
+  }
+})
+
+# ---- agreement with the brute-force reference -------------------------------
+
+test_that("ksdt() retains exactly the reference's indices: d = 1, 2, 3, budgets x size rules x kernels", {
+  set.seed(201)
+  sizes <- c(200, 300, 400)
+  for (d in 1:3) {
+    smp <- make_stream(sizes[d], d)
+    for (kn in names(ksdt_kernels)) {
+      k <- ksdt_kernels[[kn]]
+      K <- ref_stein_cross(smp$x, smp$s, type = k$type, c = k$c, beta = k$beta,
+                           L = k$L(d))
+      tt <- seq_len(nrow(smp$x))
+      for (ci in seq_along(ksdt_configs)) {
+        cfg <- ksdt_configs[[ci]]
+        lab <- sprintf("d = %d, %s, config %d", d, kn, ci)
+        fit <- run_cfg(smp$x, smp$s, cfg, k$make(), nthreads = 1)
+        ref <- ref_ksdt_core(K, eps_fun_of(cfg$budget)(tt), fmin_fun_of(cfg)(tt))
+        expect_identical(fit$index, as.double(ref$index), label = lab)
+        expect_identical(fit$size, ref$size, label = lab)
+        expect_identical(fit$removed, ref$removed, label = lab)
+        expect_lt(rel_err(fit$ksd, ref$ksd), 1e-10, label = lab)
+        expect_identical(fit$points, smp$x[ref$index, , drop = FALSE], label = lab)
+        expect_identical(fit$score, smp$s[ref$index, , drop = FALSE], label = lab)
+        expect_identical(fit$t, as.double(nrow(smp$x)))
+        # kernel evaluations: a row per addition and per removal of an older
+        # point; none for removing the new point (its row is reused)
+        expect_gte(fit$evals, ref$evals_lo, label = lab)
+        expect_lte(fit$evals, ref$evals_hi, label = lab)
+        # the configuration thins
+        expect_gt(sum(ref$removed), nrow(smp$x) / 3, label = lab)
+      }
+    }
+  }
+})
+
+test_that("ksdt() agrees with the reference across several C blocks (dictionary of 600, 2 threads)", {
+  set.seed(202)
+  smp <- make_stream(800, 2, rho = 0.95)
+  K <- ref_stein_cross(smp$x, smp$s)
+  tt <- seq_len(800)
+  for (b in c(0, 2e-4)) {
+    fit <- ksdt(smp$x, smp$s, budget = b, min_size = "constant",
+                min_size_coef = 600, nthreads = 2)
+    ref <- ref_ksdt_core(K, rep(b, 800), pmax(10, rep(600, 800)))
+    expect_identical(fit$index, as.double(ref$index), label = paste("budget", b))
+    expect_identical(fit$removed, ref$removed, label = paste("budget", b))
+    expect_lt(rel_err(fit$ksd, ref$ksd), 1e-10)
+    expect_identical(length(fit$index), 600L)
+    # older points were removed, not only the new ones
+    expect_lt(min(fit$index), 150)
+    expect_gt(sum(!(seq_len(600) %in% fit$index)), 50)
+  }
+})
+
+# ---- per-step properties of the package's own dictionaries ------------------
+
+test_that("every step: KSD^2 after <= before + eps_t (budget 0: never above before), size >= min(f(t), t)", {
+  set.seed(203)
+  smp <- make_stream(250, 2)
+  K <- ref_stein_cross(smp$x, smp$s)
+  cases <- list(list(b = 0, ms = "sqrt", coef = 1),
+                list(b = 2e-3, ms = "sqrt", coef = 1),
+                list(b = function(t) 0.2 / t, ms = "linear", coef = 0.2),
+                list(b = 1e-2, ms = function(t) 3 + sqrt(t), coef = 1))
+  for (ci in seq_along(cases)) {
+    cs <- cases[[ci]]
+    st <- ksdt_stream(2, budget = cs$b, min_size = cs$ms, min_size_coef = cs$coef)
+    eps <- eps_fun_of(cs$b)(1:250)
+    f <- ref_min_size(cs$ms, 1:250, cs$coef, 10)
+    prev <- numeric(0)
+    K0 <- K1 <- ksd2 <- numeric(250)
+    size <- removed <- nD <- nbefore <- integer(250)
+    subset <- logical(250)
+    for (t in 1:250) {
+      ksdt_push(st, smp$x[t, ], smp$s[t, ])
+      r <- ksdt_result(st)
+      D <- r$index
+      # the dictionary only loses points, and gains x_t at most
+      subset[t] <- all(D %in% c(prev, t))
+      before <- c(prev, t)
+      K0[t] <- sum(K[before, before]) / length(before)^2
+      K1[t] <- sum(K[D, D]) / length(D)^2
+      ksd2[t] <- r$ksd[t]^2
+      size[t] <- r$size[t]
+      removed[t] <- r$removed[t]
+      nD[t] <- length(D)
+      nbefore[t] <- length(before)
+      prev <- D
+    }
+    lab <- paste("case", ci)
+    over <- K1 - K0
+    expect_true(all(subset), label = lab)
+    expect_true(all(K1 <= K0 + eps + 1e-12 * K0), label = lab)
+    expect_true(all(nD >= pmin(f, 1:250)), label = lab)
+    expect_lt(max(abs(ksd2 - K1) / K1), 1e-12, label = lab)
+    expect_identical(size, nD, label = lab)
+    expect_identical(removed, nbefore - nD, label = lab)
+    # the history is not rewritten by later pushes
+    expect_equal(r$ksd^2, ksd2, tolerance = 0, label = lab)
+    if (identical(cs$b, 0)) {
+      expect_lte(max(over / K0), 1e-12)
+    } else {
+      # the budget was used: some prunes raised KSD^2
+      expect_gt(sum(over > 0), 0, label = paste("case", ci))
+    }
+    expect_gt(sum(r$removed), 100, label = paste("case", ci))
+  }
+})
+
+test_that("the reported KSD equals the KSD of the dictionary recomputed from scratch over 10^4 steps", {
+  set.seed(204)
+  n <- 10000
+  smp <- make_stream(n, 3, rho = 0.9, start = 3, noise = 0)
+  kern <- imq_kernel(c = 0.8, beta = -0.4, precon = 0.8)
+  # chunks of uneven sizes, checked after every chunk
+  st <- ksdt_stream(3, budget = function(t) 0.1 / t, kernel = kern)
+  cuts <- sort(unique(c(0, sample(seq_len(n - 1), 60), n)))
+  for (k in seq_len(length(cuts) - 1)) {
+    rows <- (cuts[k] + 1):cuts[k + 1]
+    ksdt_push(st, smp$x[rows, , drop = FALSE], smp$s[rows, , drop = FALSE])
+    r <- ksdt_result(st)
+    want <- sqrt(mean(stein_kernel_matrix(r$points, r$score, kern)))
+    expect_lt(abs(utils::tail(r$ksd, 1) - want) / want, 1e-9,
+              label = sprintf("after %d states", cuts[k + 1]))
+    expect_equal(length(r$ksd), cuts[k + 1])
+  }
+  # a single run, also with a large dictionary (linear rule, 4 blocks)
+  for (ms in c("sqrt", "linear")) {
+    fit <- ksdt(smp$x, smp$s, min_size = ms, min_size_coef = 0.1, kernel = kern,
+                nthreads = 2)
+    want <- sqrt(mean(stein_kernel_matrix(fit$points, fit$score, kern)))
+    expect_lt(abs(utils::tail(fit$ksd, 1) - want) / want, 1e-9, label = ms)
+    expect_identical(length(fit$ksd), as.integer(n))
+    expect_gt(sum(fit$removed), n / 2)
+  }
+  expect_gt(length(fit$index), 900)
+})
+
+# ---- equivalent ways of feeding a stream, threads ------------------------------
+
+test_that("pushing one row at a time, in chunks, or all at once gives what ksdt() gives", {
+  set.seed(205)
+  smp <- make_stream(300, 2)
+  colnames(smp$x) <- c("a", "b")
+  args <- list(budget = function(t) 0.01 / sqrt(t), min_size = function(t) 8 + t / 10,
+               min_size_floor = 12, kernel = gaussian_kernel(precon = 2))
+  whole <- do.call(ksdt, c(list(smp$x, smp$s), args))
+  fields <- c("points", "score", "index", "ksd", "size", "removed", "t", "evals")
+  st1 <- do.call(ksdt_stream, c(list(2), args))
+  for (t in 1:300) ksdt_push(st1, smp$x[t, , drop = FALSE], smp$s[t, , drop = FALSE])
+  st2 <- do.call(ksdt_stream, c(list(2), args))
+  for (rows in split(1:300, rep(1:7, c(1, 2, 60, 77, 100, 50, 10)))) {
+    ksdt_push(st2, smp$x[rows, , drop = FALSE], smp$s[rows, , drop = FALSE])
+  }
+  st3 <- do.call(ksdt_stream, c(list(2), args))
+  ksdt_push(st3, smp$x, smp$s)
+  for (st in list(st1, st2, st3)) {
+    r <- ksdt_result(st)
+    expect_identical(r[fields], whole[fields])
+  }
+  expect_identical(colnames(whole$points), c("a", "b"))
+  expect_gt(sum(whole$removed), 100)
+  # the score as a function or a kb_target
+  tg <- gaussian_target(c(0, 0))
+  a <- ksdt(smp$x, tg, kernel = imq_kernel())
+  b <- ksdt(smp$x, -smp$x, kernel = imq_kernel())
+  c2 <- ksdt(smp$x, function(x) -x, kernel = imq_kernel())
+  expect_identical(a$index, b$index)
+  expect_equal(a$ksd, b$ksd, tolerance = 1e-14)
+  expect_identical(c2$index, b$index)
+})
+
+test_that("1 and 2 threads give identical results (dictionary over 3 blocks)", {
+  set.seed(206)
+  smp <- make_stream(2500, 2, rho = 0.9)
+  a <- ksdt(smp$x, smp$s, budget = 1e-4, min_size = "linear", min_size_coef = 0.5,
+            nthreads = 1)
+  b <- ksdt(smp$x, smp$s, budget = 1e-4, min_size = "linear", min_size_coef = 0.5,
+            nthreads = 2)
+  expect_gt(length(a$index), 1000)
+  fields <- c("points", "score", "index", "ksd", "size", "removed", "evals")
+  expect_identical(a[fields], b[fields])
+  tg <- gaussian_target(c(0, 0))
+  set.seed(207)
+  a <- ksdt_sample(tg, c(1, 1), 1500, step = 1, candidates = 2, min_size = "linear",
+                   min_size_coef = 0.6, nthreads = 1)
+  set.seed(207)
+  b <- ksdt_sample(tg, c(1, 1), 1500, step = 1, candidates = 2, min_size = "linear",
+                   min_size_coef = 0.6, nthreads = 2)
+  expect_gt(length(a$index), 800)
+  expect_identical(a[fields], b[fields])
+})
+
+# ---- duplicated states and the tie rule ------------------------------------------
+
+test_that("exact ties: the point with the smaller stream index is removed, as in the reference", {
+  # points in {0, 1} with zero scores and L = 3: k_p(0, 0) = 3 and
+  # k_p(0, 1) = -15/32 exactly, so all sums are exact and duplicates tie
+  kern <- imq_kernel(precon = matrix(3, 1, 1))
+  K2 <- stein_kernel_matrix(matrix(c(0, 1)), matrix(0, 2, 1), kern)
+  expect_identical(as.vector(K2), c(3, -15 / 32, -15 / 32, 3))
+  # a constant stream (a chain that never moves): every removal ties, and
+  # KSD^2 after = before (removal allowed with budget 0: "<=")
+  x <- matrix(0, 12, 1)
+  fit <- ksdt(x, x, min_size = "constant", min_size_coef = 3, min_size_floor = 1,
+              kernel = kern)
+  expect_identical(fit$index, c(10, 11, 12))
+  expect_identical(fit$size, c(1:3, rep(3L, 9)))
+  expect_identical(fit$removed, c(0L, 0L, 0L, rep(1L, 9)))
+  expect_equal(fit$ksd, rep(sqrt(3), 12), tolerance = 1e-15)
+  # a random 0/1 stream: which duplicate goes matters for the indices
+  set.seed(208)
+  for (rule in list(list(ms = "constant", coef = 6), list(ms = "linear", coef = 0.25),
+                    list(ms = "sqrt", coef = 1))) {
+    x <- matrix(sample(0:1, 80, TRUE, prob = c(0.6, 0.4)), ncol = 1)
+    for (b in c(0, 0.05)) {
+      lab <- paste(rule$ms, b)
+      fit <- ksdt(x, 0 * x, budget = b, min_size = rule$ms, min_size_coef = rule$coef,
+                  min_size_floor = 2, kernel = kern)
+      K <- ref_stein_cross(x, 0 * x, L = matrix(3))
+      fmin <- ref_min_size(rule$ms, 1:80, rule$coef, 2)
+      ref <- ref_ksdt_core(K, rep(b, 80), fmin)
+      expect_identical(fit$index, as.double(ref$index), label = lab)
+      expect_equal(fit$ksd, ref$ksd, tolerance = 1e-14, label = lab)
+      # the case matters: breaking ties towards the newer point gives others
+      Kr <- K[80:1, 80:1]
+      alt <- sort(81 - ref_ksdt_core(Kr, rep(b, 80), fmin)$index)
+      expect_false(identical(alt, ref$index), label = lab)
+    }
+  }
+})
+
+test_that("a stream with repeated states (MCMC rejections) is thinned as in the reference", {
+  set.seed(209)
+  base <- make_stream(150, 2)
+  reps <- sample(1:3, 150, TRUE)
+  x <- base$x[rep(1:150, reps), ]
+  s <- base$s[rep(1:150, reps), ]
+  n <- nrow(x)
+  K <- ref_stein_cross(x, s)
+  for (b in c(0, 1e-3)) {
+    fit <- ksdt(x, s, budget = b, min_size = "sqrt")
+    ref <- ref_ksdt_core(K, rep(b, n), ref_min_size("sqrt", 1:n, 1, 10))
+    # duplicates are interchangeable: compare the states kept
+    expect_identical(sort(canonical_index(x, fit$index)),
+                     sort(canonical_index(x, ref$index)))
+    expect_identical(fit$points, x[fit$index, ])
+    expect_identical(fit$size, ref$size)
+    expect_lt(rel_err(fit$ksd, ref$ksd), 1e-10)
+    want <- sqrt(mean(stein_kernel_matrix(fit$points, fit$score)))
+    expect_lt(abs(utils::tail(fit$ksd, 1) - want) / want, 1e-12)
+  }
+})
+
+# ---- ksdt_sample and Stein Point MCMC ----------------------------------------------
+
+test_that("ksdt_sample() with one candidate is ksdt() on the chain mala()/rwm() would give", {
+  tg <- gaussian_target(c(1, -1), matrix(c(1, 0.5, 0.5, 2), 2))
+  for (smp in c("mala", "rwm")) {
+    f <- if (smp == "mala") mala else rwm
+    set.seed(210)
+    ks <- ksdt_sample(tg, c(3, 3), 600, sampler = smp, step = 0.9, budget = 1e-3,
+                      min_size = "linear", min_size_coef = 0.1)
+    set.seed(210)
+    ch <- f(tg, c(3, 3), 600, step = 0.9)
+    fit <- ksdt(ch$x, ch$score, budget = 1e-3, min_size = "linear",
+                min_size_coef = 0.1)
+    fields <- c("points", "score", "index", "ksd", "size", "removed", "evals")
+    expect_identical(ks[fields], fit[fields], label = smp)
+    expect_identical(ks$accept_rate, ch$accept_rate, label = smp)
+    expect_identical(ks$sampler, toupper(smp))
+    expect_identical(ks$step, 0.9)
+    expect_identical(ks$candidates, 1L)
+    expect_s3_class(ks, "kb_ksdt")
+    expect_false(inherits(ks, "kb_spmcmc"))
+  }
+})
+
+test_that("sp_mcmc() is reproduced by a brute-force SP-MCMC: every start rule, MALA and RWM", {
+  tg <- gaussian_target(c(1, -1), matrix(c(1, 0.5, 0.5, 2), 2))
+  n <- 30
+  m <- 4
+  for (smp in c("mala", "rwm")) {
+    for (start in c("last", "rand", "infl")) {
+      lab <- paste(smp, start)
+      set.seed(211)
+      sp <- sp_mcmc(tg, c(3, 0), n, m = m, sampler = smp, start = start, step = 0.9)
+      u_pkg <- stats::runif(1)
+      set.seed(211)
+      ref <- ref_ksdt_sampler(tg, c(3, 0), n, 0.9, smp, m, start, rep(0, n),
+                              rep(Inf, n))
+      u_ref <- stats::runif(1)
+      expect_equal(sp$points, ref$points, tolerance = 1e-12, label = lab)
+      expect_equal(sp$score, ref$score, tolerance = 1e-12, label = lab)
+      expect_lt(rel_err(sp$ksd, ref$ksd), 1e-12, label = lab)
+      expect_identical(u_pkg, u_ref, label = lab)
+      # no pruning: one point per step, in order
+      expect_identical(sp$index, as.double(1:n), label = lab)
+      expect_identical(sp$size, 1:n, label = lab)
+      expect_identical(sp$removed, integer(n), label = lab)
+      want <- sqrt(mean(stein_kernel_matrix(sp$points, sp$score)))
+      expect_lt(abs(utils::tail(sp$ksd, 1) - want) / want, 1e-12, label = lab)
+      # m candidates per step, each scored against the dictionary
+      expect_gte(sp$evals, m * (n + n * (n - 1) / 2), label = lab)
+      expect_lte(sp$evals, m * (n + n * (n - 1) / 2) + 1, label = lab)
+      expect_s3_class(sp, c("kb_spmcmc", "kb_ksdt"), exact = TRUE)
+      expect_identical(sp$candidates, as.integer(m))
+      expect_identical(sp$start, start)
+    }
+  }
+  # the selection rule does something: the points differ from the chain's
+  # m-th states, and a different rule gives a different point set
+  set.seed(212)
+  a <- sp_mcmc(tg, c(3, 0), n, m = m, start = "last", step = 0.9)
+  set.seed(212)
+  ch <- mala(tg, c(3, 0), n * m, step = 0.9)
+  expect_false(isTRUE(all.equal(a$points, ch$x[seq(m, n * m, by = m), ])))
+})
+
+test_that("ksdt_sample() with candidates > 1 (KSDT on SP-MCMC) matches the brute-force reference", {
+  tg <- gaussian_target(c(1, -1), matrix(c(1, 0.5, 0.5, 2), 2))
+  n <- 150
+  for (smp in c("mala", "rwm")) {
+    for (start in c("last", "rand", "infl")) {
+      lab <- paste(smp, start)
+      set.seed(213)
+      ks <- ksdt_sample(tg, c(2, 2), n, sampler = smp, step = 1, candidates = 3,
+                        start = start, budget = 1e-3, min_size = "constant",
+                        min_size_coef = 15)
+      set.seed(213)
+      ref <- ref_ksdt_sampler(tg, c(2, 2), n, 1, smp, 3, start, rep(1e-3, n),
+                              rep(15, n))
+      expect_lt(rel_err(ks$ksd, ref$ksd), 1e-10, label = lab)
+      expect_identical(ks$size, ref$size, label = lab)
+      # the retained points are the reference stream's at the same indices
+      # (duplicated states may be retained under either index)
+      expect_equal(ks$points, ref$stream[ks$index, ], tolerance = 1e-12, label = lab)
+      expect_identical(sort(canonical_index(ref$stream, ks$index)),
+                       sort(canonical_index(ref$stream, ref$index)), label = lab)
+      expect_gte(length(ks$index), 15L, label = lab)
+      expect_identical(ks$candidates, 3L)
+    }
+  }
+})
+
+test_that("the pilot run adapts the step over warmup and resolves heuristic preconditioners", {
+  tg <- gaussian_target(c(1, -1), matrix(c(1, 0.5, 0.5, 2), 2))
+  # adapted step: a pilot of `warmup` adapting and `warmup` kept iterations
+  set.seed(214)
+  sp <- sp_mcmc(tg, c(2, 2), 20, m = 3, warmup = 150)
+  set.seed(214)
+  pilot <- ref_chain(tg, c(2, 2), 150, 2.38 / sqrt(2) * 0.5, "mala", warmup = 150,
+                     adapt = TRUE, target_accept = 0.574)
+  ref <- ref_ksdt_sampler(tg, pilot$x[150, ], 20, pilot$step, "mala", 3, "last",
+                          rep(0, 20), rep(Inf, 20))
+  expect_equal(sp$step, pilot$step, tolerance = 1e-13)
+  expect_equal(sp$points, ref$points, tolerance = 1e-12)
+  # RWM adapts towards its own target_accept
+  set.seed(215)
+  ks <- ksdt_sample(tg, c(2, 2), 100, sampler = "rwm", warmup = 120,
+                    target_accept = 0.3, min_size = "constant", min_size_coef = 12)
+  set.seed(215)
+  pilot <- ref_chain(tg, c(2, 2), 120, 2.38 / sqrt(2), "rwm", warmup = 120,
+                     adapt = TRUE, target_accept = 0.3)
+  ref <- ref_ksdt_sampler(tg, pilot$x[120, ], 100, pilot$step, "rwm", 1, "last",
+                          rep(0, 100), ref_min_size("constant", 1:100, 12, 10))
+  expect_equal(ks$step, pilot$step, tolerance = 1e-13)
+  expect_lt(rel_err(ks$ksd, ref$ksd), 1e-10)
+  expect_identical(sort(canonical_index(ref$stream, ks$index)),
+                   sort(canonical_index(ref$stream, ref$index)))
+  # a heuristic preconditioner with a given step: resolved on the pilot sample
+  set.seed(216)
+  sp <- sp_mcmc(tg, c(2, 2), 20, m = 3, step = 0.8, warmup = 200,
+                kernel = imq_kernel(precon = "med"))
+  set.seed(216)
+  pilot <- ref_chain(tg, c(2, 2), 200, 0.8, "mala", warmup = 200)
+  med <- ref_median_distance(pilot$x)
+  expect_equal(sp$kernel$lambda, 1 / med^2, tolerance = 1e-12)
+  ref <- ref_ksdt_sampler(tg, pilot$x[200, ], 20, 0.8, "mala", 3, "last",
+                          rep(0, 20), rep(Inf, 20), L = diag(2) / med^2)
+  expect_equal(sp$points, ref$points, tolerance = 1e-12)
+  expect_lt(rel_err(sp$ksd, ref$ksd), 1e-10)
+  expect_identical(sp$step, 0.8)
+})
+
+# ---- bad input ---------------------------------------------------------------------
+
+test_that("ksdt() and ksdt_stream() reject bad settings with messages naming them", {
+  set.seed(217)
+  smp <- make_stream(20, 2)
+  x <- smp$x
+  s <- smp$s
+  expect_error(ksdt(x, s, budget = -1), "'budget'")
+  expect_error(ksdt(x, s, budget = NA), "'budget'")
+  expect_error(ksdt(x, s, budget = c(0, 1)), "'budget'")
+  expect_error(ksdt(x, s, budget = "a"), "'budget'")
+  expect_error(ksdt(x, s, budget = function(t) -t), "'budget'.*>= 0.*t = 1")
+  expect_error(ksdt(x, s, budget = function(t) ifelse(t > 7, -1, 0)), "'budget'.*t = 8")
+  expect_error(ksdt(x, s, budget = function(t) stop("oops")), "'budget'.*oops")
+  expect_error(ksdt(x, s, min_size = function(t) rep("a", length(t))), "'min_size'")
+  expect_error(ksdt(x, s, min_size = function(t) rep(NA, length(t))), "'min_size'")
+  expect_error(ksdt(x, s, min_size = function(t) rep(NA_real_, length(t))), "'min_size'")
+  expect_error(ksdt(x, s, min_size = function(t) rep(Inf, length(t))), "'min_size'")
+  expect_error(ksdt(x, s, min_size = function(t) list(t)), "'min_size'")
+  expect_error(ksdt(x, s, min_size = function(t) NULL), "'min_size'")
+  expect_error(ksdt(x, s, min_size = "log"), "'min_size'")
+  expect_error(ksdt(x, s, min_size_coef = -1), "'min_size_coef'")
+  expect_error(ksdt(x, s, min_size_floor = 0.5), "'min_size_floor'")
+  expect_error(ksdt(x, s, min_size_floor = NA), "'min_size_floor'")
+  expect_error(ksdt(x, s, kernel = "imq"), "'kernel'")
+  expect_error(ksdt(x, s, nthreads = 0), "'nthreads'")
+  expect_error(ksdt(x, s, progress = NA), "'progress'")
+  xb <- x
+  xb[3, 2] <- NaN
+  expect_error(ksdt(xb, s), "'x'.*row 3, column 2")
+  sb <- s
+  sb[5, 1] <- Inf
+  expect_error(ksdt(x, sb), "'score'.*row 5, column 1")
+  expect_error(ksdt(x, s[1:5, ]), "'score'")
+  expect_error(ksdt(x, function(x) c(x, 1)), "'score'")
+  expect_error(ksdt_stream(0), "'dim'")
+  expect_error(ksdt_stream(2, kernel = list()), "'kernel'")
+  expect_error(ksdt_stream(2, budget = -0.1), "'budget'")
+  expect_error(ksdt_stream(2, min_size_floor = 0), "'min_size_floor'")
+  expect_error(ksdt_push(list(ptr = 1), x, s), "'stream'")
+  expect_error(ksdt_push(x, x, s), "'stream'")
+  expect_error(ksdt_result(list()), "'stream'")
+  expect_error(ksdt_result(ksdt_stream(2)), "'stream' is empty")
+})
+
+test_that("a rejected push changes nothing in the stream", {
+  set.seed(218)
+  smp <- make_stream(60, 2)
+  st <- ksdt_stream(2, budget = function(t) ifelse(t > 50, -1, 1e-3),
+                    min_size = function(t) ifelse(t > 45 & t < 48, NA, 5 + sqrt(t)),
+                    kernel = imq_kernel(precon = "med"))
+  ksdt_push(st, smp$x[1:30, ], smp$s[1:30, ])
+  before <- ksdt_result(st)
+  xb <- smp$x[31:40, ]
+  xb[4, 1] <- Inf
+  sb <- smp$s[31:40, ]
+  sb[7, 2] <- NA
+  expect_error(ksdt_push(st, xb, smp$s[31:40, ]), "'x'")
+  expect_error(ksdt_push(st, smp$x[31:40, ], sb), "'score'")
+  expect_error(ksdt_push(st, smp$x[31:40, 1], smp$s[31:40, 1]), "'x'.*2 columns")
+  expect_error(ksdt_push(st, cbind(smp$x[31:40, ], 0), cbind(smp$s[31:40, ], 0)),
+               "'x'.*2 columns")
+  expect_error(ksdt_push(st, c(1, 2, 3), c(1, 2, 3)), "'x'")
+  expect_error(ksdt_push(st, smp$x[31:40, ], smp$s[31:39, ]), "'score'")
+  expect_error(ksdt_push(st, smp$x[31:40, ], function(x) stop("no score")), "no score")
+  # min_size NA at t = 46, 47; budget < 0 from t = 51
+  expect_error(ksdt_push(st, smp$x[31:50, ], smp$s[31:50, ]), "'min_size'.*t = 46")
+  expect_identical(ksdt_result(st), before)
+  # the stream carries on exactly as one that never saw the failures
+  ksdt_push(st, smp$x[31:45, ], smp$s[31:45, ])
+  st3 <- ksdt_stream(2, budget = function(t) ifelse(t > 50, -1, 1e-3),
+                     min_size = function(t) ifelse(t > 45 & t < 48, NA, 5 + sqrt(t)),
+                     kernel = imq_kernel(precon = "med"))
+  ksdt_push(st3, smp$x[1:30, ], smp$s[1:30, ])
+  ksdt_push(st3, smp$x[31:45, ], smp$s[31:45, ])
+  after <- ksdt_result(st)
+  expect_identical(after, ksdt_result(st3))
+  expect_identical(after$t, 45)
+  expect_gt(sum(after$removed), 10)
+  expect_error(ksdt_push(st, smp$x[46:50, ], smp$s[46:50, ]), "'min_size'.*t = 46")
+  expect_error(ksdt_push(st, smp$x[46:60, ], smp$s[46:60, ]), "'budget'.*t = 51")
+  expect_identical(ksdt_result(st), after)
+})
+
+test_that("a rejected first push leaves the stream empty and unresolved", {
+  # the push is rejected (budget < 0 from t = 6) after the kernel has been
+  # resolved on its rows: the stream must stay as it was
+  set.seed(219)
+  smp <- make_stream(20, 2)
+  bud <- function(t) ifelse(t > 5, -1, 0)
+  st <- ksdt_stream(2, budget = bud, kernel = gaussian_kernel())
+  expect_error(ksdt_push(st, smp$x[11:20, ], smp$s[11:20, ]), "'budget'.*t = 6")
+  expect_error(ksdt_result(st), "'stream' is empty")
+  ksdt_push(st, smp$x[1:5, ], smp$s[1:5, ])
+  fresh <- ksdt_stream(2, budget = bud, kernel = gaussian_kernel())
+  ksdt_push(fresh, smp$x[1:5, ], smp$s[1:5, ])
+  # the median heuristic is resolved on the first accepted push
+  expect_identical(ksdt_result(st)$kernel$lambda, ksdt_result(fresh)$kernel$lambda)
+  expect_identical(ksdt_result(st)$ksd, ksdt_result(fresh)$ksd)
+})
+
+test_that("budget and min_size functions written for a single t work (one call per t)", {
+  # the documented schedule is "a function of t"; a function using `if`
+  # cannot take a vector of t and must be called once per t
+  set.seed(220)
+  smp <- make_stream(200, 2)
+  ms_scalar <- function(t) if (t < 50) 10 else 10 + sqrt(t - 50)
+  ms_vector <- function(t) ifelse(t < 50, 10, 10 + sqrt(pmax(t - 50, 0)))
+  b_scalar <- function(t) if (t < 100) 0 else 1e-3
+  b_vector <- function(t) ifelse(t < 100, 0, 1e-3)
+  want <- ksdt(smp$x, smp$s, budget = b_vector, min_size = ms_vector)
+  # one push per state calls the schedules with a single t
+  st <- ksdt_stream(2, budget = b_scalar, min_size = ms_scalar)
+  for (t in 1:200) ksdt_push(st, smp$x[t, ], smp$s[t, ])
+  expect_identical(ksdt_result(st)$index, want$index)
+  got <- ksdt(smp$x, smp$s, budget = b_scalar, min_size = ms_scalar)
+  expect_identical(got$index, want$index)
+  expect_identical(got$ksd, want$ksd)
+})
+
+test_that("ksdt_sample() and sp_mcmc() reject bad arguments with messages naming them", {
+  tg <- gaussian_target(c(0, 0))
+  expect_error(ksdt_sample(tg, c(0, 0, 0), 10, step = 1), "'x0'")
+  expect_error(sp_mcmc(tg, c(0, NA), 10, step = 1), "'x0'")
+  tb <- kb_target(function(x) if (x[1] < 0) -Inf else -sum(x^2) / 2,
+                  function(x) -x, dim = 2)
+  expect_error(ksdt_sample(tb, c(-1, 0), 10, step = 1), "'x0'.*finite")
+  expect_error(sp_mcmc(tb, c(-1, 0), 10, step = 1), "'x0'.*finite")
+  expect_error(ksdt_sample(tg, c(0, 0), 0, step = 1), "'n_iter'")
+  expect_error(sp_mcmc(tg, c(0, 0), 0, step = 1), "'n_iter'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 0), "'step'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, step = -2), "'step'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, candidates = 0), "'candidates'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, candidates = 2.5), "'candidates'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, m = 0, step = 1), "'m'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, sampler = "hmc"), "'sampler'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, step = 1, sampler = "hmc"), "'sampler'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, start = "first"), "'start'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, step = 1, start = c("last", "rand")), "'start'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, budget = -1), "'budget'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, budget = function(t) -t),
+               "'budget'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1,
+                           min_size = function(t) rep("a", length(t))), "'min_size'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, min_size_floor = 0),
+               "'min_size_floor'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, warmup = 1), "'warmup'")
+  expect_error(ksdt_sample(list(), c(0, 0), 10, step = 1), "'target'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, step = 1, kernel = "imq"), "'kernel'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, nthreads = 0), "'nthreads'")
+  # a log density failing mid-run: the error names the closure
+  n_ld <- 0
+  te <- kb_target(function(x) {
+    n_ld <<- n_ld + 1
+    if (n_ld > 40) stop("density broke")
+    -sum(x^2) / 2
+  }, function(x) -x, dim = 2)
+  set.seed(221)
+  e <- expect_error(ksdt_sample(te, c(0, 0), 100, step = 1), "density broke")
+  expect_match(paste(deparse(conditionCall(e)), collapse = ""), "^log_density\\(")
+  n_ld <- 0
+  e <- expect_error(sp_mcmc(te, c(0, 0), 100, step = 1), "density broke")
+  expect_match(paste(deparse(conditionCall(e)), collapse = ""), "^log_density\\(")
+  tn <- kb_target(function(x) -sum(x^2) / 2,
+                  function(x) if (x[1] > 1) c(NaN, 0) else -x, dim = 2)
+  set.seed(222)
+  expect_error(sp_mcmc(tn, c(0, 0), 200, step = 1), "'score' returned a non-finite")
+})
+
+test_that("target_accept is checked even when the step is given", {
+  tg <- gaussian_target(c(0, 0))
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, target_accept = 3),
+               "'target_accept'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, step = 1, target_accept = -1),
+               "'target_accept'")
+})
+
+# ---- print, summary, plot ------------------------------------------------------------
+
+test_that("print and summary of KSDT results, streams and SP-MCMC", {
+  set.seed(223)
+  smp <- make_stream(400, 2, noise = 0)
+  fit <- ksdt(smp$x, smp$s)
+  fit2 <- ksdt(smp$x[, 1], smp$s[, 1], budget = function(t) 1 / t,
+               min_size = function(t) sqrt(t), kernel = gaussian_kernel(precon = 0.5))
+  st <- ksdt_stream(2, min_size = "linear", min_size_coef = 0.2)
+  tg <- gaussian_target(c(1, -1))
+  set.seed(224)
+  sp <- sp_mcmc(tg, c(0, 0), 25, m = 3, step = 1)
+  set.seed(225)
+  ks <- ksdt_sample(tg, c(0, 0), 300, sampler = "rwm", step = 1.5, candidates = 2,
+                    start = "infl", budget = 1e-3)
+  expect_snapshot({
+    fit
+    summary(fit)
+    fit2
+    st
+    ksdt_push(st, smp$x[1:50, ], smp$s[1:50, ])
+    print(st)
+    sp
+    summary(sp)
+    ks
+  })
+  s <- summary(fit)
+  expect_identical(s$kept, length(fit$index))
+  expect_equal(s$removed, 400 - length(fit$index))
+  expect_identical(s$oldest, min(fit$index))
+  expect_identical(s$ksd, fit$ksd[s$at])
+  expect_identical(s$at[c(1, length(s$at))], c(1, 400))
+})
+
+test_that("plot of a kb_ksdt draws without error", {
+  set.seed(226)
+  smp <- make_stream(300, 2)
+  fit <- ksdt(smp$x, smp$s)
+  fit1 <- ksdt(smp$x[, 1], smp$s[, 1])
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_invisible(plot(fit))
+  expect_identical(plot(fit1), fit1)
+  expect_identical(plot(fit, which = 2), fit)
+  expect_identical(plot(fit1, which = c(1, 3)), fit1)
+})
