@@ -236,3 +236,37 @@ kernel_phi <- function(kernel, r) {
   colnames(out) <- c("phi", "dphi", "d2phi")
   out
 }
+
+#' Kernel (Gram) matrix
+#'
+#' The matrix of base kernel values \eqn{k(x_i, y_j) = \phi(r_{ij})} between
+#' the rows of `x` and of `y`.
+#'
+#' @param x An `n x d` numeric matrix (or data frame, ...).
+#' @param y An `m x d` matrix, or `NULL` for `x` itself.
+#' @param kernel A kernel object; a heuristic preconditioner is resolved on
+#'   `x`.
+#' @param nthreads Number of OpenMP threads.
+#' @return An `n x m` matrix.
+#' @examples
+#' x <- matrix(c(0, 1, 3), ncol = 1)
+#' kernel_matrix(x, kernel = gaussian_kernel(bandwidth = 1))
+#' exp(-as.matrix(dist(x))^2 / 2)
+#' @export
+kernel_matrix <- function(x, y = NULL, kernel = gaussian_kernel(),
+                          nthreads = NULL) {
+  x <- as_points(x)
+  y <- if (is.null(y)) x else as_points(y, "y")
+  if (ncol(y) != ncol(x)) {
+    stop_arg("y", sprintf("must have %d columns, like x; it has %d", ncol(x),
+                          ncol(y)))
+  }
+  rk <- resolve_kernel(kernel, x)
+  gram(rk, x, y, nthreads)
+}
+
+# Gram matrix of a resolved kernel (internal: no argument checks).
+gram <- function(rk, x, y = x, nthreads = NULL) {
+  .Call(C_kb_gram, in_basis(x, rk), in_basis(y, rk), rk,
+        resolve_nthreads(nthreads))
+}

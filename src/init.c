@@ -4,6 +4,11 @@
 SEXP kb_stein_matrix(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_stein_sums(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_phi(SEXP, SEXP);
+SEXP kb_gram(SEXP, SEXP, SEXP, SEXP);
+SEXP kb_kbr_fit(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_kbr_filter(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_kbr_mu(SEXP, SEXP, SEXP);
+SEXP kb_kbr_weights(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_eigen_sym(SEXP, SEXP);
 SEXP kb_stein_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
@@ -22,6 +27,11 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_stein_matrix, 4),
     CALLDEF(kb_stein_sums, 5),
     CALLDEF(kb_phi, 2),
+    CALLDEF(kb_gram, 4),
+    CALLDEF(kb_kbr_fit, 6),
+    CALLDEF(kb_kbr_filter, 8),
+    CALLDEF(kb_kbr_mu, 3),
+    CALLDEF(kb_kbr_weights, 5),
     CALLDEF(kb_eval_rows, 5),
     CALLDEF(kb_eigen_sym, 2),
     CALLDEF(kb_stein_thin, 7),

@@ -1,6 +1,9 @@
 /* Base kernels: the only place that knows phi and its radial derivatives. */
 #include <math.h>
 #include "kernels.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Compilers keep sqrt()'s errno path unless built with -fno-math-errno,
  * which R's default flags do not give, and then will not vectorise the
@@ -129,4 +132,43 @@ void kb_kernel_row(const kb_kernel *K, const double *x, const double *X,
         kb_dist_block(K, x, X, ld, j, m, r);
         kb_phi_block(K, m, r, out + (j - j0), p1, p2);
     }
+}
+
+/* .Call entry: the base kernel Gram matrix k(x_i, y_j), n x m, for points
+ * already in the kernel's coordinates (threads over columns). */
+SEXP kb_gram(SEXP x, SEXP y, SEXP kern, SEXP nthreads)
+{
+    if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x) || TYPEOF(y) != REALSXP ||
+        !Rf_isMatrix(y) || Rf_ncols(x) != Rf_ncols(y))
+        Rf_error(_("'x' and 'y' must be numeric matrices with the same "
+                   "number of columns"));
+    int n = Rf_nrows(x), m = Rf_nrows(y), d = Rf_ncols(x),
+        nt = kb_nthreads(nthreads);
+    kb_kernel K;
+    kb_kernel_from_sexp(kern, d, &K);
+    SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, n, m));
+    double *G = REAL(ans);
+    const double *X = REAL(x), *Y = REAL(y);
+    double *scratch = (double *) R_alloc((size_t) d * nt, sizeof(double));
+    R_xlen_t step = (R_xlen_t) (KB_PAR_MIN_EVALS * 16 / (n > 0 ? n : 1)) + 1;
+    for (R_xlen_t j0 = 0; j0 < m; j0 += step) {
+        R_xlen_t j1 = j0 + step < m ? j0 + step : m;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) \
+    if ((double) (j1 - j0) * n >= KB_PAR_MIN_EVALS)
+#endif
+        for (R_xlen_t j = j0; j < j1; j++) {
+            int tid = 0;
+#ifdef _OPENMP
+            tid = omp_get_thread_num();
+#endif
+            double *yj = scratch + (size_t) d * tid;
+            for (int k = 0; k < d; k++)
+                yj[k] = Y[(R_xlen_t) k * m + j];
+            kb_kernel_row(&K, yj, X, n, 0, n, G + j * (R_xlen_t) n);
+        }
+        R_CheckUserInterrupt();
+    }
+    UNPROTECT(1);
+    return ans;
 }

@@ -1,5 +1,6 @@
 #include "linalg.h"
 #include <R_ext/Lapack.h>
+#include <R_ext/BLAS.h>
 #ifndef FCONE
 #define FCONE
 #endif
@@ -43,4 +44,40 @@ SEXP kb_eigen_sym(SEXP A, SEXP what)
                      REAL(VECTOR_ELT(ans, 1)), nm);
     UNPROTECT(1);
     return ans;
+}
+
+void kb_chol(int n, double *A, const char *msg)
+{
+    int info = 0;
+    F77_CALL(dpotrf)("U", &n, A, &n, &info FCONE);
+    if (info != 0)
+        Rf_errorcall(R_NilValue, "%s (LAPACK dpotrf: leading minor %d is "
+                     "not positive)", msg, info);
+}
+
+void kb_chol_solve(int n, int nrhs, const double *U, double *B)
+{
+    int info = 0;
+    F77_CALL(dpotrs)("U", &n, &nrhs, U, &n, B, &n, &info FCONE);
+    if (info != 0)
+        KB_INTERNAL("dpotrs failed");
+}
+
+void kb_lu_solve(int n, int nrhs, double *A, double *B, const char *msg)
+{
+    int info = 0;
+    int *ipiv = (int *) R_alloc((size_t) n, sizeof(int));
+    F77_CALL(dgesv)(&n, &nrhs, A, &n, ipiv, B, &n, &info);
+    if (info != 0)
+        Rf_errorcall(R_NilValue, "%s (LAPACK dgesv: U[%d, %d] is exactly "
+                     "zero)", msg, info, info);
+}
+
+void kb_gemm(char ta, char tb, int m, int n, int k, double alpha,
+             const double *A, int lda, const double *B, int ldb, double beta,
+             double *C, int ldc)
+{
+    const char sa[2] = {ta, 0}, sb[2] = {tb, 0};
+    F77_CALL(dgemm)(sa, sb, &m, &n, &k, &alpha, A, &lda, B, &ldb, &beta, C,
+                    &ldc FCONE FCONE);
 }

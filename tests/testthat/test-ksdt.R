@@ -306,6 +306,26 @@ test_that("exact ties: the point with the smaller stream index is removed, as in
   }
 })
 
+test_that("exact ties across C blocks (dictionary of 600): the oldest tying point is removed", {
+  kern <- imq_kernel(precon = matrix(3, 1, 1))
+  # more than one block's worth (256) of removals, so that the oldest
+  # points end up in several blocks
+  x <- matrix(0, 1000, 1)
+  for (nt in 1:2) {
+    fit <- ksdt(x, x, min_size = "constant", min_size_coef = 600, min_size_floor = 1,
+                kernel = kern, nthreads = nt)
+    expect_identical(fit$index, as.double(401:1000))
+  }
+  set.seed(227)
+  x <- matrix(sample(0:1, 1000, TRUE, prob = c(0.7, 0.3)), ncol = 1)
+  fit <- ksdt(x, 0 * x, budget = 0.01, min_size = "constant", min_size_coef = 600,
+              min_size_floor = 1, kernel = kern, nthreads = 2)
+  K <- ref_stein_cross(x, 0 * x, L = matrix(3))
+  ref <- ref_ksdt_core(K, rep(0.01, 1000), rep(600, 1000))
+  expect_identical(fit$index, as.double(ref$index))
+  expect_gt(sum(ref$removed), 300)
+})
+
 test_that("a stream with repeated states (MCMC rejections) is thinned as in the reference", {
   set.seed(209)
   base <- make_stream(150, 2)

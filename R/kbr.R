@@ -1,0 +1,640 @@
+# Kernel Bayes' rule (Fukumizu, Song & Gretton 2013): posterior kernel means
+# from samples, with the full path (C + LAPACK) and a low-rank path
+# (pivoted incomplete Cholesky + Woodbury).
+
+as_obs <- function(y, arg) {
+  if (is.numeric(y) && is.null(dim(y))) y <- matrix(y, ncol = 1L)
+  as_points(y, arg)
+}
+
+# Pivoted incomplete Cholesky of the Gram matrix of a resolved kernel:
+# G ~ L L' with L n x r, pivots chosen greedily on the residual diagonal;
+# stops when the largest residual is below tol or at max_rank columns.
+# O(n r^2) time, O(n r) memory, r kernel rows.
+incomplete_cholesky <- function(rk, x, tol = 1e-6, max_rank = nrow(x)) {
+  n <- nrow(x)
+  max_rank <- min(max_rank, n)
+  dg <- rep(1, n)                      # phi(0) = 1 for the Gaussian kernel
+  if (rk$type == 1L) dg <- rep(rk$c^rk$beta, n)
+  L <- matrix(0, n, max_rank)
+  piv <- integer(0)
+  for (j in seq_len(max_rank)) {
+    p <- which.max(dg)
+    if (dg[p] <= tol) break
+    piv <- c(piv, p)
+    kp <- drop(gram(rk, x, x[p, , drop = FALSE]))
+    col <- kp
+    if (j > 1L) col <- col - drop(L[, seq_len(j - 1L), drop = FALSE] %*% L[p, seq_len(j - 1L)])
+    L[, j] <- col / sqrt(dg[p])
+    dg <- pmax(dg - L[, j]^2, 0)
+    dg[piv] <- 0
+  }
+  L[, seq_along(piv), drop = FALSE]
+}
+
+check_reg <- function(v, arg) {
+  if (is.null(v)) return(NULL)
+  check_number(v, arg, lower = 0, lower_open = TRUE)
+}
+
+#' Kernel Bayes' rule
+#'
+#' Computes posteriors from samples alone (Fukumizu, Song and Gretton,
+#' 2013): a joint sample \eqn{(X_i, Y_i)} stands for the likelihood, a
+#' weighted sample \eqn{(U_j, \gamma_j)} for the prior, and the posterior
+#' given an observation \eqn{y} comes out as weights \eqn{w} on the
+#' \eqn{X_i}: \eqn{E[f(X) | y] \approx \sum_i w_i f(X_i)}.
+#'
+#' With \eqn{m_i = \sum_j \gamma_j k_X(X_i, U_j)},
+#' \eqn{\mu = n (G_X + n\epsilon I)^{-1} m} and \eqn{\Lambda =
+#' \mathrm{diag}(\mu)}, the weights are \eqn{w = \Lambda G_Y ((\Lambda
+#' G_Y)^2 + \delta I)^{-1} \Lambda k_Y(y)} (`method = "kbr"`), or the
+#' importance-weighting form \eqn{w = D^{1/2} (D^{1/2} G_Y D^{1/2} + \delta
+#' I)^{-1} D^{1/2} k_Y(y)}, \eqn{D = \mathrm{diag}(\max(\mu, 0))}, a
+#' positive definite solve (`method = "iw"`, Xu et al., 2022). The
+#' regularisers follow these formulas: `eps` is scaled by \eqn{n} inside the
+#' first solve, `delta` is used as is.
+#'
+#' The fit keeps the factorised operator, so [predict()] for many
+#' observations costs one matrix product. With `rank`, the Gram matrices are
+#' replaced by pivoted incomplete Cholesky factors of at most `rank` columns
+#' and both solves use the Woodbury identity: \eqn{O(n r^2)} time and
+#' \eqn{O(n r)} memory.
+#'
+#' When `eps` or `delta` is `NULL`, the default is used: `eps = 0.01`,
+#' `delta = 2 * eps` for `"kbr"`... see Details in the package vignette;
+#' [kbr_cv()] chooses them (and the bandwidths) by cross-validation.
+#'
+#' @param x An `n x dx` sample of the hidden variable (matrix or vector).
+#' @param y The matching `n x dy` sample of the observed variable.
+#' @param prior Prior sample \eqn{U} (`l x dx`); `NULL` means `x` itself.
+#' @param prior_weights Prior weights \eqn{\gamma} (length `l`, may be
+#'   negative); default equal weights \eqn{1/l}.
+#' @param kernel_x,kernel_y Gaussian kernels (bandwidths default to the
+#'   median heuristic on `x` and `y`).
+#' @param eps,delta Regularisers (positive), or `NULL` for the defaults.
+#' @param method `"kbr"` or `"iw"`.
+#' @param rank `NULL` (full path) or the maximum rank of the low-rank path.
+#' @param tol Tolerance of the incomplete Cholesky (largest residual
+#'   diagonal).
+#' @param nthreads Threads for the Gram matrices.
+#' @return An object of class `kb_kbr`, with `predict()`, `print()` and the
+#'   helpers [posterior_mean()], [posterior_expect()] and [preimage()].
+#' @references Fukumizu, K., Song, L. and Gretton, A. (2013). Kernel Bayes'
+#'   rule: Bayesian inference with positive definite kernels. *JMLR* 14,
+#'   3753-3783. Xu, L., Chen, Y., Doucet, A. and Gretton, A. (2022).
+#'   Importance weighting approach in kernel Bayes' rule. *ICML*.
+#' @examples
+#' set.seed(1)
+#' x <- rnorm(300)
+#' y <- x + rnorm(300, sd = 0.5)
+#' fit <- kbr(x, y, eps = 0.01, delta = 0.1)
+#' posterior_mean(fit, c(-1, 0, 1))   # exact: 0.8 * y under a N(0, 1) prior
+#' @export
+kbr <- function(x, y, prior = NULL, prior_weights = NULL,
+                kernel_x = gaussian_kernel(), kernel_y = gaussian_kernel(),
+                eps = NULL, delta = NULL, method = c("kbr", "iw"), rank = NULL,
+                tol = 1e-6, nthreads = NULL) {
+  method <- check_choice(method, c("kbr", "iw"), "method")
+  x <- as_obs(x, "x")
+  y <- as_obs(y, "y")
+  n <- nrow(x)
+  if (nrow(y) != n) {
+    stop_arg("y", sprintf("must have as many rows as x (%d); it has %d", n,
+                          nrow(y)))
+  }
+  U <- if (is.null(prior)) x else as_obs(prior, "prior")
+  if (ncol(U) != ncol(x)) {
+    stop_arg("prior", sprintf("must have %d columns, like x", ncol(x)))
+  }
+  if (is.null(prior_weights)) {
+    gam <- rep(1 / nrow(U), nrow(U))
+  } else {
+    if (!is.numeric(prior_weights) || length(prior_weights) != nrow(U) ||
+        anyNA(prior_weights) || any(!is.finite(prior_weights))) {
+      stop_arg("prior_weights", sprintf("must be %d finite numbers, one per prior point",
+                                        nrow(U)))
+    }
+    gam <- as.double(prior_weights)
+  }
+  eps <- check_reg(eps, "eps")
+  delta <- check_reg(delta, "delta")
+  if (is.null(eps)) eps <- kbr_default_eps
+  if (is.null(delta)) delta <- kbr_default_delta
+  if (!is.null(rank)) rank <- check_count(rank, "rank", max = n)
+  tol <- check_number(tol, "tol", lower = 0)
+  for (k in list(kernel_x, kernel_y)) {
+    if (!inherits(k, "kb_gaussian")) {
+      stop_arg(if (identical(k, kernel_x)) "kernel_x" else "kernel_y",
+               "must be a Gaussian kernel (gaussian_kernel())")
+    }
+  }
+  rkx <- resolve_kernel(kernel_x, x)
+  rky <- resolve_kernel(kernel_y, y)
+  m <- drop(gram(rkx, x, U, nthreads) %*% gam)
+  fit <- list(x = x, y = y, n = n, eps = eps, delta = delta, method = method,
+              rank = rank, kernel_x = rkx, kernel_y = rky, nthreads = nthreads)
+  if (is.null(rank)) {
+    gx <- gram(rkx, x, x, nthreads)
+    gy <- gram(rky, y, y, nthreads)
+    res <- .Call(C_kb_kbr_fit, gx, m, gy, eps, delta,
+                 if (method == "kbr") 1L else 2L)
+    fit$mu <- res$mu
+    fit$R <- res$R
+  } else {
+    Lx <- incomplete_cholesky(rkx, x, tol, rank)
+    Ly <- incomplete_cholesky(rky, y, tol, rank)
+    fit$mu <- lowrank_solve(Lx, n * eps, n * m)
+    fit$Ly <- Ly
+    fit$rank_x <- ncol(Lx)
+    fit$rank_y <- ncol(Ly)
+  }
+  structure(fit, class = "kb_kbr")
+}
+
+kbr_default_eps <- 0.01
+kbr_default_delta <- 0.1
+
+# (L L' + c I)^{-1} v by Woodbury: (v - L (c I + L'L)^{-1} L' v) / c.
+lowrank_solve <- function(L, c, v) {
+  S <- crossprod(L)
+  diag(S) <- diag(S) + c
+  R <- chol(S)
+  drop(v - L %*% backsolve(R, forwardsolve(t(R), crossprod(L, v)))) / c
+}
+
+# Posterior weights R K on the low-rank path (G_Y ~ F F').
+lowrank_weights <- function(F, mu, delta, method, K) {
+  if (method == "kbr") {
+    # ((L F F')^2 + delta I)^{-1} = (I - U (delta I + V'U)^{-1} V') / delta,
+    # U = L F (F' L F), V = F
+    LF <- mu * F
+    U <- LF %*% crossprod(F, LF)
+    S <- crossprod(F, U)
+    diag(S) <- diag(S) + delta
+    Z <- mu * K
+    Y1 <- (Z - U %*% solve(S, crossprod(F, Z))) / delta
+    LF %*% crossprod(F, Y1)
+  } else {
+    s <- sqrt(pmax(mu, 0))
+    H <- s * F
+    S <- crossprod(H)
+    diag(S) <- diag(S) + delta
+    Z <- s * K
+    R <- chol(S)
+    Y1 <- (Z - H %*% backsolve(R, forwardsolve(t(R), crossprod(H, Z)))) / delta
+    s * Y1
+  }
+}
+
+#' @rdname kbr
+#' @param object A `kb_kbr` fit.
+#' @param newdata Observations: a matrix with `dy` columns (or a vector of
+#'   values when `dy = 1`, or one observation of length `dy`).
+#' @param ... Ignored.
+#' @return `predict()`: the `n x n_new` matrix of posterior weights, one
+#'   column per observation. A warning is given for an observation far from
+#'   all training `y` (all kernel values below 1e-8): its posterior is then
+#'   unreliable.
+#' @export
+predict.kb_kbr <- function(object, newdata, ...) {
+  yn <- new_obs(object, newdata)
+  K <- gram(object$kernel_y, object$y, yn, object$nthreads)
+  far <- which(apply(K, 2L, max) < 1e-8)
+  if (length(far)) {
+    warning(sprintf(paste0("%d observation(s) far from all training y ",
+                           "(e.g. number %d): every kernel value is below ",
+                           "1e-8, so the posterior is unreliable"),
+                    length(far), far[1L]), call. = FALSE)
+  }
+  W <- if (is.null(object$rank)) {
+    object$R %*% K
+  } else {
+    lowrank_weights(object$Ly, object$mu, object$delta, object$method, K)
+  }
+  W
+}
+
+new_obs <- function(object, newdata) {
+  dy <- ncol(object$y)
+  if (is.numeric(newdata) && is.null(dim(newdata))) {
+    newdata <- if (dy == 1L) matrix(newdata, ncol = 1L) else
+      if (length(newdata) == dy) matrix(newdata, nrow = 1L) else newdata
+  }
+  yn <- as_points(newdata, "y_new")
+  if (ncol(yn) != dy) {
+    stop_arg("y_new", sprintf("must have %d columns (the dimension of y); it has %d",
+                              dy, ncol(yn)))
+  }
+  yn
+}
+
+check_kbr <- function(fit) {
+  if (!inherits(fit, "kb_kbr")) stop_arg("fit", "must be a kbr() fit")
+  fit
+}
+
+#' Posterior summaries from a KBR fit
+#'
+#' `posterior_mean()` gives \eqn{\sum_i w_i X_i} for each observation,
+#' `posterior_expect()` gives \eqn{\sum_i w_i f(X_i)}, and `preimage()`
+#' finds a point whose kernel feature best matches the posterior kernel mean
+#' (Gaussian kernel): the fixed point of \eqn{x \leftarrow \sum_i w_i
+#' k(X_i, x) X_i / \sum_i w_i k(X_i, x)}, started at the posterior mean.
+#'
+#' @param fit A [kbr()] fit.
+#' @param y_new Observations (see [predict.kb_kbr()]).
+#' @param f A function of one row of `x` returning a number or a vector.
+#' @param max_iter,tol Iteration limit and tolerance (on the change of
+#'   \eqn{x}) of the fixed-point iteration.
+#' @return A matrix with one row per observation.
+#' @examples
+#' set.seed(1)
+#' x <- rnorm(300)
+#' y <- x + rnorm(300, sd = 0.5)
+#' fit <- kbr(x, y, eps = 0.01, delta = 0.1)
+#' posterior_expect(fit, 1, function(x) x^2)   # E[X^2 | y = 1]
+#' preimage(fit, 1)
+#' @export
+posterior_mean <- function(fit, y_new) {
+  check_kbr(fit)
+  W <- predict(fit, y_new)
+  out <- crossprod(W, fit$x)
+  colnames(out) <- colnames(fit$x)
+  out
+}
+
+#' @rdname posterior_mean
+#' @export
+posterior_expect <- function(fit, y_new, f) {
+  check_kbr(fit)
+  if (!is.function(f)) stop_arg("f", "must be a function of one row of x")
+  Fx <- apply(fit$x, 1L, f)
+  Fx <- if (is.matrix(Fx)) t(Fx) else matrix(Fx, ncol = 1L)
+  if (!is.numeric(Fx) || anyNA(Fx)) {
+    stop_arg("f", "must return numbers (no NA)")
+  }
+  crossprod(predict(fit, y_new), Fx)
+}
+
+#' @rdname posterior_mean
+#' @export
+preimage <- function(fit, y_new, max_iter = 100, tol = 1e-8) {
+  check_kbr(fit)
+  max_iter <- check_count(max_iter, "max_iter")
+  tol <- check_number(tol, "tol", lower = 0)
+  W <- predict(fit, y_new)
+  X <- fit$x
+  out <- crossprod(W, X)
+  for (q in seq_len(ncol(W))) {
+    z <- out[q, ]
+    for (it in seq_len(max_iter)) {
+      kz <- drop(gram(fit$kernel_x, X, matrix(z, 1L))) * W[, q]
+      den <- sum(kz)
+      if (!is.finite(den) || abs(den) < 1e-300) break
+      znew <- drop(crossprod(kz, X)) / den
+      done <- max(abs(znew - z)) <= tol * max(1, max(abs(z)))
+      z <- znew
+      if (done) break
+    }
+    out[q, ] <- z
+  }
+  out
+}
+
+#' @export
+print.kb_kbr <- function(x, ...) {
+  cat(sprintf("Kernel Bayes' rule (%s): n = %d, dim x = %d, dim y = %d\n",
+              x$method, x$n, ncol(x$x), ncol(x$y)))
+  cat(sprintf("  eps = %s, delta = %s; %s\n", format(x$eps), format(x$delta),
+              if (is.null(x$rank)) "full Gram matrices" else
+                sprintf("low rank: %d (x), %d (y)", x$rank_x, x$rank_y)))
+  cat("  kernel x:", describe_resolved(x$kernel_x), "\n")
+  cat("  kernel y:", describe_resolved(x$kernel_y), "\n")
+  invisible(x)
+}
+
+#' Cross-validation for kernel Bayes' rule
+#'
+#' K-fold cross-validation of the bandwidths and the regularisers with the
+#' criterion of Fukumizu et al. (2013, Section 4.2): with the prior equal to
+#' the marginal of \eqn{X}, the posterior averaged over \eqn{Y} is that
+#' marginal, so for each fold the average of the held-out posteriors,
+#' computed from the other folds, is compared in the RKHS with the kernel
+#' mean of the held-out \eqn{X}:
+#' \eqn{\sum_a \| \frac{1}{|T_a|}\sum_{j \in T_a} \hat m^{[-a]}_{X|y=Y_j} -
+#' \hat m^{[a]}_X \|^2}.
+#'
+#' @inheritParams kbr
+#' @param grid A data frame with columns `eps` and `delta`, and optionally
+#'   `sigma_x` and `sigma_y` (Gaussian bandwidths; `NA` or absent: the
+#'   median heuristic). Default: `eps` in \eqn{10^{-4}, \dots, 10^{-1}} and
+#'   `delta` in \eqn{10^{-2}, \dots, 10^2}, median bandwidths.
+#' @param folds Number of folds.
+#' @param seed Seed for the random fold assignment (the global RNG state is
+#'   left as it was).
+#' @param ... Further arguments to [kbr()] for the final fit (`method`,
+#'   `rank`, ...).
+#' @return An object of class `kb_kbr_cv`: `table` (the grid with its
+#'   criterion), `best` (the best row) and `fit` (a [kbr()] fit on all data
+#'   with the best setting); `print` and `plot` methods.
+#' @examples
+#' set.seed(1)
+#' x <- rnorm(150)
+#' y <- x + rnorm(150, sd = 0.5)
+#' cv <- kbr_cv(x, y, folds = 3)
+#' cv$best
+#' @export
+kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
+                   seed = 1, ...) {
+  method <- check_choice(method, c("kbr", "iw"), "method")
+  x <- as_obs(x, "x")
+  y <- as_obs(y, "y")
+  n <- nrow(x)
+  if (nrow(y) != n) stop_arg("y", "must have as many rows as x")
+  folds <- check_count(folds, "folds", min = 2L, max = n)
+  if (is.null(grid)) {
+    grid <- expand.grid(eps = 10^(-4:-1), delta = 10^(-2:2))
+  }
+  if (!is.data.frame(grid) || !all(c("eps", "delta") %in% names(grid)) ||
+      nrow(grid) < 1L) {
+    stop_arg("grid", "must be a data frame with columns eps and delta")
+  }
+  for (nm in intersect(names(grid), c("eps", "delta", "sigma_x", "sigma_y"))) {
+    v <- grid[[nm]]
+    ok <- if (nm %in% c("eps", "delta")) is.finite(v) & v > 0 else
+      is.na(v) | (is.finite(v) & v > 0)
+    if (!is.numeric(v) || !all(ok)) {
+      stop_arg("grid", sprintf("column %s must hold positive numbers", nm))
+    }
+  }
+  if (is.null(grid$sigma_x)) grid$sigma_x <- NA_real_
+  if (is.null(grid$sigma_y)) grid$sigma_y <- NA_real_
+  fold <- with_seed(seed, sample(rep_len(seq_len(folds), n)))
+  crit <- numeric(nrow(grid))
+  bw_key <- paste(grid$sigma_x, grid$sigma_y)
+  for (key in unique(bw_key)) {
+    rows <- which(bw_key == key)
+    sx <- grid$sigma_x[rows[1L]]
+    sy <- grid$sigma_y[rows[1L]]
+    kx <- if (is.na(sx)) gaussian_kernel() else gaussian_kernel(bandwidth = sx)
+    ky <- if (is.na(sy)) gaussian_kernel() else gaussian_kernel(bandwidth = sy)
+    rkx <- resolve_kernel(kx, x)
+    rky <- resolve_kernel(ky, y)
+    gx <- gram(rkx, x, x)
+    gy <- gram(rky, y, y)
+    for (a in seq_len(folds)) {
+      tr <- which(fold != a)
+      te <- which(fold == a)
+      ntr <- length(tr)
+      Gtr <- gx[tr, tr, drop = FALSE]
+      Gytr <- gy[tr, tr, drop = FALSE]
+      m <- rowMeans(Gtr)
+      kte <- gy[tr, te, drop = FALSE]
+      cross <- rowMeans(gx[tr, te, drop = FALSE])
+      self <- mean(gx[te, te, drop = FALSE])
+      mus <- list()
+      for (g in rows) {
+        key_eps <- format(grid$eps[g], digits = 17)
+        if (is.null(mus[[key_eps]])) {
+          mus[[key_eps]] <- .Call(C_kb_kbr_mu, Gtr, m, grid$eps[g])
+        }
+        W <- .Call(C_kb_kbr_weights, Gytr, mus[[key_eps]], grid$delta[g],
+                   if (method == "kbr") 1L else 2L, kte)
+        wbar <- rowMeans(W)
+        crit[g] <- crit[g] + drop(crossprod(wbar, Gtr %*% wbar)) -
+          2 * sum(wbar * cross) + self
+      }
+    }
+  }
+  grid$criterion <- crit
+  best <- grid[which.min(crit), , drop = FALSE]
+  kx <- if (is.na(best$sigma_x)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_x)
+  ky <- if (is.na(best$sigma_y)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_y)
+  fit <- kbr(x, y, kernel_x = kx, kernel_y = ky, eps = best$eps,
+             delta = best$delta, method = method, ...)
+  structure(list(table = grid, best = best, fit = fit, folds = folds),
+            class = "kb_kbr_cv")
+}
+
+# Run expr with a seed, restoring the caller's RNG state.
+with_seed <- function(seed, expr) {
+  if (exists(".Random.seed", envir = globalenv(), inherits = FALSE)) {
+    old <- get(".Random.seed", envir = globalenv(), inherits = FALSE)
+    on.exit(assign(".Random.seed", old, envir = globalenv()))
+  } else {
+    on.exit(rm(".Random.seed", envir = globalenv()))
+  }
+  set.seed(seed)
+  expr
+}
+
+#' @export
+print.kb_kbr_cv <- function(x, ...) {
+  cat(sprintf("KBR cross-validation: %d settings, %d folds\n", nrow(x$table),
+              x$folds))
+  cat("best setting:\n")
+  print(x$best, row.names = FALSE)
+  invisible(x)
+}
+
+#' @export
+plot.kb_kbr_cv <- function(x, ...) {
+  tab <- x$table
+  graphics::plot(seq_len(nrow(tab)), tab$criterion, type = "b", log = "y",
+                 xlab = "setting (row of the grid)", ylab = "CV criterion",
+                 main = "KBR cross-validation", ...)
+  b <- which.min(tab$criterion)
+  graphics::points(b, tab$criterion[b], col = "red", pch = 19)
+  invisible(x)
+}
+
+#' KBR filter for state-space models
+#'
+#' The kernel Bayes' rule filter (Fukumizu et al., 2013, Section 4.3) for a
+#' state-space model known only through a training trajectory of hidden
+#' states and observations \eqn{(X_t, Y_t)}, \eqn{t = 1, \dots, T + 1}. The
+#' transition is the conditional kernel embedding learned from the pairs
+#' \eqn{(X_t, X_{t+1})} (Gram matrix \eqn{G_{XX_+}} of \eqn{k(X_i,
+#' X_{j+1})}), the observation model the pairs \eqn{(X_t, Y_t)}. Each step
+#' predicts the prior weights from the last posterior, \eqn{m = G_{XX_+}
+#' (G_X + T\epsilon I)^{-1} G_X \alpha}, and applies kernel Bayes' rule to
+#' the new observation; the filtered state is \eqn{\sum_i \alpha_i X_i}.
+#'
+#' @param x_train,y_train The training trajectory: hidden states and
+#'   observations, `(T + 1)` rows each.
+#' @param y_obs The observations to filter, one row per time step.
+#' @inheritParams kbr
+#' @param eps,delta Regularisers (see [kbr()]); defaults 1e-4 and 1e-3.
+#' @return An object of class `kb_filter`: `mean` (filtered states, one row
+#'   per observation), `weights` (the `T x n_obs` posterior weights on the
+#'   training states; `NULL` on the low-rank path), settings; `print` and
+#'   `plot` methods.
+#' @seealso [kalman_filter()] for linear Gaussian models.
+#' @examples
+#' set.seed(1)
+#' sim <- function(T) {
+#'   x <- numeric(T); x[1] <- rnorm(1)
+#'   for (t in 2:T) x[t] <- 0.9 * x[t - 1] + rnorm(1, sd = 0.3)
+#'   list(x = x, y = x + rnorm(T, sd = 0.5))
+#' }
+#' tr <- sim(301)
+#' te <- sim(100)
+#' f <- kbr_filter(tr$x, tr$y, te$y)
+#' sqrt(mean((f$mean - te$x)^2))   # filtered
+#' sqrt(mean((te$y - te$x)^2))     # raw observations
+#' @export
+kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
+                       kernel_y = gaussian_kernel(), eps = 1e-4, delta = 1e-3,
+                       method = c("kbr", "iw"), rank = NULL, tol = 1e-6,
+                       nthreads = NULL) {
+  method <- check_choice(method, c("kbr", "iw"), "method")
+  x <- as_obs(x_train, "x_train")
+  y <- as_obs(y_train, "y_train")
+  if (nrow(x) != nrow(y)) {
+    stop_arg("y_train", sprintf("must have as many rows as x_train (%d)",
+                                nrow(x)))
+  }
+  if (nrow(x) < 3L) stop_arg("x_train", "must have at least 3 rows")
+  yo <- as_obs(y_obs, "y_obs")
+  if (ncol(yo) != ncol(y)) {
+    stop_arg("y_obs", sprintf("must have %d columns, like y_train", ncol(y)))
+  }
+  eps <- check_number(eps, "eps", lower = 0, lower_open = TRUE)
+  delta <- check_number(delta, "delta", lower = 0, lower_open = TRUE)
+  T <- nrow(x) - 1L
+  X <- x[seq_len(T), , drop = FALSE]
+  Xp <- x[1L + seq_len(T), , drop = FALSE]
+  Y <- y[seq_len(T), , drop = FALSE]
+  if (!is.null(rank)) rank <- check_count(rank, "rank", max = T)
+  rkx <- resolve_kernel(kernel_x, X)
+  rky <- resolve_kernel(kernel_y, Y)
+  gxx <- gram(rkx, X, Xp, nthreads)
+  Ky <- gram(rky, Y, yo, nthreads)
+  a0 <- rep(1 / T, T)
+  mcode <- if (method == "kbr") 1L else 2L
+  if (is.null(rank)) {
+    W <- .Call(C_kb_kbr_filter, gram(rkx, X, X, nthreads), gxx,
+               gram(rky, Y, Y, nthreads), Ky, a0, eps, delta, mcode)
+  } else {
+    Lx <- incomplete_cholesky(rkx, X, tol, rank)
+    Ly <- incomplete_cholesky(rky, Y, tol, rank)
+    W <- matrix(0, T, nrow(yo))
+    a <- a0
+    for (t in seq_len(nrow(yo))) {
+      v <- lowrank_solve(Lx, T * eps, Lx %*% crossprod(Lx, a))
+      mu <- lowrank_solve(Lx, T * eps, T * (gxx %*% v))
+      a <- drop(lowrank_weights(Ly, drop(mu), delta, method,
+                                Ky[, t, drop = FALSE]))
+      W[, t] <- a
+    }
+  }
+  mean <- crossprod(W, X)
+  colnames(mean) <- colnames(x)
+  structure(list(mean = mean, weights = if (is.null(rank)) W else NULL,
+                 method = sprintf("KBR filter (%s%s)", method,
+                                  if (is.null(rank)) "" else
+                                    sprintf(", rank %d", ncol(Lx))),
+                 eps = eps, delta = delta, T_train = T),
+            class = "kb_filter")
+}
+
+#' Kalman filter
+#'
+#' The exact filter for the linear Gaussian state-space model
+#' \eqn{x_{t+1} = A x_t + N(0, Q)}, \eqn{y_t = C x_t + N(0, R)},
+#' \eqn{x_1 \sim N(m_0, P_0)}: a baseline for [kbr_filter()].
+#'
+#' @param y Observations, one row per time step.
+#' @param A,C,Q,R Model matrices (numbers are taken as 1 x 1 matrices).
+#' @param m0,P0 Mean and covariance of the first state; default the
+#'   stationary distribution when it exists, else zero mean and identity.
+#' @return A `kb_filter` with `mean` (filtered means \eqn{E[x_t | y_{1:t}]})
+#'   and `cov` (a list of filtered covariances).
+#' @examples
+#' kalman_filter(c(1, 0.5, 0.2), A = 0.9, C = 1, Q = 0.1, R = 0.2)$mean
+#' @export
+kalman_filter <- function(y, A, C, Q, R, m0 = NULL, P0 = NULL) {
+  y <- as_obs(y, "y")
+  as_mat <- function(M, arg) {
+    M <- if (is.numeric(M) && is.null(dim(M))) {
+      if (length(M) == 1L) matrix(M) else diag(M)
+    } else M
+    if (!is.matrix(M) || !is.numeric(M) || anyNA(M) || any(!is.finite(M))) {
+      stop_arg(arg, "must be a finite numeric matrix")
+    }
+    M
+  }
+  A <- as_mat(A, "A")
+  C <- as_mat(C, "C")
+  Q <- as_mat(Q, "Q")
+  R <- as_mat(R, "R")
+  d <- nrow(A)
+  if (ncol(A) != d || any(dim(Q) != d)) stop_arg("A", "and Q must be d x d")
+  if (ncol(C) != d || nrow(C) != ncol(y)) {
+    stop_arg("C", sprintf("must be %d x %d", ncol(y), d))
+  }
+  if (any(dim(R) != ncol(y))) stop_arg("R", "must be dy x dy")
+  if (is.null(m0)) m0 <- rep(0, d)
+  if (is.null(P0)) {
+    # stationary covariance: P = A P A' + Q (vec form), when |eig(A)| < 1
+    if (all(Mod(eigen(A, only.values = TRUE)$values) < 1)) {
+      P0 <- matrix(solve(diag(d * d) - kronecker(A, A), as.vector(Q)), d)
+    } else {
+      P0 <- diag(d)
+    }
+  }
+  P0 <- as_mat(P0, "P0")
+  n <- nrow(y)
+  mean <- matrix(0, n, d)
+  covs <- vector("list", n)
+  m <- m0
+  P <- P0
+  for (t in seq_len(n)) {
+    if (t > 1L) {
+      m <- drop(A %*% m)
+      P <- A %*% P %*% t(A) + Q
+    }
+    S <- C %*% P %*% t(C) + R
+    K <- P %*% t(C) %*% solve(S)
+    m <- m + drop(K %*% (y[t, ] - C %*% m))
+    P <- (diag(d) - K %*% C) %*% P
+    mean[t, ] <- m
+    covs[[t]] <- P
+  }
+  structure(list(mean = mean, cov = covs, method = "Kalman filter"),
+            class = "kb_filter")
+}
+
+#' @export
+print.kb_filter <- function(x, ...) {
+  cat(sprintf("%s: %d time steps, state dimension %d\n", x$method,
+              nrow(x$mean), ncol(x$mean)))
+  if (!is.null(x$eps)) {
+    cat(sprintf("  trained on %d transitions; eps = %s, delta = %s\n",
+                x$T_train, format(x$eps), format(x$delta)))
+  }
+  invisible(x)
+}
+
+#' Plot filtered states
+#'
+#' @param x A `kb_filter`.
+#' @param truth Optional true states (a matrix or vector) drawn in grey.
+#' @param which Coordinates to plot.
+#' @param ... Ignored.
+#' @return `x`, invisibly.
+#' @export
+plot.kb_filter <- function(x, truth = NULL, which = seq_len(min(3L, ncol(x$mean))),
+                           ...) {
+  op <- graphics::par(mfrow = c(length(which), 1L), mar = c(3, 4, 2, 1))
+  on.exit(graphics::par(op))
+  if (!is.null(truth)) truth <- as_obs(truth, "truth")
+  for (k in which) {
+    rng <- range(x$mean[, k], if (!is.null(truth)) truth[, k])
+    graphics::plot(x$mean[, k], type = "l", col = "red", ylim = rng,
+                   xlab = "", ylab = paste0("x", k), main = if (k == which[1L]) x$method else "")
+    if (!is.null(truth)) graphics::lines(truth[, k], col = "grey40")
+  }
+  invisible(x)
+}
