@@ -4,7 +4,8 @@
 # against a plain-R vectorised implementation of the same greedy rule on a
 # smaller problem, measured in this run.  If KB_REF_STEIN_THINNING names a
 # directory holding the reference Python package `stein_thinning` (Riabiz et
-# al.), and python3 has numpy and scipy, the reference is timed too.
+# al.), and python3 (or KB_PYTHON) has numpy and scipy, the reference is
+# timed too.
 # Goals (issue 3): <= 1 s on one thread, >= 10x faster than the reference.
 suppressPackageStartupMessages(library(kernbayes))
 set.seed(1)
@@ -69,7 +70,7 @@ cat(sprintf("  plain-R vectorised, n = %d, m = %d: %.3f s vs %.3f s here: ratio 
             n_r, m_r, t_r, t_c, t_r / t_c))
 
 ref <- Sys.getenv("KB_REF_STEIN_THINNING")
-py <- Sys.which("python3")
+py <- Sys.getenv("KB_PYTHON", Sys.which("python3"))
 if (nzchar(ref) && nzchar(py)) {
   f <- tempfile(fileext = ".csv")
   utils::write.table(x, f, sep = ",", row.names = FALSE, col.names = FALSE)

@@ -443,3 +443,100 @@ ref_ksdt_sampler <- function(target, x0, n_iter, step, sampler, candidates,
   list(index = idx, points = X[idx, , drop = FALSE],
        score = S[idx, , drop = FALSE], ksd = ksd, size = size, stream = X)
 }
+
+# ---- kernel Bayes' rule (DESIGN.md, "Kernel Bayes' rule") ---------------------
+
+# Gaussian Gram matrix exp(-|x_i - y_j|^2 / (2 s^2)), from dist() only.
+ref_gauss_gram <- function(x, y = x, s) {
+  x <- matrix(x, ncol = if (is.matrix(x)) ncol(x) else 1L)
+  y <- matrix(y, ncol = ncol(x))
+  d2 <- as.matrix(stats::dist(rbind(x, y)))^2
+  d2 <- d2[seq_len(nrow(x)), nrow(x) + seq_len(nrow(y)), drop = FALSE]
+  exp(-d2 / (2 * s^2))
+}
+
+# Median heuristic bandwidth (median pairwise distance, n <= 1000).
+ref_med_bw <- function(x) {
+  stats::median(stats::dist(matrix(x, ncol = if (is.matrix(x)) ncol(x) else 1L)))
+}
+
+# KBR posterior weights (n x n_new) written from the formulas with solve():
+# m = G_XU gamma, mu = n (G_X + n eps I)^{-1} m;
+# "kbr": W = L G_Y ((L G_Y)^2 + delta I)^{-1} L K_Y, L = diag(mu);
+# "iw":  W = D^(1/2) (D^(1/2) G_Y D^(1/2) + delta I)^{-1} D^(1/2) K_Y,
+#        D = diag(max(mu, 0)).
+ref_kbr_mu <- function(Gx, m, eps) {
+  n <- nrow(Gx)
+  drop(solve(Gx + n * eps * diag(n), n * m))
+}
+ref_kbr_R <- function(Gy, mu, delta, method = "kbr") {
+  n <- nrow(Gy)
+  if (method == "kbr") {
+    LG <- diag(mu) %*% Gy
+    LG %*% solve(LG %*% LG + delta * diag(n)) %*% diag(mu)
+  } else {
+    s <- sqrt(pmax(mu, 0))
+    Ds <- diag(s)
+    Ds %*% solve(Ds %*% Gy %*% Ds + delta * diag(n)) %*% Ds
+  }
+}
+ref_kbr <- function(x, y, y_new, prior = x, gamma = NULL, sx, sy, eps, delta,
+                    method = "kbr") {
+  x <- as.matrix(x)
+  y <- as.matrix(y)
+  prior <- as.matrix(prior)
+  if (is.null(gamma)) gamma <- rep(1 / nrow(prior), nrow(prior))
+  m <- drop(ref_gauss_gram(x, prior, sx) %*% gamma)
+  mu <- ref_kbr_mu(ref_gauss_gram(x, x, sx), m, eps)
+  R <- ref_kbr_R(ref_gauss_gram(y, y, sy), mu, delta, method)
+  list(mu = mu, W = R %*% ref_gauss_gram(y, y_new, sy))
+}
+
+# KBR filter from the formulas: X, Y the first T training rows, X+ rows
+# 2..T+1; alpha_0 = 1/T; each step v = (G_X + T eps I)^{-1} G_X alpha,
+# m = G_XX+ v, mu = T (G_X + T eps I)^{-1} m, alpha = R(mu) k_Y(y_t).
+ref_kbr_filter <- function(x_train, y_train, y_obs, sx, sy, eps, delta,
+                           method = "kbr") {
+  x_train <- as.matrix(x_train)
+  y_train <- as.matrix(y_train)
+  y_obs <- matrix(y_obs, ncol = ncol(y_train))
+  T <- nrow(x_train) - 1L
+  X <- x_train[seq_len(T), , drop = FALSE]
+  Xp <- x_train[1L + seq_len(T), , drop = FALSE]
+  Y <- y_train[seq_len(T), , drop = FALSE]
+  Gx <- ref_gauss_gram(X, X, sx)
+  Gxx <- ref_gauss_gram(X, Xp, sx)
+  Gy <- ref_gauss_gram(Y, Y, sy)
+  Ky <- ref_gauss_gram(Y, y_obs, sy)
+  A <- Gx + T * eps * diag(T)
+  a <- rep(1 / T, T)
+  W <- matrix(NA_real_, T, nrow(y_obs))
+  for (t in seq_len(nrow(y_obs))) {
+    v <- solve(A, Gx %*% a)
+    mu <- drop(T * solve(A, Gxx %*% v))
+    a <- drop(ref_kbr_R(Gy, mu, delta, method) %*% Ky[, t])
+    W[, t] <- a
+  }
+  list(weights = W, mean = crossprod(W, X))
+}
+
+# Plain Kalman filter, x_{t+1} = A x_t + N(0, Q), y_t = C x_t + N(0, R),
+# x_1 ~ N(m0, P0); filtered means E[x_t | y_1..t] (rows).
+ref_kalman <- function(y, A, C, Q, R, m0, P0) {
+  y <- as.matrix(y)
+  m <- m0
+  P <- P0
+  out <- matrix(NA_real_, nrow(y), length(m0))
+  for (t in seq_len(nrow(y))) {
+    if (t > 1) {
+      m <- A %*% m
+      P <- A %*% P %*% t(A) + Q
+    }
+    S <- C %*% P %*% t(C) + R
+    K <- P %*% t(C) %*% solve(S)
+    m <- m + K %*% (y[t, ] - C %*% m)
+    P <- P - K %*% C %*% P
+    out[t, ] <- m
+  }
+  out
+}

@@ -649,6 +649,7 @@ test_that("ksdt_sample() and sp_mcmc() reject bad arguments with messages naming
 })
 
 test_that("target_accept is checked even when the step is given", {
+  set.seed(228)
   tg <- gaussian_target(c(0, 0))
   expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, target_accept = 3),
                "'target_accept'")

@@ -267,6 +267,7 @@ test_that("a closure that keeps its argument gets a fresh vector each call", {
 # ---- bad input -------------------------------------------------------------
 
 test_that("samplers reject bad arguments with messages naming them", {
+  set.seed(129)
   tg <- gauss2()
   for (f in list(mala, rwm)) {
     expect_error(f(tg, c(0, 0, 0), 10), "'x0'.*length 2")
