@@ -123,12 +123,8 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
   if (is.null(delta)) delta <- kbr_default_delta
   if (!is.null(rank)) rank <- check_count(rank, "rank", max = n)
   tol <- check_number(tol, "tol", lower = 0)
-  for (k in list(kernel_x, kernel_y)) {
-    if (!inherits(k, "kb_gaussian")) {
-      stop_arg(if (identical(k, kernel_x)) "kernel_x" else "kernel_y",
-               "must be a Gaussian kernel (gaussian_kernel())")
-    }
-  }
+  check_gaussian(kernel_x, "kernel_x")
+  check_gaussian(kernel_y, "kernel_y")
   rkx <- resolve_kernel(kernel_x, x)
   rky <- resolve_kernel(kernel_y, y)
   m <- drop(gram(rkx, x, U, nthreads) %*% gam)
@@ -150,6 +146,24 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     fit$rank_y <- ncol(Ly)
   }
   structure(fit, class = "kb_kbr")
+}
+
+check_gaussian <- function(kernel, arg) {
+  if (!inherits(kernel, "kb_gaussian")) {
+    stop_arg(arg, "must be a Gaussian kernel (gaussian_kernel())")
+  }
+}
+
+# Warn about observations with every kernel value to the training y below
+# 1e-8: their posterior weights are then meaningless.
+warn_far <- function(K) {
+  far <- which(apply(K, 2L, max) < 1e-8)
+  if (length(far)) {
+    warning(sprintf(paste0("%d observation(s) far from all training y ",
+                           "(e.g. number %d): every kernel value is below ",
+                           "1e-8, so the posterior is unreliable"),
+                    length(far), far[1L]), call. = FALSE)
+  }
 }
 
 kbr_default_eps <- 0.01
@@ -200,13 +214,7 @@ lowrank_weights <- function(F, mu, delta, method, K) {
 predict.kb_kbr <- function(object, newdata, ...) {
   yn <- new_obs(object, newdata)
   K <- gram(object$kernel_y, object$y, yn, object$nthreads)
-  far <- which(apply(K, 2L, max) < 1e-8)
-  if (length(far)) {
-    warning(sprintf(paste0("%d observation(s) far from all training y ",
-                           "(e.g. number %d): every kernel value is below ",
-                           "1e-8, so the posterior is unreliable"),
-                    length(far), far[1L]), call. = FALSE)
-  }
+  warn_far(K)
   W <- if (is.null(object$rank)) {
     object$R %*% K
   } else {
@@ -502,6 +510,8 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   }
   eps <- check_number(eps, "eps", lower = 0, lower_open = TRUE)
   delta <- check_number(delta, "delta", lower = 0, lower_open = TRUE)
+  check_gaussian(kernel_x, "kernel_x")
+  check_gaussian(kernel_y, "kernel_y")
   T <- nrow(x) - 1L
   X <- x[seq_len(T), , drop = FALSE]
   Xp <- x[1L + seq_len(T), , drop = FALSE]
@@ -511,6 +521,7 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   rky <- resolve_kernel(kernel_y, Y)
   gxx <- gram(rkx, X, Xp, nthreads)
   Ky <- gram(rky, Y, yo, nthreads)
+  warn_far(Ky)
   a0 <- rep(1 / T, T)
   mcode <- if (method == "kbr") 1L else 2L
   if (is.null(rank)) {

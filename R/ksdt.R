@@ -280,7 +280,8 @@ print.kb_ksdt <- function(x, ...) {
 summary.kb_ksdt <- function(object, ...) {
   T <- length(object$ksd)
   at <- unique(pmin(T, round(10^seq(0, log10(max(T, 1)), length.out = 6))))
-  structure(list(t = object$t, d = object$d, kept = length(object$index),
+  structure(list(method = object$method %||% "KSDT", t = object$t,
+                 d = object$d, kept = length(object$index),
                  at = at, ksd = object$ksd[at], size = object$size[at],
                  removed = sum(object$removed),
                  kernel = describe_resolved(object$kernel),
@@ -291,8 +292,8 @@ summary.kb_ksdt <- function(object, ...) {
 
 #' @export
 print.summary.kb_ksdt <- function(x, ...) {
-  cat(sprintf("KSDT: %.0f states, %d kept, %.0f removed, d = %d\n", x$t,
-              x$kept, x$removed, x$d))
+  cat(sprintf("%s: %.0f states, %d kept, %.0f removed, d = %d\n", x$method,
+              x$t, x$kept, x$removed, x$d))
   cat("  kernel:", x$kernel, "\n")
   print(data.frame(step = x$at, size = x$size, ksd = signif(x$ksd, 5)),
         row.names = FALSE)

@@ -155,10 +155,12 @@ static double block_min(const double *v, int m)
 }
 
 /* One pass over positions [0, n): with row_known NULL, compute
- * k_p(x, x_i) (into st->cache when keep is set); then r_i += sign * k,
- * per-block sums and per-block minima of kd_i - 2 r_i. */
+ * k_p(x, x_i) (into st->cache when keep is set); then r_i += sign * k
+ * (only when apply is set: otherwise a dry run), per-block sums and
+ * per-block minima of kd_i - 2 (r_i + sign k). */
 static void pass(ksdt_state *st, int n, const double *x, const double *s,
-                 const double *row_known, double sign, int keep, int nt)
+                 const double *row_known, double sign, int keep, int apply,
+                 int nt)
 {
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
     const kb_kernel *K = &st->K;
@@ -183,7 +185,8 @@ static void pass(ksdt_state *st, int n, const double *x, const double *s,
 #pragma omp simd reduction(+:sum)
         for (int t = 0; t < m; t++) {
             double rt = r[t] + sign * row[t];
-            r[t] = rt;
+            if (apply)
+                r[t] = rt;
             sum += row[t];
             vals[t] = kd[t] - 2.0 * rt;
         }
@@ -196,9 +199,11 @@ static void pass(ksdt_state *st, int n, const double *x, const double *s,
 }
 
 /* The best point to remove after a pass over n positions: the smallest
- * kd_i - 2 r_i (position `exclude` left out), the oldest on exact ties.
- * Only the blocks attaining the minimum are scanned. */
-static int pass_argmin(const ksdt_state *st, int n, int exclude)
+ * kd_i - 2 r_i (position `exclude` left out), the oldest on exact ties;
+ * after a dry pass with row `dry`, of kd_i - 2 (r_i + dry_i).  Only the
+ * blocks attaining the minimum are scanned. */
+static int pass_argmin(const ksdt_state *st, int n, int exclude,
+                       const double *dry)
 {
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK, bi = -1;
     double gv = R_PosInf;
@@ -217,7 +222,7 @@ static int pass_argmin(const ksdt_state *st, int n, int exclude)
                 continue;
             /* recomputed as in pass(); compared among themselves, so a
              * compiler contracting one of the two into an FMA is harmless */
-            double v = st->kd[i] - 2.0 * st->r[i];
+            double v = st->kd[i] - 2.0 * (dry ? st->r[i] + 1.0 * dry[i] : st->r[i]);
             if (bi < 0 || better(v, st->sidx[i], bv, st->sidx[bi])) {
                 bv = v;
                 bi = i;
@@ -259,17 +264,17 @@ static int remove_point(ksdt_state *st, int j, int nt)
     st->kd[j] = R_PosInf;      /* keep j out of the pass's minima */
     if (j == st->newest) {
         /* its row is known from when it was added */
-        pass(st, n, NULL, NULL, st->cache, -1.0, 0, nt);
+        pass(st, n, NULL, NULL, st->cache, -1.0, 0, 1, nt);
         st->newest = -1;
     } else {
         double *pt = st->pt;
         kb_get_row(st->X, st->cap, j, st->d, pt);
         kb_get_row(st->S, st->cap, j, st->d, pt + st->d);
-        pass(st, n, pt, pt + st->d, NULL, -1.0, 0, nt);
+        pass(st, n, pt, pt + st->d, NULL, -1.0, 0, 1, nt);
     }
     st->kd[j] = kdj;
     st->Ssum -= 2.0 * rj - kdj;
-    int best = pass_argmin(st, n, j);
+    int best = pass_argmin(st, n, j, NULL);
     if (j != last) {
         copy_point(st, j, last);
         if (st->newest == last)
@@ -297,15 +302,48 @@ static int step(ksdt_state *st, const double *xo, const double *so,
     int best = -1;
     double rowsum = 0.0;
     if (n > 0) {
+        /* a dry pass first: the new state is often the one pruned at once,
+         * and then D and its row sums stay exactly as they were */
         if (row) {
             /* the row is known (an SP-MCMC candidate): keep it as cache */
             memcpy(st->cache, row, (size_t) n * sizeof(double));
-            pass(st, n, NULL, NULL, st->cache, 1.0, 0, nt);
+            pass(st, n, NULL, NULL, st->cache, 1.0, 0, 0, nt);
         } else {
-            pass(st, n, x, s, NULL, 1.0, 1, nt);
+            pass(st, n, x, s, NULL, 1.0, 1, 0, nt);
         }
         rowsum = pass_sum(st, n);
-        best = pass_argmin(st, n, -1);
+        best = pass_argmin(st, n, -1, st->cache);
+    }
+    double rnew = rowsum + kt, Snew = st->Ssum + 2.0 * rowsum + kt,
+        n1 = n + 1.0, K0 = Snew / (n1 * n1);
+    if (n >= 1 && n >= fmin &&
+        (best < 0 || better(kt - 2.0 * rnew, st->t, st->kd[best] -
+                            2.0 * (st->r[best] + 1.0 * st->cache[best]),
+                            st->sidx[best]))) {
+        double val = (Snew - 2.0 * rnew + kt) / ((double) n * n);
+        if (val <= K0 + eps) {
+            /* the new state is pruned at once */
+            int removed = 1;
+            st->newest = -1;
+            if (!(n >= 2 && n - 1 >= fmin))
+                return removed;
+            pass(st, n, NULL, NULL, st->cache, 0.0, 0, 0, nt);
+            best = pass_argmin(st, n, -1, NULL);
+            while (st->n >= 2 && st->n - 1 >= fmin && best >= 0) {
+                double m1 = st->n - 1.0;
+                double v = (st->Ssum - 2.0 * st->r[best] + st->kd[best]) /
+                    (m1 * m1);
+                if (!(v <= K0 + eps))
+                    break;
+                best = remove_point(st, best, nt);
+                removed++;
+            }
+            return removed;
+        }
+    }
+    if (n > 0) {
+        pass(st, n, NULL, NULL, st->cache, 1.0, 0, 1, nt);
+        best = pass_argmin(st, n, -1, NULL);
     }
     for (int k = 0; k < d; k++) {
         size_t a = (size_t) k * st->cap + n;
@@ -314,11 +352,11 @@ static int step(ksdt_state *st, const double *xo, const double *so,
         st->Xo[a] = xo[k];
         st->So[a] = so[k];
     }
-    st->r[n] = rowsum + kt;
+    st->r[n] = rnew;
     st->kd[n] = kt;
     st->cache[n] = kt;
     st->sidx[n] = st->t;
-    st->Ssum += 2.0 * rowsum + kt;
+    st->Ssum = Snew;
     st->newest = n;
     if (best < 0 || better(kt - 2.0 * st->r[n], st->t,
                            st->kd[best] - 2.0 * st->r[best], st->sidx[best]))
@@ -326,7 +364,6 @@ static int step(ksdt_state *st, const double *xo, const double *so,
     st->n = n + 1;
 
     int removed = 0;
-    double nn = st->n, K0 = st->Ssum / (nn * nn);
     while (st->n >= 2 && st->n - 1 >= fmin && best >= 0) {
         double m1 = st->n - 1.0;
         double val = (st->Ssum - 2.0 * st->r[best] + st->kd[best]) / (m1 * m1);

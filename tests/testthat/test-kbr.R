@@ -1,0 +1,675 @@
+# Kernel Bayes' rule (R/kbr.R, src/kbr.c): agreement with plain-R versions of
+# the formulas in DESIGN.md (helper-reference.R: ref_gauss_gram, ref_kbr,
+# ref_kbr_filter, ref_kalman), the low-rank path, the Gaussian toy of issue 5,
+# the KBR filter against the Kalman filter, pre-images, warnings, errors,
+# print and plot.
+
+# A small 1-d problem: X ~ N(0, 1), Y = X + N(0, 0.5^2); the exact posterior
+# under the N(0, 1) prior is N(0.8 y, 0.2).
+kbr_toy_1d <- function(n, seed) {
+  set.seed(seed)
+  x <- rnorm(n)
+  list(x = x, y = x + rnorm(n, sd = 0.5))
+}
+
+# ---- kernel_matrix -----------------------------------------------------------
+
+test_that("kernel_matrix() is exp(-|x - y|^2 / (2 s^2)), given or median bandwidth", {
+  set.seed(101)
+  for (d in 1:3) {
+    x <- matrix(rnorm(20 * d), 20)
+    y <- matrix(rnorm(7 * d, sd = 2), 7)
+    expect_lt(rel_err(kernel_matrix(x, y, gaussian_kernel(bandwidth = 0.7)),
+                      ref_gauss_gram(x, y, 0.7)), 1e-12)
+    # default: median pairwise distance of x (not of y)
+    s <- ref_med_bw(x)
+    expect_lt(rel_err(kernel_matrix(x, y, gaussian_kernel()),
+                      ref_gauss_gram(x, y, s)), 1e-12)
+    K <- kernel_matrix(x, kernel = gaussian_kernel())
+    expect_lt(rel_err(K, ref_gauss_gram(x, x, s)), 1e-12)
+    expect_equal(diag(K), rep(1, 20), tolerance = 1e-15)
+  }
+})
+
+# ---- agreement with the formulas ---------------------------------------------
+
+test_that("kbr() weights and mu agree with solve() for both methods, dx, dy in 1..3", {
+  set.seed(102)
+  n <- 40L
+  for (method in c("kbr", "iw")) for (dx in 1:3) for (dy in 1:3) {
+    x <- matrix(rnorm(n * dx), n)
+    y <- x[, rep_len(seq_len(dx), dy), drop = FALSE] +
+      matrix(rnorm(n * dy, sd = 0.5), n)
+    U <- matrix(rnorm(25 * dx, sd = 0.7), 25)
+    g <- runif(25, -0.5, 1)           # some negative prior weights
+    g <- g / sum(g)
+    expect_true(any(g < 0))
+    yn <- matrix(rnorm(7 * dy), 7)
+    fit <- kbr(x, y, prior = U, prior_weights = g, eps = 0.01, delta = 0.1,
+               method = method)
+    ref <- ref_kbr(x, y, yn, prior = U, gamma = g, sx = ref_med_bw(x),
+                   sy = ref_med_bw(y), eps = 0.01, delta = 0.1,
+                   method = method)
+    lab <- sprintf("%s, dx = %d, dy = %d", method, dx, dy)
+    expect_lt(rel_err(fit$mu, ref$mu), 1e-10, label = paste("mu", lab))
+    W <- predict(fit, yn)
+    expect_identical(dim(W), c(n, 7L))
+    expect_lt(rel_err(W, ref$W), 1e-10, label = paste("weights", lab))
+    expect_lt(rel_err(posterior_mean(fit, yn), crossprod(ref$W, x)), 1e-10,
+              label = paste("posterior mean", lab))
+  }
+  # the "iw" clipping max(mu, 0) was exercised: some mu are negative
+  expect_true(any(fit$mu < 0))
+})
+
+test_that("kbr() defaults: prior = x with equal weights, median bandwidths; explicit bandwidths", {
+  d <- kbr_toy_1d(50, 103)
+  yn <- c(-1.5, 0, 0.3, 2)
+  for (method in c("kbr", "iw")) {
+    fit <- kbr(d$x, d$y, method = method)
+    ref <- ref_kbr(d$x, d$y, yn, sx = ref_med_bw(d$x), sy = ref_med_bw(d$y),
+                   eps = fit$eps, delta = fit$delta, method = method)
+    expect_lt(rel_err(predict(fit, yn), ref$W), 1e-10)
+    # prior = NULL is the same as prior = x with weights 1/n
+    fit2 <- kbr(d$x, d$y, prior = d$x, prior_weights = rep(1 / 50, 50),
+                eps = fit$eps, delta = fit$delta, method = method)
+    expect_equal(predict(fit2, yn), predict(fit, yn), tolerance = 1e-14)
+    # given bandwidths override the median heuristic
+    fit3 <- kbr(d$x, d$y, kernel_x = gaussian_kernel(bandwidth = 0.4),
+                kernel_y = gaussian_kernel(bandwidth = 1.3), eps = 0.003,
+                delta = 0.05, method = method)
+    ref3 <- ref_kbr(d$x, d$y, yn, sx = 0.4, sy = 1.3, eps = 0.003,
+                    delta = 0.05, method = method)
+    expect_lt(rel_err(predict(fit3, yn), ref3$W), 1e-10)
+    expect_lt(rel_err(fit3$mu, ref3$mu), 1e-10)
+  }
+  # a length-dy vector is one observation when dy > 1; a matrix is many
+  x2 <- cbind(d$x, d$x^2)
+  y2 <- cbind(d$y, -d$y)
+  f2 <- kbr(x2, y2, eps = 0.01, delta = 0.1)
+  expect_identical(dim(predict(f2, c(0.5, -0.5))), c(50L, 1L))
+  expect_equal(predict(f2, c(0.5, -0.5)), predict(f2, rbind(c(0.5, -0.5))),
+               tolerance = 0)
+  ref2 <- ref_kbr(x2, y2, rbind(c(0.5, -0.5), c(1, 1)), sx = ref_med_bw(x2),
+                  sy = ref_med_bw(y2), eps = 0.01, delta = 0.1)
+  expect_lt(rel_err(predict(f2, rbind(c(0.5, -0.5), c(1, 1))), ref2$W), 1e-10)
+})
+
+test_that("kbr_filter() weights agree with a plain-R filter (T = 60, both methods)", {
+  set.seed(104)
+  A <- matrix(c(0.9, 0.1, -0.1, 0.9), 2)
+  x <- matrix(0, 61, 2)
+  for (t in 2:61) x[t, ] <- A %*% x[t - 1, ] + rnorm(2, sd = sqrt(0.1))
+  y <- x + matrix(rnorm(122, sd = sqrt(0.2)), 61)
+  yo <- matrix(rnorm(16, sd = 0.6), 8)
+  for (method in c("kbr", "iw")) {
+    f <- kbr_filter(x, y, yo, kernel_x = gaussian_kernel(bandwidth = 0.6),
+                    kernel_y = gaussian_kernel(bandwidth = 0.9), eps = 1e-3,
+                    delta = 1e-2, method = method)
+    ref <- ref_kbr_filter(x, y, yo, sx = 0.6, sy = 0.9, eps = 1e-3,
+                          delta = 1e-2, method = method)
+    expect_s3_class(f, "kb_filter")
+    expect_identical(dim(f$weights), c(60L, 8L))
+    for (t in 1:8) {
+      expect_lt(rel_err(f$weights[, t], ref$weights[, t]), 1e-10,
+                label = sprintf("%s filter weights, step %d", method, t))
+    }
+    expect_lt(rel_err(f$mean, ref$mean), 1e-10)
+    expect_equal(f$T_train, 60L)
+  }
+})
+
+test_that("kalman_filter() agrees with a plain-R Kalman filter (2-d, stationary start)", {
+  set.seed(105)
+  A <- matrix(c(0.9, 0.1, -0.1, 0.9), 2)
+  Q <- 0.1 * diag(2)
+  R <- matrix(c(0.2, 0.05, 0.05, 0.3), 2)
+  y <- matrix(rnorm(40), 20)
+  P0 <- matrix(solve(diag(4) - kronecker(A, A), as.vector(Q)), 2)
+  expect_equal(P0, A %*% P0 %*% t(A) + Q, tolerance = 1e-12)
+  kf <- kalman_filter(y, A = A, C = diag(2), Q = Q, R = R)
+  ref <- ref_kalman(y, A, diag(2), Q, R, m0 = c(0, 0), P0 = P0)
+  expect_lt(rel_err(kf$mean, ref), 1e-12)
+  kf2 <- kalman_filter(y, A = A, C = diag(2), Q = Q, R = R, m0 = c(1, -1),
+                       P0 = diag(2))
+  expect_lt(rel_err(kf2$mean, ref_kalman(y, A, diag(2), Q, R, c(1, -1),
+                                         diag(2))), 1e-12)
+  # C maps 2 states to 1 observation
+  C <- matrix(c(1, 0.5), 1)
+  kf3 <- kalman_filter(y[, 1], A = A, C = C, Q = Q, R = 0.2)
+  expect_lt(rel_err(kf3$mean, ref_kalman(y[, 1, drop = FALSE], A, C, Q,
+                                         matrix(0.2), c(0, 0), P0)), 1e-12)
+})
+
+test_that("kalman_filter() in 1-d reaches the closed-form steady-state gain and variance", {
+  a <- 0.8
+  q <- 0.3
+  r <- 0.5
+  set.seed(106)
+  y <- rnorm(200)
+  kf <- kalman_filter(y, A = a, C = 1, Q = q, R = r)
+  expect_lt(rel_err(kf$mean, ref_kalman(y, matrix(a), matrix(1), matrix(q),
+                                        matrix(r), 0, matrix(q / (1 - a^2)))),
+            1e-12)
+  # predicted variance P solves P = a^2 P r / (P + r) + q
+  b <- r * (1 - a^2) - q
+  P <- (-b + sqrt(b^2 + 4 * q * r)) / 2
+  K <- P / (P + r)
+  expect_equal(kf$cov[[200]][1, 1], P * r / (P + r), tolerance = 1e-12)
+  # in the steady state m_t = a m_{t-1} + K (y_t - a m_{t-1})
+  t <- 150:200
+  m <- kf$mean[, 1]
+  gain <- (m[t] - a * m[t - 1]) / (y[t] - a * m[t - 1])
+  expect_equal(gain, rep(K, length(t)), tolerance = 1e-10)
+  # the first step uses the stationary prior N(0, q / (1 - a^2))
+  P1 <- q / (1 - a^2)
+  expect_equal(kf$mean[1, 1], P1 / (P1 + r) * y[1], tolerance = 1e-14)
+})
+
+# ---- low rank ----------------------------------------------------------------
+
+test_that("low rank with r = n and tol = 0 equals the full path", {
+  set.seed(107)
+  n <- 30
+  x <- sort(runif(n, -2, 2))
+  y <- x + rnorm(n, sd = 0.3)
+  yn <- c(-1, 0, 0.5, 1.5)
+  for (method in c("kbr", "iw")) {
+    args <- list(x = x, y = y, eps = 0.01, delta = 0.1, method = method,
+                 kernel_x = gaussian_kernel(bandwidth = 0.3),
+                 kernel_y = gaussian_kernel(bandwidth = 0.3))
+    f0 <- do.call(kbr, args)
+    f1 <- do.call(kbr, c(args, list(rank = n, tol = 0)))
+    expect_identical(f1$rank_x, 30L)
+    expect_gte(f1$rank_y, 29L)
+    expect_lt(rel_err(f1$mu, f0$mu), 1e-8)
+    expect_lt(rel_err(predict(f1, yn), predict(f0, yn)), 1e-8)
+    # and against the formulas directly
+    ref <- ref_kbr(x, y, yn, sx = 0.3, sy = 0.3, eps = 0.01, delta = 0.1,
+                   method = method)
+    expect_lt(rel_err(predict(f1, yn), ref$W), 1e-8)
+  }
+})
+
+test_that("low rank with a modest r is close to the full path (smooth 1-d problem)", {
+  d <- kbr_toy_1d(400, 108)
+  yn <- seq(-2, 2, length.out = 21)
+  for (method in c("kbr", "iw")) {
+    f0 <- kbr(d$x, d$y, eps = 0.01, delta = 0.1, method = method)
+    W0 <- predict(f0, yn)
+    f30 <- kbr(d$x, d$y, eps = 0.01, delta = 0.1, method = method, rank = 30)
+    # the incomplete Cholesky stops before 30 columns at tol = 1e-6
+    expect_lte(f30$rank_x, 30L)
+    err30 <- norm(predict(f30, yn) - W0, "F") / norm(W0, "F")
+    expect_lt(err30, 1e-3)     # measured: 2.4e-05 (kbr), 1.4e-04 (iw)
+    # a truncated factor (exactly 10 columns) is visibly but mildly worse
+    f10 <- kbr(d$x, d$y, eps = 0.01, delta = 0.1, method = method, rank = 10,
+               tol = 0)
+    expect_identical(c(f10$rank_x, f10$rank_y), c(10L, 10L))
+    err10 <- norm(predict(f10, yn) - W0, "F") / norm(W0, "F")
+    expect_lt(err10, 0.1)      # measured: 0.006 (kbr), 0.03 (iw)
+    expect_gt(err10, err30)
+    expect_lt(max(abs(posterior_mean(f10, yn) - posterior_mean(f0, yn))), 0.02)
+  }
+})
+
+test_that("low-rank filter with r = T and tol = 0 equals the full filter", {
+  set.seed(109)
+  x <- cumsum(rnorm(41, sd = 0.5))
+  y <- x + rnorm(41, sd = 0.3)
+  yo <- x[1:10] + rnorm(10, sd = 0.3)
+  for (method in c("kbr", "iw")) {
+    kx <- gaussian_kernel(bandwidth = 0.5)
+    ky <- gaussian_kernel(bandwidth = 0.5)
+    f0 <- kbr_filter(x, y, yo, kx, ky, eps = 1e-3, delta = 1e-2,
+                     method = method)
+    f1 <- kbr_filter(x, y, yo, kx, ky, eps = 1e-3, delta = 1e-2,
+                     method = method, rank = 40, tol = 0)
+    expect_match(f1$method, "rank")
+    expect_null(f1$weights)
+    expect_lt(rel_err(f1$mean, f0$mean), 1e-8)
+  }
+})
+
+# ---- the Gaussian toy of issue 5 ---------------------------------------------
+
+# (X, Y) ~ N((0, 1), Sigma) in R^d x R^d, Sigma = A'A / (2 d) + 2 I; prior
+# N(0, Sigma_XX / 2); test points x ~ prior, y ~ p(y | x); the exact
+# posterior mean is P B' Se^{-1} (y - 1).
+kbr_gauss_toy <- function(d, seed) {
+  set.seed(seed)
+  A <- matrix(rnorm(4 * d * d), 2 * d)
+  S <- crossprod(A) / (2 * d) + 2 * diag(2 * d)
+  ix <- seq_len(d)
+  iy <- d + seq_len(d)
+  B <- S[iy, ix] %*% solve(S[ix, ix])
+  Se <- S[iy, iy] - B %*% S[ix, iy]
+  V <- S[ix, ix] / 2
+  P <- solve(solve(V) + t(B) %*% solve(Se, B))
+  list(
+    joint = function(n) {
+      z <- matrix(rnorm(n * 2 * d), n) %*% chol(S)
+      list(x = z[, ix, drop = FALSE], y = z[, iy, drop = FALSE] + 1)
+    },
+    prior = function(n) matrix(rnorm(n * d), n) %*% chol(V),
+    lik = function(x) {
+      sweep(x %*% t(B), 2, 1, "+") + matrix(rnorm(length(x)), nrow(x)) %*% chol(Se)
+    },
+    post_mean = function(y) t(P %*% t(B) %*% solve(Se, t(y - 1)))
+  )
+}
+
+test_that("Gaussian toy: the CV-tuned KBR posterior mean's MSE decreases with n", {
+  grid <- expand.grid(eps = c(1e-4, 1e-3), delta = c(0.1, 1, 10))
+  ns <- c(100, 200, 400)
+  reps <- 3
+  for (d in 2:3) {
+    mse <- mse_prior <- mse_big <- matrix(NA_real_, reps, length(ns))
+    for (k in seq_along(ns)) for (r in seq_len(reps)) {
+      n <- ns[k]
+      toy <- kbr_gauss_toy(d, 100 * d + r)
+      set.seed(1000 * r + n)
+      s <- toy$joint(n)
+      U <- toy$prior(n)
+      yt <- toy$lik(toy$prior(100))
+      exact <- toy$post_mean(yt)
+      cv <- kbr_cv(s$x, s$y, grid = grid, folds = 3)
+      fit <- kbr(s$x, s$y, prior = U, eps = cv$best$eps,
+                 delta = cv$best$delta)
+      mse[r, k] <- mean(rowSums((posterior_mean(fit, yt) - exact)^2))
+      mse_prior[r, k] <- mean(rowSums(exact^2))     # prior mean is 0
+      if (n == 400) {
+        big <- kbr(s$x, s$y, prior = U, eps = 1e-3, delta = 100)
+        mse_big[r, k] <- mean(rowSums((posterior_mean(big, yt) - exact)^2))
+      }
+    }
+    m <- colMeans(mse)
+    m0 <- colMeans(mse_prior)
+    message(sprintf(paste0("KBR Gaussian toy, d = %d, n = %s: MSE (CV) = %s; ",
+                           "prior-mean MSE = %s; n = 400 with delta = 100: %s"),
+                    d, paste(ns, collapse = "/"),
+                    paste(signif(m, 3), collapse = "/"),
+                    paste(signif(m0, 3), collapse = "/"),
+                    signif(mean(mse_big[, 3]), 3)))
+    # measured: d = 2: 0.149/0.127/0.075, prior 0.065/0.067/0.062;
+    #           d = 3: 0.418/0.295/0.181, prior 0.070/0.075/0.081
+    expect_true(all(diff(m) < 0), label = sprintf("MSE decreasing in n (d = %d)", d))
+    expect_lt(m[3], 0.75 * m[1])
+    # with a large delta (far larger than the CV grid allows), KBR beats the
+    # prior mean at n = 400; the CV choice from delta <= 10 does not yet
+    expect_lt(mean(mse_big[, 3]), m0[3])
+  }
+})
+
+# ---- the KBR filter on a linear Gaussian state-space model --------------------
+
+test_that("KBR filter (rank 100, default eps/delta) beats observations and the stationary mean", {
+  A <- matrix(c(0.9, 0.1, -0.1, 0.9), 2)
+  P0 <- matrix(solve(diag(4) - kronecker(A, A), as.vector(0.1 * diag(2))), 2)
+  sim <- function(T) {
+    x <- matrix(0, T, 2)
+    x[1, ] <- drop(rnorm(2) %*% chol(P0))
+    for (t in 2:T) x[t, ] <- A %*% x[t - 1, ] + rnorm(2, sd = sqrt(0.1))
+    list(x = x, y = x + matrix(rnorm(2 * T, sd = sqrt(0.2)), T))
+  }
+  set.seed(1)
+  tr <- sim(1001)
+  te <- sim(200)
+  rmse <- function(m) sqrt(mean(rowSums((m - te$x)^2)))
+  f <- kbr_filter(tr$x, tr$y, te$y, rank = 100)
+  kf <- kalman_filter(te$y, A = A, C = diag(2), Q = 0.1 * diag(2),
+                      R = 0.2 * diag(2))
+  expect_identical(dim(f$mean), c(200L, 2L))
+  r_kbr <- rmse(f$mean)
+  r_kal <- rmse(kf$mean)
+  r_obs <- rmse(te$y)
+  r_stat <- rmse(matrix(0, 200, 2))
+  message(sprintf(paste0("KBR filter RMSE %.3f = %.2fx Kalman (%.3f); raw ",
+                         "observations %.3f (%.2fx); stationary mean %.3f"),
+                  r_kbr, r_kbr / r_kal, r_kal, r_obs, r_obs / r_kal, r_stat))
+  # measured: 0.461 = 1.13x Kalman (0.408); observations 0.628; stationary 0.906
+  expect_lt(r_kbr, r_obs)
+  expect_lt(r_kbr, r_stat)
+  expect_lt(r_kal, r_kbr)      # the Kalman filter is optimal here
+  expect_lt(r_kal, r_obs)
+})
+
+# ---- pre-image and posterior expectations ------------------------------------
+
+test_that("preimage() is the fixed point and sits near the posterior mean (unimodal 1-d)", {
+  d <- kbr_toy_1d(400, 110)
+  yn <- c(-1, -0.5, 0, 0.5, 1)
+  for (method in c("kbr", "iw")) {
+    fit <- kbr(d$x, d$y, eps = 0.01, delta = 0.1, method = method)
+    pm <- drop(posterior_mean(fit, yn))
+    pi <- preimage(fit, yn)
+    expect_identical(dim(pi), c(5L, 1L))
+    expect_lt(max(abs(pi - pm)), 0.05)
+    expect_lt(max(abs(pi - 0.8 * yn)), 0.1)
+    # the fixed point of x <- sum_i w_i k(X_i, x) X_i / sum_i w_i k(X_i, x)
+    W <- predict(fit, yn)
+    s <- ref_med_bw(d$x)
+    for (q in seq_along(yn)) {
+      z <- pi[q, 1]
+      kz <- W[, q] * exp(-(d$x - z)^2 / (2 * s^2))
+      expect_equal(sum(kz * d$x) / sum(kz), z, tolerance = 1e-6)
+    }
+    # one iteration from the posterior mean is one plain-R update
+    kz <- W[, 5] * exp(-(d$x - pm[5])^2 / (2 * s^2))
+    expect_equal(preimage(fit, 1, max_iter = 1)[1, 1],
+                 sum(kz * d$x) / sum(kz), tolerance = 1e-12)
+  }
+})
+
+test_that("posterior_expect(): identity is posterior_mean(); c(x, x^2) gives two columns", {
+  d <- kbr_toy_1d(400, 110)
+  yn <- c(-1, 0, 1)
+  fit <- kbr(d$x, d$y, eps = 0.01, delta = 0.1)
+  expect_equal(unname(posterior_expect(fit, yn, identity)),
+               unname(posterior_mean(fit, yn)), tolerance = 1e-14)
+  e2 <- posterior_expect(fit, yn, function(x) c(x, x^2))
+  expect_identical(dim(e2), c(3L, 2L))
+  W <- predict(fit, yn)
+  expect_equal(unname(e2), unname(crossprod(W, cbind(d$x, d$x^2))),
+               tolerance = 1e-14)
+  # E[X^2 | y] = 0.64 y^2 + 0.2
+  expect_lt(max(abs(e2[, 2] - (0.64 * yn^2 + 0.2))), 0.1)
+  # 2-d: f of a row
+  set.seed(111)
+  x2 <- matrix(rnorm(200), 100)
+  y2 <- x2 + matrix(rnorm(200, sd = 0.5), 100)
+  f2 <- kbr(x2, y2, eps = 0.01, delta = 0.1)
+  yq <- rbind(c(0, 0), c(1, -1))
+  expect_equal(unname(posterior_expect(f2, yq, identity)),
+               unname(posterior_mean(f2, yq)), tolerance = 1e-14)
+  e3 <- posterior_expect(f2, yq, function(x) c(x[1] * x[2], sum(x), 1))
+  expect_identical(dim(e3), c(2L, 3L))
+  expect_equal(unname(e3[, 3]), colSums(predict(f2, yq)), tolerance = 1e-14)
+  expect_equal(unname(e3[, 1]), drop(crossprod(predict(f2, yq),
+                                                x2[, 1] * x2[, 2])),
+               tolerance = 1e-14)
+})
+
+# ---- cross-validation --------------------------------------------------------
+
+test_that("kbr_cv() criterion agrees with the RKHS formula; best, fit, RNG state", {
+  d <- kbr_toy_1d(45, 112)
+  grid <- expand.grid(eps = c(1e-3, 1e-2), delta = c(0.1, 1))
+  grid$sigma_x <- c(NA, NA, 0.5, 0.5)
+  grid$sigma_y <- c(NA, 0.8, NA, 0.8)
+  for (method in c("kbr", "iw")) {
+    set.seed(99)
+    before <- .Random.seed
+    cv <- kbr_cv(d$x, d$y, grid = grid, folds = 3, method = method, seed = 7)
+    expect_identical(.Random.seed, before)
+    set.seed(7)
+    fold <- sample(rep_len(1:3, 45))
+    x <- matrix(d$x)
+    y <- matrix(d$y)
+    ref <- numeric(nrow(grid))
+    for (g in seq_len(nrow(grid))) {
+      sx <- if (is.na(grid$sigma_x[g])) ref_med_bw(x) else grid$sigma_x[g]
+      sy <- if (is.na(grid$sigma_y[g])) ref_med_bw(y) else grid$sigma_y[g]
+      for (a in 1:3) {
+        tr <- fold != a
+        te <- fold == a
+        W <- ref_kbr(x[tr, , drop = FALSE], y[tr, , drop = FALSE],
+                     y[te, , drop = FALSE], sx = sx, sy = sy,
+                     eps = grid$eps[g], delta = grid$delta[g],
+                     method = method)$W
+        wbar <- rowMeans(W)
+        Gtr <- ref_gauss_gram(x[tr, ], x[tr, ], sx)
+        ref[g] <- ref[g] + sum(wbar * (Gtr %*% wbar)) -
+          2 * sum(wbar * rowMeans(ref_gauss_gram(x[tr, ], x[te, ], sx))) +
+          mean(ref_gauss_gram(x[te, ], x[te, ], sx))
+      }
+    }
+    expect_lt(rel_err(cv$table$criterion, ref), 1e-10)
+    b <- which.min(ref)
+    expect_equal(cv$best$eps, grid$eps[b])
+    expect_equal(cv$best$delta, grid$delta[b])
+    expect_s3_class(cv$fit, "kb_kbr")
+    expect_identical(cv$fit$method, method)
+    expect_equal(c(cv$fit$eps, cv$fit$delta), c(grid$eps[b], grid$delta[b]))
+    sx <- if (is.na(grid$sigma_x[b])) ref_med_bw(x) else grid$sigma_x[b]
+    sy <- if (is.na(grid$sigma_y[b])) ref_med_bw(y) else grid$sigma_y[b]
+    expect_lt(rel_err(predict(cv$fit, c(-1, 1)),
+                      ref_kbr(x, y, c(-1, 1), sx = sx, sy = sy,
+                              eps = grid$eps[b], delta = grid$delta[b],
+                              method = method)$W), 1e-10)
+  }
+  # the default grid: eps 1e-4..1e-1 by delta 1e-2..1e2
+  cv <- kbr_cv(d$x, d$y, folds = 2)
+  expect_identical(nrow(cv$table), 20L)
+  expect_true(all(is.finite(cv$table$criterion)))
+  # ... passes on to the final fit
+  cv2 <- kbr_cv(d$x, d$y, grid = grid[1:2, 1:2], folds = 2, rank = 5)
+  expect_identical(cv2$fit$rank, 5L)
+})
+
+# ---- warnings and numerical errors -------------------------------------------
+
+test_that("an observation far from all training y gives a warning", {
+  d <- kbr_toy_1d(50, 113)
+  fit <- kbr(d$x, d$y, eps = 0.01, delta = 0.1)
+  expect_warning(W <- predict(fit, c(0, 100)), "far from all training y")
+  expect_warning(predict(fit, c(0, 100)), "number 2")
+  expect_lt(max(abs(W[, 2])), 1e-100)
+  expect_warning(posterior_mean(fit, 100), "far from all training y")
+  lr <- kbr(d$x, d$y, eps = 0.01, delta = 0.1, rank = 10)
+  expect_warning(predict(lr, -100), "far from all training y")
+  expect_no_warning(predict(fit, c(-1, 0, 1)))
+})
+
+test_that("kbr_filter() warns for an observation far from all training y", {
+  # issue 5: "a test observation far from all training Y (all kernel values
+  # ~ 0) gives a warning" -- predict() does, the filter does not.
+  d <- kbr_toy_1d(50, 113)
+  expect_warning(kbr_filter(d$x, d$y, c(0, 100)), "far from all training y")
+})
+
+test_that("a Gram matrix that is not positive definite names eps (or delta)", {
+  set.seed(114)
+  x <- rep(rnorm(10), 2)                 # duplicated rows: G_X singular
+  y <- rnorm(20)
+  expect_error(kbr(x, y, eps = 1e-300, delta = 0.1), "eps")
+  expect_error(kbr(x, y, eps = 1e-300, delta = 0.1),
+               "not positive definite; increase 'eps'", fixed = TRUE)
+  expect_error(kbr(x, y, eps = 1e-300, delta = 0.1, method = "iw"),
+               "increase 'eps'", fixed = TRUE)
+  expect_error(kbr_filter(c(x, 0), c(y, 0), 1:3, eps = 1e-300),
+               "increase 'eps'", fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1e-300, delta = 1),
+                      folds = 2), "increase 'eps'", fixed = TRUE)
+  # duplicated y with a negligible delta: the second solve names delta
+  x <- rnorm(30)
+  y <- c(rep(0, 10), rnorm(20))
+  expect_error(kbr(x, y, eps = 0.01, delta = 1e-300, method = "iw"),
+               "increase 'delta'", fixed = TRUE)
+  expect_error(kbr(x, y, eps = 0.01, delta = 1e-300, method = "kbr"),
+               "increase 'delta'", fixed = TRUE)
+})
+
+# ---- bad input ---------------------------------------------------------------
+
+test_that("kbr() rejects bad input with messages naming the argument", {
+  d <- kbr_toy_1d(30, 115)
+  x <- d$x
+  y <- d$y
+  expect_error(kbr(x, y[-1]), "'y' must have as many rows as x (30); it has 29",
+               fixed = TRUE)
+  expect_error(kbr(c(x[-1], NA), y), "'x' must not contain NA")
+  expect_error(kbr(x, c(y[-1], Inf)), "'y' must not contain NA")
+  expect_error(kbr(x, y, prior = c(1, NaN)), "'prior' must not contain NA")
+  expect_error(kbr(x, y, prior = cbind(x, x)), "'prior' must have 1 columns")
+  expect_error(kbr(x, y, eps = -1), "'eps' must be in (0", fixed = TRUE)
+  expect_error(kbr(x, y, eps = 0), "'eps'", fixed = TRUE)
+  expect_error(kbr(x, y, delta = -1), "'delta' must be in (0", fixed = TRUE)
+  expect_error(kbr(x, y, delta = NA), "'delta' must be a single finite number",
+               fixed = TRUE)
+  expect_error(kbr(x, y, eps = Inf), "'eps'", fixed = TRUE)
+  expect_error(kbr(x, y, rank = 0), "'rank' must be a single whole number >= 1",
+               fixed = TRUE)
+  expect_error(kbr(x, y, rank = 31), "'rank' must be at most 30", fixed = TRUE)
+  expect_error(kbr(x, y, rank = 2.5), "'rank'", fixed = TRUE)
+  expect_error(kbr(x, y, tol = -1), "'tol'", fixed = TRUE)
+  expect_error(kbr(x, y, prior_weights = rep(0.25, 4)),
+               "'prior_weights' must be 30 finite numbers", fixed = TRUE)
+  expect_error(kbr(x, y, prior = rnorm(5), prior_weights = rep(0.2, 4)),
+               "'prior_weights' must be 5 finite numbers", fixed = TRUE)
+  expect_error(kbr(x, y, prior_weights = c(NA, rep(1 / 29, 29))),
+               "'prior_weights'", fixed = TRUE)
+  expect_error(kbr(x, y, kernel_x = imq_kernel()),
+               "'kernel_x' must be a Gaussian kernel", fixed = TRUE)
+  expect_error(kbr(x, y, kernel_y = imq_kernel()),
+               "'kernel_y' must be a Gaussian kernel", fixed = TRUE)
+  expect_error(kbr(x, y, kernel_y = "gaussian"), "'kernel_y'", fixed = TRUE)
+  expect_error(kbr(x, y, method = "foo"), "'method' must be one of",
+               fixed = TRUE)
+})
+
+test_that("predict() and the posterior helpers reject bad input", {
+  d <- kbr_toy_1d(30, 115)
+  fit <- kbr(d$x, d$y, eps = 0.01, delta = 0.1)
+  fit2 <- kbr(cbind(d$x, d$x^2), cbind(d$y, -d$y), eps = 0.01, delta = 0.1)
+  expect_error(predict(fit, cbind(1, 2)),
+               "'y_new' must have 1 columns (the dimension of y); it has 2",
+               fixed = TRUE)
+  expect_error(predict(fit2, c(1, 2, 3)), "'y_new' must have 2 columns",
+               fixed = TRUE)
+  expect_error(posterior_mean(fit2, 1), "'y_new' must have 2 columns",
+               fixed = TRUE)
+  expect_error(preimage(fit2, cbind(1, 2, 3)), "'y_new'", fixed = TRUE)
+  expect_error(posterior_mean(fit, c(0, NA)), "'y_new' must not contain NA",
+               fixed = TRUE)
+  expect_error(posterior_mean(list(), 1), "'fit' must be a kbr() fit",
+               fixed = TRUE)
+  expect_error(posterior_expect(fit, 1, "a"), "'f' must be a function",
+               fixed = TRUE)
+  expect_error(posterior_expect(fit, 1, function(x) NA), "'f' must return",
+               fixed = TRUE)
+  expect_error(preimage(fit, 1, max_iter = 0), "'max_iter'", fixed = TRUE)
+  expect_error(preimage(fit, 1, tol = -1), "'tol'", fixed = TRUE)
+})
+
+test_that("kbr_cv() rejects a bad grid, folds < 2 and mismatched data", {
+  d <- kbr_toy_1d(30, 115)
+  x <- d$x
+  y <- d$y
+  msg <- "'grid' must be a data frame with columns eps and delta"
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1)), msg, fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = list(eps = 1, delta = 1)), msg, fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1, delta = 1)[0, ]), msg,
+               fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = -1, delta = 1)),
+               "'grid' column eps must hold positive numbers", fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1, delta = NA)),
+               "'grid' column delta", fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = "a", delta = 1)),
+               "'grid' column eps", fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1, delta = 1,
+                                              sigma_x = -1)),
+               "'grid' column sigma_x", fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1, delta = 1,
+                                              sigma_y = 0)),
+               "'grid' column sigma_y", fixed = TRUE)
+  expect_error(kbr_cv(x, y, folds = 1), "'folds' must be a single whole number >= 2",
+               fixed = TRUE)
+  expect_error(kbr_cv(x, y, folds = 31), "'folds' must be at most 30",
+               fixed = TRUE)
+  expect_error(kbr_cv(x, y[-1]), "'y' must have as many rows as x",
+               fixed = TRUE)
+  expect_error(kbr_cv(x, c(y[-1], NaN)), "'y' must not contain NA")
+  expect_error(kbr_cv(x, y, method = "x"), "'method'", fixed = TRUE)
+})
+
+test_that("kbr_filter() and kalman_filter() reject bad input", {
+  d <- kbr_toy_1d(30, 115)
+  x <- d$x
+  y <- d$y
+  expect_error(kbr_filter(x, y[-1], 1:3),
+               "'y_train' must have as many rows as x_train", fixed = TRUE)
+  expect_error(kbr_filter(x[1:2], y[1:2], 1:3),
+               "'x_train' must have at least 3 rows", fixed = TRUE)
+  expect_error(kbr_filter(x, y, cbind(1:3, 1:3)),
+               "'y_obs' must have 1 columns", fixed = TRUE)
+  expect_error(kbr_filter(x, y, c(1, NA)), "'y_obs' must not contain NA",
+               fixed = TRUE)
+  expect_error(kbr_filter(c(x[-1], Inf), y, 1:3), "'x_train' must not contain",
+               fixed = TRUE)
+  expect_error(kbr_filter(x, y, 1:3, eps = -1), "'eps'", fixed = TRUE)
+  expect_error(kbr_filter(x, y, 1:3, delta = 0), "'delta'", fixed = TRUE)
+  expect_error(kbr_filter(x, y, 1:3, rank = 30), "'rank' must be at most 29",
+               fixed = TRUE)
+  expect_error(kbr_filter(x, y, 1:3, rank = 0), "'rank'", fixed = TRUE)
+  expect_error(kbr_filter(x, y, 1:3, method = "kf"), "'method'", fixed = TRUE)
+  expect_error(kalman_filter(1:3, A = 0.9, C = 1, Q = 0.1, R = NA),
+               "'R' must be a finite numeric matrix", fixed = TRUE)
+  expect_error(kalman_filter(1:3, A = diag(2), C = 1, Q = 0.1, R = 1), "'A'",
+               fixed = TRUE)
+  expect_error(kalman_filter(1:3, A = diag(2) * 0.5, C = matrix(1, 2, 2),
+                             Q = diag(2), R = 1), "'C' must be 1 x 2",
+               fixed = TRUE)
+  expect_error(kalman_filter(1:3, A = 0.9, C = 1, Q = 0.1, R = diag(2)), "'R'",
+               fixed = TRUE)
+  expect_error(kalman_filter(c(1, NA), A = 0.9, C = 1, Q = 0.1, R = 1), "'y'",
+               fixed = TRUE)
+})
+
+test_that("kbr_filter() requires Gaussian kernels, like kbr()", {
+  # kbr() documents and checks Gaussian kernels; kbr_filter() inherits the
+  # documentation but accepts any kernel silently.
+  d <- kbr_toy_1d(30, 115)
+  expect_error(kbr_filter(d$x, d$y, 1:3, kernel_x = imq_kernel()),
+               "'kernel_x' must be a Gaussian kernel")
+  expect_error(kbr_filter(d$x, d$y, 1:3, kernel_y = imq_kernel()),
+               "'kernel_y' must be a Gaussian kernel")
+})
+
+# ---- print and plot ----------------------------------------------------------
+
+test_that("print methods for kb_kbr, kb_kbr_cv and kb_filter", {
+  d <- kbr_toy_1d(40, 116)
+  fit <- kbr(d$x, d$y, eps = 0.01, delta = 0.1)
+  lr <- kbr(d$x, d$y, eps = 0.01, delta = 0.1, method = "iw", rank = 8,
+            tol = 0)
+  cv <- kbr_cv(d$x, d$y, grid = expand.grid(eps = c(0.01, 0.1),
+                                            delta = c(0.1, 1)), folds = 2)
+  x <- cumsum(rnorm(21, sd = 0.3))
+  f <- kbr_filter(x, x + rnorm(21, sd = 0.2), x[1:5], eps = 0.01, delta = 0.1)
+  kf <- kalman_filter(c(1, 0.5, 0.2), A = 0.9, C = 1, Q = 0.1, R = 0.2)
+  expect_snapshot({
+    fit
+    lr
+    cv
+    f
+    kf
+  })
+  out <- utils::capture.output(vis <- withVisible(print(fit)))
+  expect_false(vis$visible)
+  expect_identical(vis$value, fit)
+  out <- utils::capture.output(vis <- withVisible(print(cv)))
+  expect_false(vis$visible)
+  out <- utils::capture.output(vis <- withVisible(print(f)))
+  expect_false(vis$visible)
+})
+
+test_that("plot methods draw and return their argument invisibly", {
+  d <- kbr_toy_1d(40, 117)
+  cv <- kbr_cv(d$x, d$y, grid = expand.grid(eps = c(0.01, 0.1),
+                                            delta = c(0.1, 1)), folds = 2)
+  x <- cumsum(rnorm(21, sd = 0.3))
+  f <- kbr_filter(cbind(x, -x), cbind(x, -x) + rnorm(42, sd = 0.2),
+                  cbind(x[1:5], -x[1:5]), eps = 0.01, delta = 0.1)
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  op <- graphics::par("mfrow")
+  vis <- withVisible(plot(cv))
+  expect_false(vis$visible)
+  expect_identical(vis$value, cv)
+  vis <- withVisible(plot(f, truth = cbind(x[1:5], -x[1:5])))
+  expect_false(vis$visible)
+  expect_identical(vis$value, f)
+  expect_identical(graphics::par("mfrow"), op)
+  expect_error(plot(f, truth = c(1, NA)), "'truth'", fixed = TRUE)
+})
