@@ -127,19 +127,25 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
   check_gaussian(kernel_y, "kernel_y")
   rkx <- resolve_kernel(kernel_x, x)
   rky <- resolve_kernel(kernel_y, y)
-  m <- drop(gram(rkx, x, U, nthreads) %*% gam)
   fit <- list(x = x, y = y, n = n, eps = eps, delta = delta, method = method,
               rank = rank, kernel_x = rkx, kernel_y = rky, nthreads = nthreads)
   if (is.null(rank)) {
     gx <- gram(rkx, x, x, nthreads)
     gy <- gram(rky, y, y, nthreads)
+    m <- if (is.null(prior)) drop(gx %*% gam) else
+      drop(gram(rkx, x, U, nthreads) %*% gam)
     res <- .Call(C_kb_kbr_fit, gx, m, gy, eps, delta,
                  if (method == "kbr") 1L else 2L)
     fit$mu <- res$mu
-    fit$R <- res$R
+    fit$gy <- gy
+    fit$factor <- res$F
+    fit$ipiv <- res$ipiv
   } else {
     Lx <- incomplete_cholesky(rkx, x, tol, rank)
     Ly <- incomplete_cholesky(rky, y, tol, rank)
+    # the prior embedding: through the factor when the prior is x itself
+    m <- if (is.null(prior)) drop(Lx %*% crossprod(Lx, gam)) else
+      drop(gram(rkx, x, U, nthreads) %*% gam)
     fit$mu <- lowrank_solve(Lx, n * eps, n * m)
     fit$Ly <- Ly
     fit$rank_x <- ncol(Lx)
@@ -216,7 +222,8 @@ predict.kb_kbr <- function(object, newdata, ...) {
   K <- gram(object$kernel_y, object$y, yn, object$nthreads)
   warn_far(K)
   W <- if (is.null(object$rank)) {
-    object$R %*% K
+    .Call(C_kb_kbr_apply, object$gy, object$mu, object$factor, object$ipiv,
+          if (object$method == "kbr") 1L else 2L, K)
   } else {
     lowrank_weights(object$Ly, object$mu, object$delta, object$method, K)
   }

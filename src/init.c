@@ -8,6 +8,7 @@ SEXP kb_gram(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_kbr_fit(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_kbr_filter(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_kbr_mu(SEXP, SEXP, SEXP);
+SEXP kb_kbr_apply(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_kbr_weights(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_eigen_sym(SEXP, SEXP);
@@ -31,6 +32,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_kbr_fit, 6),
     CALLDEF(kb_kbr_filter, 8),
     CALLDEF(kb_kbr_mu, 3),
+    CALLDEF(kb_kbr_apply, 6),
     CALLDEF(kb_kbr_weights, 5),
     CALLDEF(kb_eval_rows, 5),
     CALLDEF(kb_eigen_sym, 2),

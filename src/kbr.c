@@ -19,52 +19,77 @@ static void kbr_mu(int n, const double *gx, const double *m, double eps,
     kb_chol_solve(n, 1, A, mu);
 }
 
-/* Posterior weights W = R K for the q columns of K (n x q), without
- * forming R when q < n:
- * method 1 ("kbr"): R = L G_Y ((L G_Y)^2 + delta I)^{-1} L, L = diag(mu);
+/* Factorisation behind the posterior weights, kept so that observations
+ * cost O(n^2) each:
+ * method 1 ("kbr"): R = L G_Y ((L G_Y)^2 + delta I)^{-1} L, L = diag(mu):
+ *                   F = LU of (L G_Y)^2 + delta I (pivots in ipiv);
  * method 2 ("iw"):  R = D^(1/2) (D^(1/2) G_Y D^(1/2) + delta I)^{-1} D^(1/2),
- *                   D = diag(max(mu, 0)). */
-static void kbr_weights(int n, const double *gy, const double *mu,
-                        double delta, int method, int q, const double *K,
-                        double *W)
+ *                   D = diag(max(mu, 0)): F = its Cholesky factor. */
+static void kbr_factor(int n, const double *gy, const double *mu, double delta,
+                       int method, double *F, int *ipiv)
 {
     size_t nn = (size_t) n * n;
-    double *A = (double *) R_alloc(nn, sizeof(double));
-    double *Z = (double *) R_alloc((size_t) n * q, sizeof(double));
     if (method == 1) {
         double *B = (double *) R_alloc(nn, sizeof(double));
         for (int j = 0; j < n; j++)
             for (int i = 0; i < n; i++)
                 B[i + (size_t) j * n] = mu[i] * gy[i + (size_t) j * n];
-        /* A = B B + delta I */
-        kb_gemm('N', 'N', n, n, n, 1.0, B, n, B, n, 0.0, A, n);
+        kb_gemm('N', 'N', n, n, n, 1.0, B, n, B, n, 0.0, F, n);
         for (int i = 0; i < n; i++)
-            A[i + (size_t) i * n] += delta;
+            F[i + (size_t) i * n] += delta;
+        kb_lu(n, F, ipiv, "(L G_Y)^2 + delta I is singular; increase 'delta'");
+    } else {
+        for (int j = 0; j < n; j++) {
+            double sj = mu[j] > 0.0 ? sqrt(mu[j]) : 0.0;
+            for (int i = 0; i < n; i++) {
+                double si = mu[i] > 0.0 ? sqrt(mu[i]) : 0.0;
+                F[i + (size_t) j * n] = si * gy[i + (size_t) j * n] * sj;
+            }
+        }
+        for (int i = 0; i < n; i++)
+            F[i + (size_t) i * n] += delta;
+        kb_chol(n, F, "D^(1/2) G_Y D^(1/2) + delta I is not positive "
+                "definite; increase 'delta'");
+    }
+}
+
+/* W = R K for the q columns of K, from the factorisation. */
+static void kbr_apply(int n, const double *gy, const double *mu,
+                      const double *F, const int *ipiv, int method, int q,
+                      const double *K, double *W)
+{
+    double *Z = (double *) R_alloc((size_t) n * q, sizeof(double));
+    if (method == 1) {
         for (int j = 0; j < q; j++)
             for (int i = 0; i < n; i++)
                 Z[i + (size_t) j * n] = mu[i] * K[i + (size_t) j * n];
-        kb_lu_solve(n, q, A, Z, "(L G_Y)^2 + delta I is singular; "
-                    "increase 'delta'");
-        kb_gemm('N', 'N', n, q, n, 1.0, B, n, Z, n, 0.0, W, n);
+        kb_lu_solve_factored(n, q, F, ipiv, Z);
+        /* W = L G_Y Z */
+        kb_gemm('N', 'N', n, q, n, 1.0, gy, n, Z, n, 0.0, W, n);
+        for (int j = 0; j < q; j++)
+            for (int i = 0; i < n; i++)
+                W[i + (size_t) j * n] *= mu[i];
     } else {
-        double *s = (double *) R_alloc((size_t) n, sizeof(double));
-        for (int i = 0; i < n; i++)
-            s[i] = mu[i] > 0.0 ? sqrt(mu[i]) : 0.0;
-        for (int j = 0; j < n; j++)
-            for (int i = 0; i < n; i++)
-                A[i + (size_t) j * n] = s[i] * gy[i + (size_t) j * n] * s[j];
-        for (int i = 0; i < n; i++)
-            A[i + (size_t) i * n] += delta;
-        kb_chol(n, A, "D^(1/2) G_Y D^(1/2) + delta I is not positive "
-                "definite; increase 'delta'");
         for (int j = 0; j < q; j++)
             for (int i = 0; i < n; i++)
-                Z[i + (size_t) j * n] = s[i] * K[i + (size_t) j * n];
-        kb_chol_solve(n, q, A, Z);
+                Z[i + (size_t) j * n] = (mu[i] > 0.0 ? sqrt(mu[i]) : 0.0) *
+                    K[i + (size_t) j * n];
+        kb_chol_solve(n, q, F, Z);
         for (int j = 0; j < q; j++)
             for (int i = 0; i < n; i++)
-                W[i + (size_t) j * n] = s[i] * Z[i + (size_t) j * n];
+                W[i + (size_t) j * n] = (mu[i] > 0.0 ? sqrt(mu[i]) : 0.0) *
+                    Z[i + (size_t) j * n];
     }
+}
+
+static void kbr_weights(int n, const double *gy, const double *mu,
+                        double delta, int method, int q, const double *K,
+                        double *W)
+{
+    double *F = (double *) R_alloc((size_t) n * n, sizeof(double));
+    int *ipiv = (int *) R_alloc((size_t) n, sizeof(int));
+    kbr_factor(n, gy, mu, delta, method, F, ipiv);
+    kbr_apply(n, gy, mu, F, ipiv, method, q, K, W);
 }
 
 static int check_square(SEXP g, const char *what)
@@ -74,7 +99,7 @@ static int check_square(SEXP g, const char *what)
     return Rf_nrows(g);
 }
 
-/* .Call entry: list(mu, R) for the full KBR fit. */
+/* .Call entry: list(mu, F, ipiv) for the full KBR fit. */
 SEXP kb_kbr_fit(SEXP gx, SEXP m, SEXP gy, SEXP eps_, SEXP delta_,
                 SEXP method_)
 {
@@ -86,20 +111,34 @@ SEXP kb_kbr_fit(SEXP gx, SEXP m, SEXP gy, SEXP eps_, SEXP delta_,
     int method = kb_scalar_int(method_, "method");
     if (!(eps > 0.0) || !(delta > 0.0))
         Rf_error(_("'eps' and 'delta' must be positive"));
-    const char *nms[] = {"mu", "R", ""};
+    const char *nms[] = {"mu", "F", "ipiv", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP mu = Rf_allocVector(REALSXP, n);
     SET_VECTOR_ELT(ans, 0, mu);
-    SEXP R = Rf_allocMatrix(REALSXP, n, n);
-    SET_VECTOR_ELT(ans, 1, R);
+    SEXP F = Rf_allocMatrix(REALSXP, n, n);
+    SET_VECTOR_ELT(ans, 1, F);
+    SEXP ipiv = Rf_allocVector(INTSXP, n);
+    SET_VECTOR_ELT(ans, 2, ipiv);
     kbr_mu(n, REAL(gx), REAL(m), eps, REAL(mu));
-    double *I = (double *) R_alloc((size_t) n * n, sizeof(double));
-    memset(I, 0, (size_t) n * n * sizeof(double));
-    for (int i = 0; i < n; i++)
-        I[i + (size_t) i * n] = 1.0;
-    kbr_weights(n, REAL(gy), REAL(mu), delta, method, n, I, REAL(R));
+    kbr_factor(n, REAL(gy), REAL(mu), delta, method, REAL(F), INTEGER(ipiv));
     UNPROTECT(1);
     return ans;
+}
+
+/* .Call entry: posterior weights from a fit's factorisation. */
+SEXP kb_kbr_apply(SEXP gy, SEXP mu, SEXP F, SEXP ipiv, SEXP method_, SEXP K)
+{
+    int n = check_square(gy, "G_Y");
+    if (check_square(F, "F") != n || TYPEOF(mu) != REALSXP ||
+        XLENGTH(mu) != n || TYPEOF(ipiv) != INTSXP || XLENGTH(ipiv) != n ||
+        TYPEOF(K) != REALSXP || !Rf_isMatrix(K) || Rf_nrows(K) != n)
+        Rf_error(_("KBR: the fit and the kernel vectors do not match"));
+    int method = kb_scalar_int(method_, "method"), q = Rf_ncols(K);
+    SEXP W = PROTECT(Rf_allocMatrix(REALSXP, n, q));
+    kbr_apply(n, REAL(gy), REAL(mu), REAL(F), INTEGER(ipiv), method, q,
+              REAL(K), REAL(W));
+    UNPROTECT(1);
+    return W;
 }
 
 /* .Call entry: the KBR filter on the full Gram matrices.  gx = G_X (T x T),

@@ -63,16 +63,6 @@ void kb_chol_solve(int n, int nrhs, const double *U, double *B)
         KB_INTERNAL("dpotrs failed");
 }
 
-void kb_lu_solve(int n, int nrhs, double *A, double *B, const char *msg)
-{
-    int info = 0;
-    int *ipiv = (int *) R_alloc((size_t) n, sizeof(int));
-    F77_CALL(dgesv)(&n, &nrhs, A, &n, ipiv, B, &n, &info);
-    if (info != 0)
-        Rf_errorcall(R_NilValue, "%s (LAPACK dgesv: U[%d, %d] is exactly "
-                     "zero)", msg, info, info);
-}
-
 void kb_gemm(char ta, char tb, int m, int n, int k, double alpha,
              const double *A, int lda, const double *B, int ldb, double beta,
              double *C, int ldc)
@@ -80,4 +70,22 @@ void kb_gemm(char ta, char tb, int m, int n, int k, double alpha,
     const char sa[2] = {ta, 0}, sb[2] = {tb, 0};
     F77_CALL(dgemm)(sa, sb, &m, &n, &k, &alpha, A, &lda, B, &ldb, &beta, C,
                     &ldc FCONE FCONE);
+}
+
+void kb_lu(int n, double *A, int *ipiv, const char *msg)
+{
+    int info = 0;
+    F77_CALL(dgetrf)(&n, &n, A, &n, ipiv, &info);
+    if (info != 0)
+        Rf_errorcall(R_NilValue, "%s (LAPACK dgetrf: U[%d, %d] is exactly "
+                     "zero)", msg, info, info);
+}
+
+void kb_lu_solve_factored(int n, int nrhs, const double *LU, const int *ipiv,
+                          double *B)
+{
+    int info = 0;
+    F77_CALL(dgetrs)("N", &n, &nrhs, LU, &n, ipiv, B, &n, &info FCONE);
+    if (info != 0)
+        KB_INTERNAL("dgetrs failed");
 }

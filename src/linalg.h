@@ -15,9 +15,11 @@ void kb_sym_eigen(int d, const double *A, double *w, double *Q,
  * R error with msg. */
 void kb_chol(int n, double *A, const char *msg);
 
-/* Solve A X = B (A n x n general, B n x nrhs) in place of B by LU; A is
- * overwritten.  On a singular A an R error with msg. */
-void kb_lu_solve(int n, int nrhs, double *A, double *B, const char *msg);
+/* LU factorisation of the n x n matrix A in place (pivots in ipiv), and a
+ * solve with it; a singular A gives an R error with msg. */
+void kb_lu(int n, double *A, int *ipiv, const char *msg);
+void kb_lu_solve_factored(int n, int nrhs, const double *LU, const int *ipiv,
+                          double *B);
 
 /* Solve (U'U) X = B for an upper Cholesky factor U, in place of B. */
 void kb_chol_solve(int n, int nrhs, const double *U, double *B);

@@ -293,8 +293,13 @@ test_that("Gaussian toy: the CV-tuned KBR posterior mean's MSE decreases with n"
                     signif(mean(mse_big[, 3]), 3)))
     # measured: d = 2: 0.149/0.127/0.075, prior 0.065/0.067/0.062;
     #           d = 3: 0.418/0.295/0.181, prior 0.070/0.075/0.081
-    expect_true(all(diff(m) < 0), label = sprintf("MSE decreasing in n (d = %d)", d))
+    # With other seeds the d = 2 curve is flat between n = 200 and 400 (e.g.
+    # 0.074 -> 0.082 with 3 repeats, 0.085 -> 0.084 with 5), so only the
+    # robust part is asserted strictly: 100 -> 200 and 100 -> 400 decrease,
+    # 200 -> 400 does not increase by more than 10%.
+    expect_lt(m[2], m[1])
     expect_lt(m[3], 0.75 * m[1])
+    expect_lt(m[3], 1.1 * m[2])
     # with a large delta (far larger than the CV grid allows), KBR beats the
     # prior mean at n = 400; the CV choice from delta <= 10 does not yet
     expect_lt(mean(mse_big[, 3]), m0[3])
@@ -459,6 +464,12 @@ test_that("an observation far from all training y gives a warning", {
   lr <- kbr(d$x, d$y, eps = 0.01, delta = 0.1, rank = 10)
   expect_warning(predict(lr, -100), "far from all training y")
   expect_no_warning(predict(fit, c(-1, 0, 1)))
+  # the threshold is 1e-8 on the largest kernel value: exp(-r / 2) = 1e-8 at
+  # a distance s sqrt(2 log(1e8)) beyond the largest training y
+  s <- ref_med_bw(d$y)
+  edge <- max(d$y) + s * sqrt(2 * log(1e8))
+  expect_warning(predict(fit, edge + 0.01 * s), "far from all training y")
+  expect_no_warning(predict(fit, edge - 0.01 * s))
 })
 
 test_that("kbr_filter() warns for an observation far from all training y", {
@@ -616,14 +627,27 @@ test_that("kbr_filter() and kalman_filter() reject bad input", {
                fixed = TRUE)
 })
 
-test_that("kbr_filter() requires Gaussian kernels, like kbr()", {
-  # kbr() documents and checks Gaussian kernels; kbr_filter() inherits the
-  # documentation but accepts any kernel silently.
+test_that("kbr_filter() checks its kernels and tol like kbr()", {
+  # kbr() documents and checks Gaussian kernels and tol; kbr_filter()
+  # inherits the documentation but accepts any kernel and any tol silently.
   d <- kbr_toy_1d(30, 115)
+  expect_error(kbr_filter(d$x, d$y, 1:3, rank = 5, tol = -1), "'tol'")
   expect_error(kbr_filter(d$x, d$y, 1:3, kernel_x = imq_kernel()),
                "'kernel_x' must be a Gaussian kernel")
   expect_error(kbr_filter(d$x, d$y, 1:3, kernel_y = imq_kernel()),
                "'kernel_y' must be a Gaussian kernel")
+})
+
+test_that("kalman_filter() checks the dimensions of m0 and P0", {
+  # a wrong m0 or P0 gives an error from R's arithmetic that names neither
+  err <- function(expr) tryCatch({
+    expr
+    "no error"
+  }, error = conditionMessage)
+  expect_match(err(kalman_filter(1:3, A = 0.9, C = 1, Q = 0.1, R = 1,
+                                 m0 = c(1, 2))), "'m0'")
+  expect_match(err(kalman_filter(1:3, A = 0.9, C = 1, Q = 0.1, R = 1,
+                                 P0 = diag(2))), "'P0'")
 })
 
 # ---- print and plot ----------------------------------------------------------
@@ -631,8 +655,10 @@ test_that("kbr_filter() requires Gaussian kernels, like kbr()", {
 test_that("print methods for kb_kbr, kb_kbr_cv and kb_filter", {
   d <- kbr_toy_1d(40, 116)
   fit <- kbr(d$x, d$y, eps = 0.01, delta = 0.1)
-  lr <- kbr(d$x, d$y, eps = 0.01, delta = 0.1, method = "iw", rank = 8,
-            tol = 0)
+  # different ranks for x and y (a wide x bandwidth has a lower numerical rank)
+  lr <- kbr(d$x, d$y, eps = 0.01, delta = 0.1, method = "iw", rank = 20,
+            kernel_x = gaussian_kernel(bandwidth = 3))
+  expect_identical(c(lr$rank_x, lr$rank_y), c(6L, 11L))
   cv <- kbr_cv(d$x, d$y, grid = expand.grid(eps = c(0.01, 0.1),
                                             delta = c(0.1, 1)), folds = 2)
   x <- cumsum(rnorm(21, sd = 0.3))
