@@ -517,6 +517,7 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   }
   eps <- check_number(eps, "eps", lower = 0, lower_open = TRUE)
   delta <- check_number(delta, "delta", lower = 0, lower_open = TRUE)
+  tol <- check_number(tol, "tol", lower = 0)
   check_gaussian(kernel_x, "kernel_x")
   check_gaussian(kernel_y, "kernel_y")
   T <- nrow(x) - 1L
@@ -594,6 +595,9 @@ kalman_filter <- function(y, A, C, Q, R, m0 = NULL, P0 = NULL) {
   }
   if (any(dim(R) != ncol(y))) stop_arg("R", "must be dy x dy")
   if (is.null(m0)) m0 <- rep(0, d)
+  if (!is.numeric(m0) || length(m0) != d || anyNA(m0) || any(!is.finite(m0))) {
+    stop_arg("m0", sprintf("must be a finite numeric vector of length %d", d))
+  }
   if (is.null(P0)) {
     # stationary covariance: P = A P A' + Q (vec form), when |eig(A)| < 1
     if (all(Mod(eigen(A, only.values = TRUE)$values) < 1)) {
@@ -603,6 +607,7 @@ kalman_filter <- function(y, A, C, Q, R, m0 = NULL, P0 = NULL) {
     }
   }
   P0 <- as_mat(P0, "P0")
+  if (any(dim(P0) != d)) stop_arg("P0", sprintf("must be a %d x %d matrix", d, d))
   n <- nrow(y)
   mean <- matrix(0, n, d)
   covs <- vector("list", n)
