@@ -61,9 +61,10 @@ check_reg <- function(v, arg) {
 #' and both solves use the Woodbury identity: \eqn{O(n r^2)} time and
 #' \eqn{O(n r)} memory.
 #'
-#' When `eps` or `delta` is `NULL`, the default is used: `eps = 0.01`,
-#' `delta = 2 * eps` for `"kbr"`... see Details in the package vignette;
-#' [kbr_cv()] chooses them (and the bandwidths) by cross-validation.
+#' When `eps` or `delta` is `NULL`, it is chosen by 5-fold [kbr_cv()] over
+#' the default grid (with a message giving the cost). Note the scales:
+#' \eqn{(\Lambda G_Y)^2} grows like \eqn{n^2}, so useful values of `delta`
+#' are often large (1 to \eqn{10^4}) and grow with \eqn{n}.
 #'
 #' @param x An `n x dx` sample of the hidden variable (matrix or vector).
 #' @param y The matching `n x dy` sample of the observed variable.
@@ -119,8 +120,20 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
   }
   eps <- check_reg(eps, "eps")
   delta <- check_reg(delta, "delta")
-  if (is.null(eps)) eps <- kbr_default_eps
-  if (is.null(delta)) delta <- kbr_default_delta
+  if (is.null(eps) || is.null(delta)) {
+    grid <- kbr_default_grid()
+    if (!is.null(eps)) grid <- unique(data.frame(eps = eps, delta = grid$delta))
+    if (!is.null(delta)) grid <- unique(data.frame(eps = grid$eps, delta = delta))
+    message(sprintf(paste0("kbr: choosing %s by 5-fold cross-validation over ",
+                           "%d settings (about %d solves of size %d); give ",
+                           "eps and delta to skip this"),
+                    paste(c("eps", "delta")[c(is.null(eps), is.null(delta))],
+                          collapse = " and "),
+                    nrow(grid), 5L * nrow(grid), as.integer(0.8 * n)))
+    cv <- kbr_cv(x, y, grid = grid, folds = 5, method = method, fit = FALSE)
+    eps <- cv$best$eps
+    delta <- cv$best$delta
+  }
   if (!is.null(rank)) rank <- check_count(rank, "rank", max = n)
   tol <- check_number(tol, "tol", lower = 0)
   check_gaussian(kernel_x, "kernel_x")
@@ -172,8 +185,9 @@ warn_far <- function(K) {
   }
 }
 
-kbr_default_eps <- 0.01
-kbr_default_delta <- 0.1
+# Default cross-validation grid: the second solve's (L G_Y)^2 grows like
+# n^2 while delta is used as is, so delta needs a wide range.
+kbr_default_grid <- function() expand.grid(eps = 10^(-4:-2), delta = 10^(-1:4))
 
 # (L L' + c I)^{-1} v by Woodbury: (v - L (c I + L'L)^{-1} L' v) / c.
 lowrank_solve <- function(L, c, v) {
@@ -343,9 +357,10 @@ print.kb_kbr <- function(x, ...) {
 #' @inheritParams kbr
 #' @param grid A data frame with columns `eps` and `delta`, and optionally
 #'   `sigma_x` and `sigma_y` (Gaussian bandwidths; `NA` or absent: the
-#'   median heuristic). Default: `eps` in \eqn{10^{-4}, \dots, 10^{-1}} and
-#'   `delta` in \eqn{10^{-2}, \dots, 10^2}, median bandwidths.
+#'   median heuristic). Default: `eps` in \eqn{10^{-4}, \dots, 10^{-2}} and
+#'   `delta` in \eqn{10^{-1}, \dots, 10^4}, median bandwidths.
 #' @param folds Number of folds.
+#' @param fit Whether to fit [kbr()] on all data with the best setting.
 #' @param seed Seed for the random fold assignment (the global RNG state is
 #'   left as it was).
 #' @param ... Further arguments to [kbr()] for the final fit (`method`,
@@ -361,16 +376,14 @@ print.kb_kbr <- function(x, ...) {
 #' cv$best
 #' @export
 kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
-                   seed = 1, ...) {
+                   seed = 1, fit = TRUE, ...) {
   method <- check_choice(method, c("kbr", "iw"), "method")
   x <- as_obs(x, "x")
   y <- as_obs(y, "y")
   n <- nrow(x)
   if (nrow(y) != n) stop_arg("y", "must have as many rows as x")
   folds <- check_count(folds, "folds", min = 2L, max = n)
-  if (is.null(grid)) {
-    grid <- expand.grid(eps = 10^(-4:-1), delta = 10^(-2:2))
-  }
+  if (is.null(grid)) grid <- kbr_default_grid()
   if (!is.data.frame(grid) || !all(c("eps", "delta") %in% names(grid)) ||
       nrow(grid) < 1L) {
     stop_arg("grid", "must be a data frame with columns eps and delta")
@@ -424,6 +437,10 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   }
   grid$criterion <- crit
   best <- grid[which.min(crit), , drop = FALSE]
+  if (!isTRUE(fit)) {
+    return(structure(list(table = grid, best = best, fit = NULL,
+                          folds = folds), class = "kb_kbr_cv"))
+  }
   kx <- if (is.na(best$sigma_x)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_x)
   ky <- if (is.na(best$sigma_y)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_y)
   fit <- kbr(x, y, kernel_x = kx, kernel_y = ky, eps = best$eps,

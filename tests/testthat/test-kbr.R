@@ -443,9 +443,11 @@ test_that("kbr_cv() criterion agrees with the RKHS formula; best, fit, RNG state
                               eps = grid$eps[b], delta = grid$delta[b],
                               method = method)$W), 1e-10)
   }
-  # the default grid: eps 1e-4..1e-1 by delta 1e-2..1e2
+  # the default grid: eps 1e-4..1e-2 by delta 1e-1..1e4
   cv <- kbr_cv(d$x, d$y, folds = 2)
-  expect_identical(nrow(cv$table), 20L)
+  expect_identical(nrow(cv$table), 18L)
+  expect_equal(sort(unique(cv$table$eps)), 10^(-4:-2))
+  expect_equal(sort(unique(cv$table$delta)), 10^(-1:4))
   expect_true(all(is.finite(cv$table$criterion)))
   # ... passes on to the final fit
   cv2 <- kbr_cv(d$x, d$y, grid = grid[1:2, 1:2], folds = 2, rank = 5)
