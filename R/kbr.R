@@ -287,7 +287,7 @@ check_kbr <- function(fit) {
 #' @export
 posterior_mean <- function(fit, y_new) {
   check_kbr(fit)
-  W <- predict(fit, y_new)
+  W <- stats::predict(fit, y_new)
   out <- crossprod(W, fit$x)
   colnames(out) <- colnames(fit$x)
   out
@@ -303,7 +303,7 @@ posterior_expect <- function(fit, y_new, f) {
   if (!is.numeric(Fx) || anyNA(Fx)) {
     stop_arg("f", "must return numbers (no NA)")
   }
-  crossprod(predict(fit, y_new), Fx)
+  crossprod(stats::predict(fit, y_new), Fx)
 }
 
 #' @rdname posterior_mean
@@ -312,7 +312,7 @@ preimage <- function(fit, y_new, max_iter = 100, tol = 1e-8) {
   check_kbr(fit)
   max_iter <- check_count(max_iter, "max_iter")
   tol <- check_number(tol, "tol", lower = 0)
-  W <- predict(fit, y_new)
+  W <- stats::predict(fit, y_new)
   X <- fit$x
   out <- crossprod(W, X)
   for (q in seq_len(ncol(W))) {

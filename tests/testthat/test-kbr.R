@@ -66,10 +66,19 @@ test_that("kbr() defaults: prior = x with equal weights, median bandwidths; expl
   d <- kbr_toy_1d(50, 103)
   yn <- c(-1.5, 0, 0.3, 2)
   for (method in c("kbr", "iw")) {
-    fit <- kbr(d$x, d$y, method = method)
+    # eps = delta = NULL: chosen by 5-fold kbr_cv() over the default grid,
+    # with a message giving the cost
+    expect_message(fit <- kbr(d$x, d$y, method = method),
+                   "5-fold cross-validation over 18 settings")
+    cv <- kbr_cv(d$x, d$y, folds = 5, method = method, fit = FALSE)
+    expect_identical(c(fit$eps, fit$delta), c(cv$best$eps, cv$best$delta))
     ref <- ref_kbr(d$x, d$y, yn, sx = ref_med_bw(d$x), sy = ref_med_bw(d$y),
                    eps = fit$eps, delta = fit$delta, method = method)
     expect_lt(rel_err(predict(fit, yn), ref$W), 1e-10)
+    # only delta missing: eps is kept, delta chosen over the default deltas
+    expect_message(fd <- kbr(d$x, d$y, eps = 0.05, method = method),
+                   "choosing delta by 5-fold cross-validation over 6 settings")
+    expect_identical(fd$eps, 0.05)
     # prior = NULL is the same as prior = x with weights 1/n
     fit2 <- kbr(d$x, d$y, prior = d$x, prior_weights = rep(1 / 50, 50),
                 eps = fit$eps, delta = fit$delta, method = method)
@@ -308,7 +317,11 @@ test_that("Gaussian toy: the CV-tuned KBR posterior mean's MSE decreases with n"
 
 # ---- the KBR filter on a linear Gaussian state-space model --------------------
 
-test_that("KBR filter (rank 100, default eps/delta) beats observations and the stationary mean", {
+# x_{t+1} = A x_t + N(0, 0.1 I), y_t = x_t + N(0, 0.2 I), stationary start;
+# a training run of 1001 steps and a test run of 200, then the RMSEs of the
+# KBR filter (rank 100, default eps and delta), the Kalman filter with the
+# true model, the raw observations and the stationary mean (0).
+kbr_lgssm_rmse <- function(seed) {
   A <- matrix(c(0.9, 0.1, -0.1, 0.9), 2)
   P0 <- matrix(solve(diag(4) - kronecker(A, A), as.vector(0.1 * diag(2))), 2)
   sim <- function(T) {
@@ -317,26 +330,45 @@ test_that("KBR filter (rank 100, default eps/delta) beats observations and the s
     for (t in 2:T) x[t, ] <- A %*% x[t - 1, ] + rnorm(2, sd = sqrt(0.1))
     list(x = x, y = x + matrix(rnorm(2 * T, sd = sqrt(0.2)), T))
   }
-  set.seed(1)
+  set.seed(seed)
   tr <- sim(1001)
   te <- sim(200)
   rmse <- function(m) sqrt(mean(rowSums((m - te$x)^2)))
   f <- kbr_filter(tr$x, tr$y, te$y, rank = 100)
   kf <- kalman_filter(te$y, A = A, C = diag(2), Q = 0.1 * diag(2),
                       R = 0.2 * diag(2))
-  expect_identical(dim(f$mean), c(200L, 2L))
-  r_kbr <- rmse(f$mean)
-  r_kal <- rmse(kf$mean)
-  r_obs <- rmse(te$y)
-  r_stat <- rmse(matrix(0, 200, 2))
-  message(sprintf(paste0("KBR filter RMSE %.3f = %.2fx Kalman (%.3f); raw ",
-                         "observations %.3f (%.2fx); stationary mean %.3f"),
-                  r_kbr, r_kbr / r_kal, r_kal, r_obs, r_obs / r_kal, r_stat))
+  out <- c(kbr = rmse(f$mean), kalman = rmse(kf$mean), obs = rmse(te$y),
+           stat = rmse(matrix(0, 200, 2)))
+  message(sprintf(paste0("KBR filter (seed %d): RMSE %.3f = %.2fx Kalman ",
+                         "(%.3f); raw observations %.3f (%.2fx); stationary ",
+                         "mean %.3f"), seed, out[["kbr"]],
+                  out[["kbr"]] / out[["kalman"]], out[["kalman"]],
+                  out[["obs"]], out[["obs"]] / out[["kalman"]], out[["stat"]]))
+  attr(out, "dim_mean") <- dim(f$mean)
+  out
+}
+
+test_that("KBR filter (rank 100, default eps/delta) beats observations and the stationary mean", {
+  r <- kbr_lgssm_rmse(1)
+  expect_identical(attr(r, "dim_mean"), c(200L, 2L))
   # measured: 0.461 = 1.13x Kalman (0.408); observations 0.628; stationary 0.906
-  expect_lt(r_kbr, r_obs)
-  expect_lt(r_kbr, r_stat)
-  expect_lt(r_kal, r_kbr)      # the Kalman filter is optimal here
-  expect_lt(r_kal, r_obs)
+  expect_lt(r[["kbr"]], r[["obs"]])
+  expect_lt(r[["kbr"]], r[["stat"]])
+  expect_lt(r[["kalman"]], r[["kbr"]])      # the Kalman filter is optimal here
+  expect_lt(r[["kalman"]], r[["obs"]])
+})
+
+test_that("KBR filter with the defaults stays stable when the test run leaves the training range", {
+  # Over seeds 1..12 the default filter (eps = 1e-4, delta = 1e-3) has a
+  # median RMSE ratio of about 1.23x Kalman, but with seeds 4 and 5 it is
+  # 6.6x and 3.9x: worse than the raw observations (1.43x) and even than the
+  # stationary mean.  With seed 4 about 3% of the test observations lie
+  # outside the range of the training y; the filtered error jumps to ~30 at
+  # steps 129-136.  The full path (T = 400) diverges the same way, so this is
+  # the default regularisation, not the low-rank approximation.
+  r <- kbr_lgssm_rmse(4)
+  expect_lt(r[["kbr"]], r[["obs"]])
+  expect_lt(r[["kbr"]], r[["stat"]])
 })
 
 # ---- pre-image and posterior expectations ------------------------------------
@@ -454,6 +486,41 @@ test_that("kbr_cv() criterion agrees with the RKHS formula; best, fit, RNG state
   expect_identical(cv2$fit$rank, 5L)
 })
 
+test_that("kbr() with eps/delta = NULL tunes them for the kernels it is given", {
+  # The default cross-validation runs kbr_cv() with median-heuristic
+  # bandwidths even when kernel_x / kernel_y fix other bandwidths, so eps
+  # and delta are tuned for kernels the fit does not use.
+  d <- kbr_toy_1d(50, 103)
+  grid <- expand.grid(eps = 10^(-4:-2), delta = 10^(-1:4))
+  grid$sigma_x <- 0.3
+  grid$sigma_y <- 0.3
+  best <- kbr_cv(d$x, d$y, grid = grid, folds = 5, fit = FALSE)$best
+  fit <- suppressMessages(kbr(d$x, d$y,
+                              kernel_x = gaussian_kernel(bandwidth = 0.3),
+                              kernel_y = gaussian_kernel(bandwidth = 0.3)))
+  expect_identical(c(fit$eps, fit$delta), c(best$eps, best$delta))
+})
+
+test_that("kbr() checks its arguments before the default cross-validation", {
+  # rank, tol and the kernels are checked after the (costly) default CV has
+  # run, so a bad argument costs a full CV and prints its message first.
+  d <- kbr_toy_1d(30, 115)
+  for (bad in list(list(rank = 0), list(tol = -1),
+                   list(kernel_x = imq_kernel()))) {
+    msgs <- character()
+    err <- withCallingHandlers(
+      tryCatch(do.call(kbr, c(list(d$x, d$y), bad)),
+               error = conditionMessage),
+      message = function(m) {
+        msgs <<- c(msgs, conditionMessage(m))
+        invokeRestart("muffleMessage")
+      })
+    expect_match(err, sprintf("'%s'", names(bad)), fixed = TRUE)
+    expect_identical(msgs, character(), label = paste("messages before the",
+                                                      names(bad), "error"))
+  }
+})
+
 # ---- warnings and numerical errors -------------------------------------------
 
 test_that("an observation far from all training y gives a warning", {
@@ -521,22 +588,26 @@ test_that("kbr() rejects bad input with messages naming the argument", {
   expect_error(kbr(x, y, delta = NA), "'delta' must be a single finite number",
                fixed = TRUE)
   expect_error(kbr(x, y, eps = Inf), "'eps'", fixed = TRUE)
-  expect_error(kbr(x, y, rank = 0), "'rank' must be a single whole number >= 1",
+  # (eps and delta given, so that no default cross-validation runs first)
+  ok <- list(x = x, y = y, eps = 0.01, delta = 0.1)
+  expect_error(do.call(kbr, c(ok, rank = 0)),
+               "'rank' must be a single whole number >= 1", fixed = TRUE)
+  expect_error(do.call(kbr, c(ok, rank = 31)), "'rank' must be at most 30",
                fixed = TRUE)
-  expect_error(kbr(x, y, rank = 31), "'rank' must be at most 30", fixed = TRUE)
-  expect_error(kbr(x, y, rank = 2.5), "'rank'", fixed = TRUE)
-  expect_error(kbr(x, y, tol = -1), "'tol'", fixed = TRUE)
+  expect_error(do.call(kbr, c(ok, rank = 2.5)), "'rank'", fixed = TRUE)
+  expect_error(do.call(kbr, c(ok, tol = -1)), "'tol'", fixed = TRUE)
   expect_error(kbr(x, y, prior_weights = rep(0.25, 4)),
                "'prior_weights' must be 30 finite numbers", fixed = TRUE)
   expect_error(kbr(x, y, prior = rnorm(5), prior_weights = rep(0.2, 4)),
                "'prior_weights' must be 5 finite numbers", fixed = TRUE)
   expect_error(kbr(x, y, prior_weights = c(NA, rep(1 / 29, 29))),
                "'prior_weights'", fixed = TRUE)
-  expect_error(kbr(x, y, kernel_x = imq_kernel()),
+  expect_error(do.call(kbr, c(ok, list(kernel_x = imq_kernel()))),
                "'kernel_x' must be a Gaussian kernel", fixed = TRUE)
-  expect_error(kbr(x, y, kernel_y = imq_kernel()),
+  expect_error(do.call(kbr, c(ok, list(kernel_y = imq_kernel()))),
                "'kernel_y' must be a Gaussian kernel", fixed = TRUE)
-  expect_error(kbr(x, y, kernel_y = "gaussian"), "'kernel_y'", fixed = TRUE)
+  expect_error(do.call(kbr, c(ok, kernel_y = "gaussian")), "'kernel_y'",
+               fixed = TRUE)
   expect_error(kbr(x, y, method = "foo"), "'method' must be one of",
                fixed = TRUE)
 })
