@@ -120,6 +120,10 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
   }
   eps <- check_reg(eps, "eps")
   delta <- check_reg(delta, "delta")
+  if (!is.null(rank)) rank <- check_count(rank, "rank", max = n)
+  tol <- check_number(tol, "tol", lower = 0)
+  check_gaussian(kernel_x, "kernel_x")
+  check_gaussian(kernel_y, "kernel_y")
   if (is.null(eps) || is.null(delta)) {
     grid <- kbr_default_grid()
     if (!is.null(eps)) grid <- unique(data.frame(eps = eps, delta = grid$delta))
@@ -130,14 +134,13 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                     paste(c("eps", "delta")[c(is.null(eps), is.null(delta))],
                           collapse = " and "),
                     nrow(grid), 5L * nrow(grid), as.integer(0.8 * n)))
+    # the user's kernels are the ones tuned for
+    grid$sigma_x <- kernel_bandwidth(kernel_x)
+    grid$sigma_y <- kernel_bandwidth(kernel_y)
     cv <- kbr_cv(x, y, grid = grid, folds = 5, method = method, fit = FALSE)
     eps <- cv$best$eps
     delta <- cv$best$delta
   }
-  if (!is.null(rank)) rank <- check_count(rank, "rank", max = n)
-  tol <- check_number(tol, "tol", lower = 0)
-  check_gaussian(kernel_x, "kernel_x")
-  check_gaussian(kernel_y, "kernel_y")
   rkx <- resolve_kernel(kernel_x, x)
   rky <- resolve_kernel(kernel_y, y)
   fit <- list(x = x, y = y, n = n, eps = eps, delta = delta, method = method,
@@ -165,6 +168,19 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     fit$rank_y <- ncol(Ly)
   }
   structure(fit, class = "kb_kbr")
+}
+
+# A Gaussian kernel's fixed bandwidth, or NA for a heuristic.
+kernel_bandwidth <- function(kernel) {
+  if (!is.null(kernel$bandwidth)) return(kernel$bandwidth)
+  if (is.numeric(kernel$precon) && is.null(dim(kernel$precon))) {
+    return(sqrt(kernel$precon))
+  }
+  if (!identical(kernel$precon, "med")) {
+    stop_arg("kernel", "must use the median heuristic or a fixed bandwidth ",
+             "when eps or delta is chosen by cross-validation")
+  }
+  NA_real_
 }
 
 check_gaussian <- function(kernel, arg) {
@@ -223,7 +239,7 @@ lowrank_weights <- function(F, mu, delta, method, K) {
 
 #' @rdname kbr
 #' @param object A `kb_kbr` fit.
-#' @param newdata Observations: a matrix with `dy` columns (or a vector of
+#' @param y_new Observations: a matrix with `dy` columns (or a vector of
 #'   values when `dy = 1`, or one observation of length `dy`).
 #' @param ... Ignored.
 #' @return `predict()`: the `n x n_new` matrix of posterior weights, one
@@ -231,8 +247,8 @@ lowrank_weights <- function(F, mu, delta, method, K) {
 #'   all training `y` (all kernel values below 1e-8): its posterior is then
 #'   unreliable.
 #' @export
-predict.kb_kbr <- function(object, newdata, ...) {
-  yn <- new_obs(object, newdata)
+predict.kb_kbr <- function(object, y_new, ...) {
+  yn <- new_obs(object, y_new)
   K <- gram(object$kernel_y, object$y, yn, object$nthreads)
   warn_far(K)
   W <- if (is.null(object$rank)) {
@@ -244,13 +260,13 @@ predict.kb_kbr <- function(object, newdata, ...) {
   W
 }
 
-new_obs <- function(object, newdata) {
+new_obs <- function(object, y_new) {
   dy <- ncol(object$y)
-  if (is.numeric(newdata) && is.null(dim(newdata))) {
-    newdata <- if (dy == 1L) matrix(newdata, ncol = 1L) else
-      if (length(newdata) == dy) matrix(newdata, nrow = 1L) else newdata
+  if (is.numeric(y_new) && is.null(dim(y_new))) {
+    y_new <- if (dy == 1L) matrix(y_new, ncol = 1L) else
+      if (length(y_new) == dy) matrix(y_new, nrow = 1L) else y_new
   }
-  yn <- as_points(newdata, "y_new")
+  yn <- as_points(y_new, "y_new")
   if (ncol(yn) != dy) {
     stop_arg("y_new", sprintf("must have %d columns (the dimension of y); it has %d",
                               dy, ncol(yn)))
@@ -497,7 +513,12 @@ plot.kb_kbr_cv <- function(x, ...) {
 #'   observations, `(T + 1)` rows each.
 #' @param y_obs The observations to filter, one row per time step.
 #' @inheritParams kbr
-#' @param eps,delta Regularisers (see [kbr()]); defaults 1e-4 and 1e-3.
+#' @param eps,delta Regularisers (see [kbr()]); defaults 1e-3 and 0.1.
+#' @param method `"iw"` (default) or `"kbr"`; see [kbr()]. On a linear
+#'   Gaussian model (2-d, 1000 training steps, 200 test steps, six seeds)
+#'   the defaults gave 1.00x to 1.42x the Kalman filter's RMSE (median
+#'   1.10x); `"kbr"` with eps = 1e-4, delta = 1e-3 was as good on most
+#'   seeds but diverged (3.9x, 6.6x) on runs leaving the training range.
 #' @return An object of class `kb_filter`: `mean` (filtered states, one row
 #'   per observation), `weights` (the `T x n_obs` posterior weights on the
 #'   training states; `NULL` on the low-rank path), settings; `print` and
@@ -517,10 +538,10 @@ plot.kb_kbr_cv <- function(x, ...) {
 #' sqrt(mean((te$y - te$x)^2))     # raw observations
 #' @export
 kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
-                       kernel_y = gaussian_kernel(), eps = 1e-4, delta = 1e-3,
-                       method = c("kbr", "iw"), rank = NULL, tol = 1e-6,
+                       kernel_y = gaussian_kernel(), eps = 1e-3, delta = 0.1,
+                       method = c("iw", "kbr"), rank = NULL, tol = 1e-6,
                        nthreads = NULL) {
-  method <- check_choice(method, c("kbr", "iw"), "method")
+  method <- check_choice(method, c("iw", "kbr"), "method")
   x <- as_obs(x_train, "x_train")
   y <- as_obs(y_train, "y_train")
   if (nrow(x) != nrow(y)) {
