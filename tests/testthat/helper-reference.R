@@ -540,3 +540,9 @@ ref_kalman <- function(y, A, C, Q, R, m0, P0) {
   }
   out
 }
+
+# Statistical tests on large samples add nothing to a memory check but take
+# most of its time: `make valgrind` sets KB_VALGRIND and skips them.
+skip_under_valgrind <- function() {
+  skip_if(nzchar(Sys.getenv("KB_VALGRIND")), "large statistical test, skipped under valgrind")
+}

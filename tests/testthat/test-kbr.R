@@ -269,6 +269,7 @@ kbr_gauss_toy <- function(d, seed) {
 }
 
 test_that("Gaussian toy: the CV-tuned KBR posterior mean's MSE decreases with n", {
+  skip_under_valgrind()
   grid <- expand.grid(eps = c(1e-4, 1e-3), delta = c(0.1, 1, 10))
   ns <- c(100, 200, 400)
   reps <- 3
@@ -349,6 +350,7 @@ kbr_lgssm_rmse <- function(seed) {
 }
 
 test_that("KBR filter (rank 100, default eps/delta) beats observations and the stationary mean", {
+  skip_under_valgrind()
   r <- kbr_lgssm_rmse(1)
   expect_identical(attr(r, "dim_mean"), c(200L, 2L))
   # measured: 0.426 = 1.04x Kalman (0.408); observations 0.628; stationary 0.906
@@ -359,6 +361,7 @@ test_that("KBR filter (rank 100, default eps/delta) beats observations and the s
 })
 
 test_that("KBR filter with the defaults stays stable when the test run leaves the training range", {
+  skip_under_valgrind()
   # With seed 4 about 3% of the test observations lie outside the range of
   # the training y.  The former default ("kbr", eps = 1e-4, delta = 1e-3)
   # diverged there (6.6x Kalman, error ~30 at steps 129-136, full path too);

@@ -110,6 +110,7 @@ test_that("ksdt() retains exactly the reference's indices: d = 1, 2, 3, budgets 
 })
 
 test_that("ksdt() agrees with the reference across several C blocks (dictionary of 600)", {
+  skip_under_valgrind()
   set.seed(202)
   smp <- make_stream(800, 2, rho = 0.95)
   K <- ref_stein_cross(smp$x, smp$s)
@@ -312,6 +313,7 @@ test_that("exact ties: the point with the smaller stream index is removed, as in
 })
 
 test_that("exact ties across C blocks (dictionary of 600): the oldest tying point is removed", {
+  skip_under_valgrind()
   kern <- imq_kernel(precon = matrix(3, 1, 1))
   # more than one block's worth (256) of removals, so that the oldest
   # points end up in several blocks

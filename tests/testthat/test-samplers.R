@@ -125,6 +125,7 @@ test_that("a log density of -Inf outside the support is rejected, and the score 
 # ---- invariance ------------------------------------------------------------
 
 test_that("MALA and RWM leave a Gaussian target invariant: moments within Monte Carlo error", {
+  skip_under_valgrind()
   mu <- c(1, -1)
   Sig <- matrix(c(1, 0.5, 0.5, 2), 2)
   tg <- gaussian_target(mu, Sig)
@@ -165,6 +166,7 @@ test_that("MALA and RWM on a one-point banana target: mean of x1 and of x2 - x1^
 })
 
 test_that("after adaptation the acceptance rate is near target_accept (within 0.05)", {
+  skip_under_valgrind()
   tg <- gauss2()
   cases <- list(list(f = mala, ta = 0.574), list(f = rwm, ta = 0.234),
                 list(f = rwm, ta = 0.45), list(f = mala, ta = 0.8))
