@@ -12,11 +12,13 @@ static void stein_block(const kb_kernel *K, const double *x, const double *s,
                         const double *X, const double *S, R_xlen_t ld,
                         R_xlen_t j0, int m, double *out)
 {
-    double r[KB_BLOCK], a[KB_BLOCK], b[KB_BLOCK], sd[KB_BLOCK];
+    /* r is zero-initialised in full: gcc -Wall cannot see that the loop
+     * below covers what kb_phi_block() reads */
+    double r[KB_BLOCK] = {0.0}, a[KB_BLOCK], b[KB_BLOCK], sd[KB_BLOCK];
     double p0[KB_BLOCK], p1[KB_BLOCK], p2[KB_BLOCK];
     const int d = K->d;
     for (int t = 0; t < m; t++)
-        r[t] = a[t] = b[t] = sd[t] = 0.0;
+        a[t] = b[t] = sd[t] = 0.0;
     if (K->iso) {
         for (int k = 0; k < d; k++) {
             const double *xk = X + k * ld + j0, *sk = S + k * ld + j0;
@@ -108,9 +110,15 @@ static R_xlen_t rows_per_chunk(R_xlen_t n)
     return r < 8 ? 8 : r;
 }
 
-void kb_stein_lower_sums(const kb_kernel *K, const double *X, const double *S,
-                         R_xlen_t n, const double *w, int nthreads,
-                         double *c, double *diag)
+/* Visit rows j = 0..n-1 of the point set in chunks of about 2^23 kernel
+ * evaluations, in parallel within a chunk (each row j costs about j
+ * evaluations), with an interrupt check between chunks; fn gets the row's
+ * point and score gathered into per-thread scratch. */
+typedef void (*row_visitor)(void *ctx, R_xlen_t j, const double *xj,
+                            const double *sj);
+
+static void visit_rows(const kb_kernel *K, const double *X, const double *S,
+                       R_xlen_t n, int nthreads, row_visitor fn, void *ctx)
 {
     const int d = K->d;
     double *scratch = (double *) R_alloc((size_t) 2 * d * nthreads,
@@ -130,15 +138,55 @@ void kb_stein_lower_sums(const kb_kernel *K, const double *X, const double *S,
             double *xj = scratch + (size_t) 2 * d * tid, *sj = xj + d;
             kb_get_row(X, n, j, d, xj);
             kb_get_row(S, n, j, d, sj);
-            double wj = w ? w[j] : 1.0;
-            double dj = wj * wj * kb_stein_diag(K, sj);
-            double off = kb_stein_row_sum(K, xj, sj, X, S, n, 0, j, w);
-            c[j] = dj + 2.0 * wj * off;
-            if (diag)
-                diag[j] = dj;
+            fn(ctx, j, xj, sj);
         }
         R_CheckUserInterrupt();
     }
+}
+
+typedef struct {
+    const kb_kernel *K;
+    const double *X, *S, *w;
+    R_xlen_t n;
+    double *c, *diag;
+} lower_sums_ctx;
+
+static void lower_sum_row(void *ctx, R_xlen_t j, const double *xj,
+                          const double *sj)
+{
+    lower_sums_ctx *q = (lower_sums_ctx *) ctx;
+    double wj = q->w ? q->w[j] : 1.0;
+    double dj = wj * wj * kb_stein_diag(q->K, sj);
+    double off = kb_stein_row_sum(q->K, xj, sj, q->X, q->S, q->n, 0, j, q->w);
+    q->c[j] = dj + 2.0 * wj * off;
+    if (q->diag)
+        q->diag[j] = dj;
+}
+
+void kb_stein_lower_sums(const kb_kernel *K, const double *X, const double *S,
+                         R_xlen_t n, const double *w, int nthreads,
+                         double *c, double *diag)
+{
+    lower_sums_ctx q = {K, X, S, w, n, c, diag};
+    visit_rows(K, X, S, n, nthreads, lower_sum_row, &q);
+}
+
+typedef struct {
+    const kb_kernel *K;
+    const double *X, *S;
+    R_xlen_t n;
+    double *out;
+} matrix_ctx;
+
+/* column j, rows 0..j; the strict upper part is mirrored into row j */
+static void matrix_row(void *ctx, R_xlen_t j, const double *xj,
+                       const double *sj)
+{
+    matrix_ctx *q = (matrix_ctx *) ctx;
+    R_xlen_t nn = q->n;
+    kb_stein_row(q->K, xj, sj, q->X, q->S, nn, 0, j + 1, q->out + j * nn);
+    for (R_xlen_t i = 0; i < j; i++)
+        q->out[i * nn + j] = q->out[j * nn + i];
 }
 
 /* ---- .Call entry points ------------------------------------------------ */
@@ -166,31 +214,8 @@ SEXP kb_stein_matrix(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
     kb_kernel K;
     kb_kernel_from_sexp(kern, d, &K);
     SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, n, n));
-    double *out = REAL(ans);
-    const double *X = REAL(x), *S = REAL(s);
-    double *scratch = (double *) R_alloc((size_t) 2 * d * nt, sizeof(double));
-    R_xlen_t step = rows_per_chunk(n), nn = n;
-    for (R_xlen_t j0 = 0; j0 < nn; j0 += step) {
-        R_xlen_t j1 = j0 + step < nn ? j0 + step : nn;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 4) \
-    if ((double) (j1 - j0) * j1 >= KB_PAR_MIN_EVALS)
-#endif
-        for (R_xlen_t j = j0; j < j1; j++) {
-            int tid = 0;
-#ifdef _OPENMP
-            tid = omp_get_thread_num();
-#endif
-            double *xj = scratch + (size_t) 2 * d * tid, *sj = xj + d;
-            kb_get_row(X, nn, j, d, xj);
-            kb_get_row(S, nn, j, d, sj);
-            /* column j, rows 0..j; the strict upper part is mirrored below */
-            kb_stein_row(&K, xj, sj, X, S, nn, 0, j + 1, out + j * nn);
-            for (R_xlen_t i = 0; i < j; i++)
-                out[i * nn + j] = out[j * nn + i];
-        }
-        R_CheckUserInterrupt();
-    }
+    matrix_ctx q = {&K, REAL(x), REAL(s), n, REAL(ans)};
+    visit_rows(&K, REAL(x), REAL(s), n, nt, matrix_row, &q);
     UNPROTECT(1);
     return ans;
 }
