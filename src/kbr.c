@@ -21,10 +21,13 @@ static void kbr_mu(int n, const double *gx, const double *m, double eps,
 
 /* Factorisation behind the posterior weights, kept so that observations
  * cost O(n^2) each:
- * method 1 ("kbr"): R = L G_Y ((L G_Y)^2 + delta I)^{-1} L, L = diag(mu):
- *                   F = LU of (L G_Y)^2 + delta I (pivots in ipiv);
- * method 2 ("iw"):  R = D^(1/2) (D^(1/2) G_Y D^(1/2) + delta I)^{-1} D^(1/2),
- *                   D = diag(max(mu, 0)): F = its Cholesky factor. */
+ * method 1 ("kbr"): R = L G_Y ((L G_Y)^2 + n^2 delta I)^{-1} L, L = diag(mu):
+ *                   F = LU of (L G_Y)^2 + n^2 delta I (pivots in ipiv);
+ * method 2 ("iw"):  R = D^(1/2) (D^(1/2) G_Y D^(1/2) + n delta I)^{-1} D^(1/2),
+ *                   D = diag(max(mu, 0)): F = its Cholesky factor.
+ * delta is scaled like eps (the operator convention: (L G_Y) / n and
+ * D^(1/2) G_Y D^(1/2) / n estimate operators that do not grow with n), so
+ * a good delta does not depend on n. */
 static void kbr_factor(int n, const double *gy, const double *mu, double delta,
                        int method, double *F, int *ipiv)
 {
@@ -36,8 +39,8 @@ static void kbr_factor(int n, const double *gy, const double *mu, double delta,
                 B[i + (size_t) j * n] = mu[i] * gy[i + (size_t) j * n];
         kb_gemm('N', 'N', n, n, n, 1.0, B, n, B, n, 0.0, F, n);
         for (int i = 0; i < n; i++)
-            F[i + (size_t) i * n] += delta;
-        kb_lu(n, F, ipiv, "(L G_Y)^2 + delta I is singular; increase 'delta'");
+            F[i + (size_t) i * n] += (double) n * n * delta;
+        kb_lu(n, F, ipiv, "(L G_Y)^2 + n^2 delta I is singular; increase 'delta'");
     } else {
         for (int j = 0; j < n; j++) {
             double sj = mu[j] > 0.0 ? sqrt(mu[j]) : 0.0;
@@ -47,8 +50,8 @@ static void kbr_factor(int n, const double *gy, const double *mu, double delta,
             }
         }
         for (int i = 0; i < n; i++)
-            F[i + (size_t) i * n] += delta;
-        kb_chol(n, F, "D^(1/2) G_Y D^(1/2) + delta I is not positive "
+            F[i + (size_t) i * n] += n * delta;
+        kb_chol(n, F, "D^(1/2) G_Y D^(1/2) + n delta I is not positive "
                 "definite; increase 'delta'");
     }
 }

@@ -19,7 +19,7 @@ n <- 2000L
 d <- toy(n)
 ynew <- toy(100)$y
 eps <- 1e-3
-delta <- 1
+delta <- 1e-4   # operator convention (scaled by n^2 in the solve)
 
 # plain R, from the formulas, with solve()
 kbr_plain_r <- function(x, y, ynew, eps, delta) {
@@ -39,7 +39,7 @@ kbr_plain_r <- function(x, y, ynew, eps, delta) {
   m <- rowMeans(Gx)
   mu <- n * solve(Gx + n * eps * diag(n), m)
   B <- mu * Gy
-  R <- B %*% solve(B %*% B + delta * diag(n), diag(mu))
+  R <- B %*% solve(B %*% B + n^2 * delta * diag(n), diag(mu))
   R %*% gk(y, ynew, sy)
 }
 t_r <- elapsed(W_r <- kbr_plain_r(d$x, d$y, ynew, eps, delta))

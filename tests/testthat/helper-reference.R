@@ -473,11 +473,11 @@ ref_kbr_R <- function(Gy, mu, delta, method = "kbr") {
   n <- nrow(Gy)
   if (method == "kbr") {
     LG <- diag(mu) %*% Gy
-    LG %*% solve(LG %*% LG + delta * diag(n)) %*% diag(mu)
+    LG %*% solve(LG %*% LG + n^2 * delta * diag(n)) %*% diag(mu)
   } else {
     s <- sqrt(pmax(mu, 0))
     Ds <- diag(s)
-    Ds %*% solve(Ds %*% Gy %*% Ds + delta * diag(n)) %*% Ds
+    Ds %*% solve(Ds %*% Gy %*% Ds + n * delta * diag(n)) %*% Ds
   }
 }
 ref_kbr <- function(x, y, y_new, prior = x, gamma = NULL, sx, sy, eps, delta,
