@@ -1,0 +1,787 @@
+# Particle flows (Korba, "Sampling through optimization of divergences"):
+# SVGD, KSD descent, MMD and DrMMD flows, MIED.  The iteration loops are
+# here; the O(n^2 d) interaction terms are in src/flows.c.
+
+# ---- shared pieces -----------------------------------------------------------
+
+flow_points <- function(x, arg) {
+  if (is.numeric(x) && is.null(dim(x))) x <- matrix(x, ncol = 1L)
+  x <- as_points(x, arg)
+  if (nrow(x) < 2L) stop_arg(arg, "must hold at least 2 particles (rows)")
+  x
+}
+
+# Scores at the particles: a kb_target or a function of one point.
+flow_score_fun <- function(score, d, arg = "score") {
+  if (missing(score) || is.null(score)) {
+    stop_arg(arg, "is missing: give a function of one point or a kb_target")
+  }
+  if (inherits(score, "kb_target")) {
+    if (score$dim != d) {
+      stop_arg(arg, sprintf("is a target of dimension %d; the particles have %d",
+                            score$dim, d))
+    }
+    return(function(x) target_score(score, x))
+  }
+  if (!is.function(score)) {
+    stop_arg(arg, "must be a function of one point (returning its gradient) ",
+             "or a kb_target")
+  }
+  function(x) {
+    g <- eval_rows(score, x, ncol(x), "score")
+    if (is.matrix(g)) g else matrix(g, ncol = 1L)
+  }
+}
+
+# A kernel for the flows: resolved once on ref, and isotropic (the C layer
+# uses L = lam I without a rotation).
+flow_kernel <- function(kernel, ref) {
+  rk <- resolve_kernel(kernel, ref)
+  if (!isTRUE(rk$iso)) {
+    stop_arg("kernel", "must be isotropic for particle flows (precon \"id\", ",
+             "\"med\", \"sclmed\" or a number)")
+  }
+  rk
+}
+
+check_keep <- function(keep_every) check_count(keep_every, "keep_every", min = 0L)
+
+# Collects iterates every keep_every iterations (0 = none), the start, and
+# whatever the caller forces (the last iterate).
+tracer <- function(x, keep_every) {
+  if (keep_every == 0L) {
+    return(list(add = function(x, t, force = FALSE) NULL,
+                result = function() NULL, iters = function() NULL))
+  }
+  xs <- list(x)
+  its <- 0L
+  list(add = function(x, t, force = FALSE) {
+         if ((force || t %% keep_every == 0L) && its[length(its)] != t) {
+           xs[[length(xs) + 1L]] <<- x
+           its <<- c(its, as.integer(t))
+         }
+       },
+       result = function() array(unlist(xs, use.names = FALSE),
+                                 c(dim(x), length(xs))),
+       iters = function() its)
+}
+
+# A text progress bar that updates about 100 times; no-op when off.
+progress_bar <- function(n_iter, progress) {
+  progress <- check_flag(progress, "progress")
+  if (!progress || n_iter < 2L) return(list(tick = function(t) NULL,
+                                            close = function() NULL))
+  pb <- utils::txtProgressBar(min = 0, max = n_iter, style = 3)
+  every <- max(1L, n_iter %/% 100L)
+  list(tick = function(t) if (t %% every == 0L || t == n_iter) {
+         utils::setTxtProgressBar(pb, t)
+       },
+       close = function() close(pb))
+}
+
+flow_stop_nonfinite <- function(t) {
+  stop(sprintf(paste0("non-finite particle positions at iteration %d: the ",
+                      "flow diverged; try a smaller 'step'"), t), call. = FALSE)
+}
+
+# Adaptive step rules on a direction g (ascent or descent is the caller's):
+# AdaGrad with momentum as in the reference SVGD code, plain, or Adam.
+make_optimizer <- function(type, alpha = 0.9) {
+  hist <- NULL
+  m <- v <- NULL
+  switch(type,
+    adagrad = function(g, t) {
+      hist <<- if (t == 1L) g^2 else alpha * hist + (1 - alpha) * g^2
+      g / (1e-6 + sqrt(hist))
+    },
+    sgd = function(g, t) g,
+    adam = function(g, t) {
+      if (t == 1L) m <<- v <<- 0 * g
+      m <<- 0.9 * m + 0.1 * g
+      v <<- 0.999 * v + 0.001 * g^2
+      (m / (1 - 0.9^t)) / (sqrt(v / (1 - 0.999^t)) + 1e-8)
+    })
+}
+
+new_particles <- function(x, tr, objective, objective_name, method, n_iter,
+                          settings, target = NULL, y = NULL, extra = list()) {
+  structure(c(list(x = x, trace = tr$result(), trace_iter = tr$iters(),
+                   objective = objective, objective_name = objective_name,
+                   method = method, n_iter = n_iter, settings = settings,
+                   target = target, y = y), extra),
+            class = "kb_particles")
+}
+
+# ---- SVGD --------------------------------------------------------------------
+
+#' Stein variational gradient descent
+#'
+#' Moves a set of particles towards a target given by its score (Liu and
+#' Wang, 2016). Each iteration computes, at the current particles
+#' \eqn{x_1, \dots, x_n} with scores \eqn{s_j}, the direction
+#' \deqn{\phi(x_i) = \frac{1}{n} \sum_j \left[k(x_j, x_i) s_j + \nabla_{x_j}
+#' k(x_j, x_i)\right]}{phi(x_i) = (1/n) sum_j [k(x_j, x_i) s_j + grad_{x_j}
+#' k(x_j, x_i)]}
+#' with the Gaussian kernel \eqn{k(x, y) = \exp(-|x - y|^2 / (2 h^2))}, and
+#' moves the particles along it.
+#'
+#' The defaults reproduce the original algorithm exactly: the bandwidth
+#' \eqn{h^2 = 0.5\, \mathrm{med} / \log(n + 1)}, where med is the median of
+#' all \eqn{n^2} entries of the matrix of squared distances (its zero
+#' diagonal included), recomputed every iteration; and AdaGrad with
+#' momentum: \eqn{H = \phi^2} at the first iteration, then \eqn{H \leftarrow
+#' \alpha H + (1 - \alpha) \phi^2}, and \eqn{x \leftarrow x + \epsilon\,
+#' \phi / (10^{-6} + \sqrt{H})}, elementwise. `optimizer = "sgd"` uses
+#' \eqn{x \leftarrow x + \epsilon \phi}; `"adam"` the Adam rule (0.9,
+#' 0.999, \eqn{10^{-8}}).
+#'
+#' The objective recorded at each iteration is the squared kernel Stein
+#' discrepancy (V-statistic) of the particles for the same Gaussian kernel;
+#' it comes out of the terms the update needs, at almost no cost.
+#'
+#' The kernel matrix is held in memory: \eqn{8 n^2} bytes (8 MB for 1000
+#' particles).
+#'
+#' @param x0 Initial particles: an `n x d` matrix (or a vector for
+#'   \eqn{d = 1}), \eqn{n \ge 2}.
+#' @param score The target's score: a [kb_target()], or a function of one
+#'   point returning the gradient of the log density.
+#' @param n_iter Number of iterations.
+#' @param step Step size \eqn{\epsilon}.
+#' @param bandwidth `"median"` or a fixed bandwidth \eqn{h > 0}.
+#' @param optimizer `"adagrad"` (default), `"sgd"` or `"adam"`.
+#' @param alpha AdaGrad momentum, in \eqn{[0, 1)}.
+#' @param keep_every Keep the particles every `keep_every` iterations in
+#'   `$trace` (0: no trace). The start and the last iteration are always kept.
+#' @param progress Show a progress bar.
+#' @param nthreads Threads for the interaction terms.
+#' @return An object of class `kb_particles`: `x` (final particles),
+#'   `trace` (`n x d x K` array or `NULL`) and `trace_iter`, `objective`
+#'   (one value per iteration, at the positions before that iteration's
+#'   update), `objective_name`, `bandwidth` (the \eqn{h} of each iteration),
+#'   `method`, `settings`, and `target` when `score` is a `kb_target`;
+#'   `print`, `summary`, `plot` and `as.matrix` methods.
+#' @references Liu, Q. and Wang, D. (2016). Stein variational gradient
+#'   descent: a general purpose Bayesian inference algorithm. *NeurIPS*.
+#' @seealso [ksd_descent()], [mmd_flow()], [dmmd_flow()], [mied()].
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_target(c(1, -1), diag(c(1, 0.5)))
+#' fit <- svgd(matrix(rnorm(100), 50), tg, n_iter = 300, step = 0.1,
+#'             progress = FALSE)
+#' fit
+#' colMeans(fit$x)
+#' @export
+svgd <- function(x0, score, n_iter = 1000, step = 1e-3, bandwidth = "median",
+                 optimizer = c("adagrad", "sgd", "adam"), alpha = 0.9,
+                 keep_every = 0, progress = interactive(), nthreads = NULL) {
+  x <- flow_points(x0, "x0")
+  sfun <- flow_score_fun(score, ncol(x))
+  n_iter <- check_count(n_iter, "n_iter")
+  step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  if (identical(bandwidth, "median")) {
+    h_in <- -1
+  } else {
+    if (!is.numeric(bandwidth)) {
+      stop_arg("bandwidth", "must be \"median\" or a positive number")
+    }
+    h_in <- check_number(bandwidth, "bandwidth", lower = 0, lower_open = TRUE)
+  }
+  optimizer <- check_choice(optimizer, c("adagrad", "sgd", "adam"), "optimizer")
+  alpha <- check_number(alpha, "alpha", lower = 0, upper = 1, upper_open = TRUE)
+  keep_every <- check_keep(keep_every)
+  nt <- resolve_nthreads(nthreads)
+  opt <- make_optimizer(optimizer, alpha)
+  tr <- tracer(x, keep_every)
+  pb <- progress_bar(n_iter, progress)
+  on.exit(pb$close())
+  obj <- hs <- numeric(n_iter)
+  for (t in seq_len(n_iter)) {
+    r <- .Call(C_kb_svgd_phi, x, sfun(x), h_in, nt)
+    obj[t] <- r$ksd2
+    hs[t] <- r$h
+    xn <- x + step * opt(r$phi, t)
+    if (!all(is.finite(xn))) flow_stop_nonfinite(t)
+    x <- xn
+    tr$add(x, t, force = t == n_iter)
+    pb$tick(t)
+  }
+  new_particles(x, tr, obj, "KSD^2", "SVGD", n_iter,
+                list(step = step, bandwidth = bandwidth, optimizer = optimizer,
+                     alpha = alpha),
+                target = if (inherits(score, "kb_target")) score,
+                extra = list(bandwidth = hs))
+}
+
+# ---- KSD descent -------------------------------------------------------------
+
+# J_i' v_i for every particle: from the user's Jacobian, or a central
+# difference of the score along v_i (the Jacobian of a score is the Hessian
+# of the log density, so J' v = J v: two score calls per particle).
+jac_t_v <- function(x, v, sfun, score_jacobian) {
+  d <- ncol(x)
+  if (!is.null(score_jacobian)) {
+    J <- eval_rows(score_jacobian, x, d * d, "score_jacobian")
+    J <- matrix(J, nrow(x))
+    out <- matrix(0, nrow(x), d)
+    for (b in seq_len(d)) {
+      out[, b] <- rowSums(J[, (b - 1L) * d + seq_len(d), drop = FALSE] * v)
+    }
+    return(out)
+  }
+  nv <- sqrt(rowSums(v^2))
+  u <- v / ifelse(nv > 0, nv, 1)
+  h <- fd_step(sqrt(rowSums(x^2)))
+  (sfun(x + h * u) - sfun(x - h * u)) / (2 * h) * nv
+}
+
+# KSD^2 of the particles and its gradient in their positions (for tests and
+# ksd_descent): kernel a kb_kernel (resolved on x) or a resolved kernel.
+ksd_objective <- function(x, score, kernel = imq_kernel(), score_jacobian = NULL,
+                          nthreads = NULL) {
+  x <- flow_points(x, "x")
+  rk <- if (inherits(kernel, "kb_resolved_kernel")) kernel else flow_kernel(kernel, x)
+  sfun <- flow_score_fun(score, ncol(x))
+  ksd_value_grad(x, sfun, rk, score_jacobian, resolve_nthreads(nthreads))
+}
+
+ksd_value_grad <- function(x, sfun, rk, score_jacobian, nt) {
+  r <- .Call(C_kb_ksd_grad, x, sfun(x), rk, nt)
+  list(value = r$value, gradient = r$pos + jac_t_v(x, r$v, sfun, score_jacobian))
+}
+
+#' KSD descent
+#'
+#' Moves particles to minimise the squared kernel Stein discrepancy of
+#' their empirical measure (Korba et al., 2021): \eqn{F(x_1, \dots, x_n) =
+#' \frac{1}{n^2}\sum_{i,j} u_p(x_i, x_j)}, the V-statistic of [ksd()], over
+#' all positions at once.
+#'
+#' The gradient of \eqn{F} involves the Jacobian of the score \eqn{J(x)}
+#' (the Hessian of the log density): \eqn{\partial F / \partial x_i} is a
+#' sum over \eqn{j} of derivatives of the Stein kernel in its first
+#' argument with the scores held fixed, plus \eqn{J(x_i)^\top v_i}. With
+#' `score_jacobian = NULL`, \eqn{J(x_i)^\top v_i = J(x_i) v_i} (the
+#' Hessian is symmetric) is a central difference of the score along
+#' \eqn{v_i}: two score evaluations per particle and iteration.
+#'
+#' The kernel is fixed for the whole run: its bandwidth (for `precon =
+#' "med"` or `"sclmed"`) is set from `x0`. Only isotropic kernels are
+#' supported.
+#'
+#' @inheritParams svgd
+#' @param score_jacobian `NULL`, or a function of one point returning the
+#'   `d x d` Jacobian of the score.
+#' @param kernel The base kernel, [imq_kernel()] (default) or
+#'   [gaussian_kernel()], isotropic.
+#' @param method `"lbfgs"` ([stats::optim()]'s L-BFGS-B on the flattened
+#'   particles; `n_iter` is its iteration limit) or `"gd"` (gradient
+#'   descent).
+#' @param step For `"gd"`: the step, or `NULL` for a backtracking line
+#'   search (start at twice the last accepted step, halve until \eqn{F}
+#'   decreases). Ignored by `"lbfgs"`.
+#' @return A `kb_particles` object (see [svgd()]); `objective` holds
+#'   \eqn{F} at every iteration (`"gd"`) or at every function evaluation
+#'   (`"lbfgs"`, which evaluates at trial points too); `trace` likewise.
+#'   `"gd"` stops early when the line search finds no decrease.
+#' @references Korba, A., Aubin-Frankowski, P.-C., Majewski, S. and Ablin,
+#'   P. (2021). Kernel Stein discrepancy descent. *ICML*.
+#' @examples
+#' set.seed(2)
+#' tg <- gaussian_target(c(0, 0))
+#' fit <- ksd_descent(matrix(rnorm(40, sd = 3), 20), tg,
+#'                    score_jacobian = function(x) -diag(2), n_iter = 100,
+#'                    progress = FALSE)
+#' fit
+#' @export
+ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
+                        method = c("lbfgs", "gd"), n_iter = 1000, step = NULL,
+                        keep_every = 0, progress = interactive(),
+                        nthreads = NULL) {
+  x <- flow_points(x0, "x0")
+  n <- nrow(x)
+  d <- ncol(x)
+  sfun <- flow_score_fun(score, d)
+  if (!is.null(score_jacobian) && !is.function(score_jacobian)) {
+    stop_arg("score_jacobian", "must be a function of one point or NULL")
+  }
+  rk <- flow_kernel(kernel, x)
+  method <- check_choice(method, c("lbfgs", "gd"), "method")
+  n_iter <- check_count(n_iter, "n_iter")
+  if (!is.null(step)) step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  keep_every <- check_keep(keep_every)
+  nt <- resolve_nthreads(nthreads)
+  tr <- tracer(x, keep_every)
+  pb <- progress_bar(n_iter, progress)
+  on.exit(pb$close())
+  vg <- function(x) ksd_value_grad(x, sfun, rk, score_jacobian, nt)
+  if (method == "gd") {
+    obj <- numeric(n_iter)
+    a <- 0.5
+    cur <- vg(x)
+    done <- n_iter
+    for (t in seq_len(n_iter)) {
+      obj[t] <- cur$value
+      if (is.null(step)) {
+        a <- 2 * a
+        repeat {
+          xn <- x - a * cur$gradient
+          if (!all(is.finite(xn))) flow_stop_nonfinite(t)
+          nxt <- vg(xn)
+          if (nxt$value < cur$value || a < 1e-12) break
+          a <- a / 2
+        }
+        if (!(nxt$value < cur$value)) {
+          done <- t
+          break
+        }
+      } else {
+        xn <- x - step * cur$gradient
+        if (!all(is.finite(xn))) flow_stop_nonfinite(t)
+        nxt <- vg(xn)
+      }
+      x <- xn
+      cur <- nxt
+      tr$add(x, t, force = t == n_iter)
+      pb$tick(t)
+    }
+    obj <- obj[seq_len(done)]
+    if (done < n_iter) tr$add(x, done, force = TRUE)
+  } else {
+    obj <- numeric(0)
+    cache <- new.env()
+    evals <- 0L
+    fg <- function(p) {
+      if (!identical(p, cache$p)) {
+        xp <- matrix(p, n, d)
+        if (!all(is.finite(xp))) flow_stop_nonfinite(length(obj) + 1L)
+        r <- vg(xp)
+        cache$p <- p
+        cache$r <- r
+        evals <<- evals + 1L
+        obj[evals] <<- r$value
+        if (keep_every > 0L && evals %% keep_every == 0L) tr$add(xp, evals)
+      }
+      cache$r
+    }
+    res <- stats::optim(as.vector(x), function(p) fg(p)$value,
+                        function(p) as.vector(fg(p)$gradient),
+                        method = "L-BFGS-B", control = list(maxit = n_iter))
+    x <- matrix(res$par, n, d, dimnames = dimnames(x))
+    tr$add(x, evals, force = TRUE)
+    pb$tick(n_iter)
+  }
+  out <- new_particles(x, tr, obj, "KSD^2", sprintf("KSD descent (%s)", method),
+                       if (method == "gd") length(obj) else n_iter,
+                       list(method = method, step = step, kernel = kernel,
+                            jacobian = if (is.null(score_jacobian))
+                              "finite differences" else "given"),
+                       target = if (inherits(score, "kb_target")) score)
+  out
+}
+
+# ---- MMD and DrMMD flows -----------------------------------------------------
+
+cross_kernel <- function(z, x, w, rk, nt) .Call(C_kb_cross_kernel, z, x, w, rk, nt)
+
+# The MMD witness f(z) = mean_j k(z, x_j) - mean_m k(z, y_m) and its
+# gradient (tests and mmd_flow).
+mmd_witness <- function(z, x, y, kernel, nthreads = NULL) {
+  nt <- resolve_nthreads(nthreads)
+  rk <- if (inherits(kernel, "kb_resolved_kernel")) kernel else flow_kernel(kernel, y)
+  a <- cross_kernel(z, x, rep(1 / nrow(x), nrow(x)), rk, nt)
+  b <- cross_kernel(z, y, rep(1 / nrow(y), nrow(y)), rk, nt)
+  list(value = a$value - b$value, grad = a$grad - b$grad)
+}
+
+# DrMMD witness h(z) = (g(z) - k(z, Y) beta) / lambda, beta = (K_yy + M
+# lambda I)^{-1} g(Y), g the MMD witness.
+dmmd_witness <- function(z, x, y, lambda, kernel, nthreads = NULL) {
+  nt <- resolve_nthreads(nthreads)
+  rk <- if (inherits(kernel, "kb_resolved_kernel")) kernel else flow_kernel(kernel, y)
+  st <- dmmd_setup(y, lambda, rk, nt)
+  w <- dmmd_weights(x, y, st, rk, nt)
+  a <- cross_kernel(z, x, rep(1 / nrow(x), nrow(x)), rk, nt)
+  b <- cross_kernel(z, y, w$wy, rk, nt)
+  list(value = (a$value - b$value) / lambda, grad = (a$grad - b$grad) / lambda)
+}
+
+dmmd_setup <- function(y, lambda, rk, nt) {
+  M <- nrow(y)
+  Kyy <- gram(rk, y, y, nt)
+  A <- Kyy
+  diag(A) <- diag(A) + M * lambda
+  R <- tryCatch(chol(A), error = function(e) {
+    stop_arg("lambda", "is too small: K_yy + M lambda I is not numerically ",
+             "positive definite; increase it")
+  })
+  list(R = R, rowmean = rowMeans(Kyy), kyy = mean(Kyy), lambda = lambda)
+}
+
+# beta and the weights on y of the DrMMD witness at the particles x.
+dmmd_weights <- function(x, y, st, rk, nt) {
+  M <- nrow(y)
+  gY <- cross_kernel(y, x, rep(1 / nrow(x), nrow(x)), rk, nt)$value - st$rowmean
+  beta <- backsolve(st$R, backsolve(st$R, gY, transpose = TRUE))
+  list(gY = gY, beta = beta, wy = 1 / M + beta)
+}
+
+noise_level <- function(noise) {
+  if (is.function(noise)) {
+    return(function(t) {
+      b <- noise(t)
+      if (!is.numeric(b) || length(b) != 1L || !is.finite(b) || b < 0) {
+        stop_arg("noise", sprintf("returned %s at iteration %d; expected one ",
+                                  "number >= 0", format(b)[1L], t))
+      }
+      b
+    })
+  }
+  noise <- check_number(noise, "noise", lower = 0)
+  function(t) noise / sqrt(t)
+}
+
+run_mmd_flow <- function(x0, y, kernel, n_iter, step, noise, keep_every,
+                         progress, nthreads, lambda = NULL) {
+  x <- flow_points(x0, "x0")
+  y <- flow_points(y, "y")
+  if (ncol(y) != ncol(x)) {
+    stop_arg("y", sprintf("must have %d columns, like x0; it has %d",
+                          ncol(x), ncol(y)))
+  }
+  rk <- flow_kernel(kernel, y)
+  n_iter <- check_count(n_iter, "n_iter")
+  step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  beta_t <- noise_level(noise)
+  keep_every <- check_keep(keep_every)
+  nt <- resolve_nthreads(nthreads)
+  n <- nrow(x)
+  M <- nrow(y)
+  wx <- rep(1 / n, n)
+  wy <- rep(1 / M, M)
+  st <- if (is.null(lambda)) {
+    list(kyy = mean(cross_kernel(y, y, wy, rk, nt)$value))
+  } else {
+    dmmd_setup(y, lambda, rk, nt)
+  }
+  tr <- tracer(x, keep_every)
+  pb <- progress_bar(n_iter, progress)
+  on.exit(pb$close())
+  obj <- numeric(n_iter)
+  for (t in seq_len(n_iter)) {
+    ax <- cross_kernel(x, x, wx, rk, nt)
+    if (!is.null(lambda)) {
+      w <- dmmd_weights(x, y, st, rk, nt)
+      ay <- cross_kernel(x, y, w$wy, rk, nt)
+      # mean K_xy from g(Y) = K_yx 1/n - K_yy 1/M
+      mmd2 <- mean(ax$value) - 2 * mean(w$gY + st$rowmean) + st$kyy
+      obj[t] <- (1 + lambda) / lambda * (mmd2 - sum(w$gY * w$beta))
+      wyt <- w$wy
+    } else {
+      ay <- cross_kernel(x, y, wy, rk, nt)
+      obj[t] <- mean(ax$value) - 2 * mean(ay$value) + st$kyy
+      wyt <- wy
+    }
+    b <- beta_t(t)
+    if (b > 0) {
+      z <- x + b * matrix(stats::rnorm(length(x)), n)
+      grad <- cross_kernel(z, x, wx, rk, nt)$grad - cross_kernel(z, y, wyt, rk, nt)$grad
+    } else {
+      grad <- ax$grad - ay$grad
+    }
+    if (!is.null(lambda)) grad <- 2 * (1 + lambda) / lambda * grad
+    xn <- x - step * grad
+    if (!all(is.finite(xn))) flow_stop_nonfinite(t)
+    x <- xn
+    tr$add(x, t, force = t == n_iter)
+    pb$tick(t)
+  }
+  list(x = x, tr = tr, obj = obj, y = y, kernel = rk)
+}
+
+#' MMD and DrMMD gradient flows towards a target sample
+#'
+#' `mmd_flow()` moves particles \eqn{x_i} down the gradient of the maximum
+#' mean discrepancy to a target sample \eqn{y_1, \dots, y_M} (Arbel et al.,
+#' 2019): with the witness \eqn{f(z) = \frac{1}{n}\sum_j k(z, x_j) -
+#' \frac{1}{M}\sum_m k(z, y_m)}, each iteration sets \eqn{x_i \leftarrow x_i
+#' - \epsilon \nabla f(z_i)} (no factor \eqn{2}), where \eqn{z_i = x_i +
+#' \beta_t u_i}, \eqn{u_i \sim N(0, I)}, is the noise-injected position
+#' (\eqn{\beta_t = } `noise` \eqn{/\sqrt{t}}, or `noise(t)` for a function;
+#' `noise = 0`: \eqn{z_i = x_i}).
+#'
+#' `dmmd_flow()` is the de-regularised MMD (DrMMD) flow of Chen et al.
+#' (2024): with \eqn{g} the MMD witness above and \eqn{\beta = (K_{yy} +
+#' M\lambda I)^{-1} g(Y)} (one Cholesky factorisation, reused), the DrMMD
+#' witness is \eqn{h(z) = (g(z) - k(z, Y)\beta) / \lambda}, the objective
+#' \eqn{\mathrm{DrMMD} = \frac{1 + \lambda}{\lambda} (\mathrm{MMD}^2 -
+#' g(Y)^\top\beta)}, and the update \eqn{x_i \leftarrow x_i - \epsilon\, 2 (1
+#' + \lambda) \nabla h(z_i)}, the gradient of its first variation. As
+#' \eqn{\lambda \to \infty}, \eqn{\lambda / (2(1 + \lambda))} times this
+#' update tends to the MMD-flow update. Since \eqn{\nabla h} grows like
+#' \eqn{1/\lambda} for small \eqn{\lambda}, the authors' experiments scale
+#' their learning rate by \eqn{\lambda}: to follow that convention pass
+#' `step = lr * lambda`.
+#'
+#' The kernel is resolved once on `y` (the median heuristic of
+#' [gaussian_kernel()] uses the target sample) and must be isotropic.
+#' Each iteration costs \eqn{O((n + M) n d)} kernel terms (\eqn{O((n +
+#' M)^2 d)} for DrMMD).
+#'
+#' @inheritParams svgd
+#' @param y The target sample, `M x d`.
+#' @param kernel The kernel, [gaussian_kernel()] by default (isotropic).
+#' @param noise Noise injection level \eqn{\beta_0 \ge 0}, or a function
+#'   of the iteration \eqn{t} returning \eqn{\beta_t}.
+#' @param lambda The DrMMD regulariser, \eqn{\lambda > 0}.
+#' @return A `kb_particles` object (see [svgd()]) with `objective` the
+#'   squared MMD (V-statistic) or the DrMMD of the particles at each
+#'   iteration, before its update, and `y`.
+#' @references Arbel, M., Korba, A., Salim, A. and Gretton, A. (2019).
+#'   Maximum mean discrepancy gradient flow. *NeurIPS*. Chen, Z., Mustafi,
+#'   A., Glaser, P., Korba, A., Gretton, A. and Sriperumbudur, B. K. (2024).
+#'   (De)-regularized maximum mean discrepancy gradient flow. *arXiv
+#'   2409.14980*.
+#' @examples
+#' set.seed(3)
+#' y <- matrix(rnorm(200), 100)
+#' fit <- mmd_flow(matrix(rnorm(60, 3), 30), y, n_iter = 200, step = 5,
+#'                 progress = FALSE)
+#' fit
+#' fd <- dmmd_flow(matrix(rnorm(60, 3), 30), y, lambda = 0.1, n_iter = 200,
+#'                 step = 0.5, progress = FALSE)
+#' fd
+#' @export
+mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
+                     step = 1, noise = 0, keep_every = 0,
+                     progress = interactive(), nthreads = NULL) {
+  r <- run_mmd_flow(x0, y, kernel, n_iter, step, noise, keep_every, progress,
+                    nthreads)
+  new_particles(r$x, r$tr, r$obj, "MMD^2", "MMD flow", length(r$obj),
+                list(step = step, noise = noise, kernel = kernel), y = r$y)
+}
+
+#' @rdname mmd_flow
+#' @export
+dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
+                      n_iter = 1000, step = 1, noise = 0, keep_every = 0,
+                      progress = interactive(), nthreads = NULL) {
+  lambda <- check_number(lambda, "lambda", lower = 0, lower_open = TRUE)
+  r <- run_mmd_flow(x0, y, kernel, n_iter, step, noise, keep_every, progress,
+                    nthreads, lambda = lambda)
+  new_particles(r$x, r$tr, r$obj, "DrMMD", "DrMMD flow", length(r$obj),
+                list(step = step, noise = noise, kernel = kernel,
+                     lambda = lambda), y = r$y)
+}
+
+# ---- MIED --------------------------------------------------------------------
+
+mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
+  x <- flow_points(x, "x")
+  check_target(target)
+  if (is.null(s)) s <- ncol(x) + 1
+  .Call(C_kb_mied_grad, x, -target_log_density(target, x),
+        target_score(target, x), as.double(s), as.double(eps),
+        resolve_nthreads(nthreads))
+}
+
+#' Mollified interaction energy descent
+#'
+#' MIED (Li et al., 2023) moves particles to minimise a mollified
+#' interaction energy whose minimisers approach the target as the
+#' mollifier sharpens. With the Riesz mollifier of exponent \eqn{s} and
+#' scale \eqn{\epsilon} and \eqn{V = -\log p}, the energy of particles
+#' \eqn{x_1, \dots, x_n} is
+#' \deqn{E = \frac{1}{n^2}\sum_{i \ne j} (|x_i - x_j|^2 +
+#' \epsilon^2)^{-s/2} e^{-(V(x_i) + V(x_j))/2},}{E = (1/n^2) sum_{i != j}
+#' (|x_i - x_j|^2 + eps^2)^(-s/2) exp(-(V(x_i) + V(x_j))/2),}
+#' and the particles descend \eqn{\log E} (computed stably in the log
+#' domain) with Adam (default) or plain gradient steps. The repulsion keeps
+#' particles apart; the factor \eqn{e^{-V/2}} pulls them to high density.
+#'
+#' @inheritParams svgd
+#' @param target A [kb_target()] (log density and score are both used).
+#' @param s Riesz exponent; default \eqn{d + 1} (it must exceed \eqn{d} for
+#'   the energy's minimisers to approach the target).
+#' @param eps Mollifier scale \eqn{\epsilon \ge 0} (pairs \eqn{i = j} are
+#'   excluded, so 0 is allowed while particles are distinct).
+#' @param optimizer `"adam"` (default) or `"sgd"`.
+#' @return A `kb_particles` object (see [svgd()]) with `objective` the log
+#'   energy at each iteration, before its update.
+#' @references Li, L., Liu, Q., Korba, A., Yurochkin, M. and Solomon, J.
+#'   (2023). Sampling with mollified interaction energy descent. *ICLR*.
+#' @examples
+#' set.seed(4)
+#' tg <- gaussian_target(c(0, 0), diag(c(1, 0.25)))
+#' fit <- mied(matrix(rnorm(100), 50), tg, n_iter = 300, step = 0.05,
+#'             progress = FALSE)
+#' colMeans(fit$x)
+#' cov(fit$x)
+#' @export
+mied <- function(x0, target, n_iter = 1000, step = 0.01, s = NULL,
+                 eps = 1e-8, optimizer = c("adam", "sgd"), keep_every = 0,
+                 progress = interactive(), nthreads = NULL) {
+  x <- flow_points(x0, "x0")
+  check_target(target)
+  if (target$dim != ncol(x)) {
+    stop_arg("target", sprintf("has dimension %d; the particles have %d",
+                               target$dim, ncol(x)))
+  }
+  n_iter <- check_count(n_iter, "n_iter")
+  step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  s <- if (is.null(s)) ncol(x) + 1 else check_number(s, "s", lower = 0, lower_open = TRUE)
+  eps <- check_number(eps, "eps", lower = 0)
+  optimizer <- check_choice(optimizer, c("adam", "sgd"), "optimizer")
+  keep_every <- check_keep(keep_every)
+  nt <- resolve_nthreads(nthreads)
+  opt <- make_optimizer(optimizer)
+  tr <- tracer(x, keep_every)
+  pb <- progress_bar(n_iter, progress)
+  on.exit(pb$close())
+  obj <- numeric(n_iter)
+  for (t in seq_len(n_iter)) {
+    r <- .Call(C_kb_mied_grad, x, -target_log_density(target, x),
+               target_score(target, x), s, eps, nt)
+    obj[t] <- r$value
+    xn <- x - step * opt(r$grad, t)
+    if (!all(is.finite(xn))) flow_stop_nonfinite(t)
+    x <- xn
+    tr$add(x, t, force = t == n_iter)
+    pb$tick(t)
+  }
+  new_particles(x, tr, obj, "log energy", "MIED", n_iter,
+                list(step = step, s = s, eps = eps, optimizer = optimizer),
+                target = target)
+}
+
+# ---- methods -----------------------------------------------------------------
+
+#' @export
+print.kb_particles <- function(x, ...) {
+  cat(sprintf("%s: %d particles in %d dimension%s, %d iteration%s\n", x$method,
+              nrow(x$x), ncol(x$x), if (ncol(x$x) == 1L) "" else "s",
+              x$n_iter, if (x$n_iter == 1L) "" else "s"))
+  ob <- x$objective
+  if (length(ob)) {
+    cat(sprintf("  %s: %s at the start, %s at the last iteration\n",
+                x$objective_name, format(ob[1L], digits = 4),
+                format(ob[length(ob)], digits = 4)))
+  }
+  if (!is.null(x$trace)) {
+    cat(sprintf("  trace: %d iterates kept\n", dim(x$trace)[3L]))
+  }
+  invisible(x)
+}
+
+#' @export
+summary.kb_particles <- function(object, ...) {
+  x <- object$x
+  md <- if (nrow(x) <= 2000L) min(stats::dist(x)) else NA_real_
+  structure(list(method = object$method, n = nrow(x), d = ncol(x),
+                 mean = colMeans(x), cov = stats::cov(x),
+                 objective = c(start = object$objective[1L],
+                               end = object$objective[length(object$objective)]),
+                 objective_name = object$objective_name,
+                 min_distance = md),
+            class = "summary.kb_particles")
+}
+
+#' @export
+print.summary.kb_particles <- function(x, ...) {
+  cat(sprintf("%s: %d particles, d = %d\n", x$method, x$n, x$d))
+  cat(sprintf("%s: %s -> %s\n", x$objective_name,
+              format(x$objective[1L], digits = 4),
+              format(x$objective[2L], digits = 4)))
+  if (!is.na(x$min_distance)) {
+    cat(sprintf("smallest distance between particles: %s\n",
+                format(x$min_distance, digits = 4)))
+  }
+  cat("particle mean:\n")
+  print(x$mean)
+  cat("particle covariance:\n")
+  print(x$cov)
+  invisible(x)
+}
+
+#' @export
+as.matrix.kb_particles <- function(x, ...) x$x
+
+#' Plot particles from a flow
+#'
+#' @param x A `kb_particles` object.
+#' @param type `"particles"` (final particles; in 2-D over the density
+#'   contours of the target when it is a [kb_target()], or over the target
+#'   sample for MMD flows; in 1-D a histogram with the target density),
+#'   `"trajectories"` (needs a trace: paths of the first two coordinates,
+#'   or of the one coordinate against the iteration) or `"objective"`.
+#' @param target Optional [kb_target()] for the contours (default: the one
+#'   the flow used, if any).
+#' @param ... Further graphical arguments.
+#' @return `x`, invisibly.
+#' @export
+plot.kb_particles <- function(x, type = c("particles", "trajectories",
+                                          "objective"),
+                              target = x$target, ...) {
+  type <- check_choice(type, c("particles", "trajectories", "objective"), "type")
+  p <- x$x
+  d <- ncol(p)
+  if (type == "objective") {
+    ob <- x$objective
+    lg <- if (all(ob > 0)) "y" else ""
+    graphics::plot(seq_along(ob), ob, type = "l", log = lg,
+                   xlab = "iteration", ylab = x$objective_name,
+                   main = x$method, ...)
+    return(invisible(x))
+  }
+  if (type == "trajectories") {
+    if (is.null(x$trace)) {
+      stop_arg("x", "has no trace: run the flow with keep_every > 0")
+    }
+    tr <- x$trace
+    if (d == 1L) {
+      graphics::matplot(x$trace_iter, t(tr[, 1L, ]), type = "l", lty = 1,
+                        col = grDevices::adjustcolor("steelblue", 0.5),
+                        xlab = "iteration", ylab = "x", main = x$method, ...)
+    } else {
+      graphics::plot(range(tr[, 1L, ]), range(tr[, 2L, ]), type = "n",
+                     xlab = "x1", ylab = "x2", main = x$method, ...)
+      for (i in seq_len(nrow(p))) {
+        graphics::lines(tr[i, 1L, ], tr[i, 2L, ],
+                        col = grDevices::adjustcolor("steelblue", 0.4))
+      }
+      graphics::points(p[, 1L], p[, 2L], pch = 19, cex = 0.5)
+    }
+    return(invisible(x))
+  }
+  if (d == 1L) {
+    graphics::hist(p[, 1L], breaks = "FD", freq = FALSE, main = x$method,
+                   xlab = "x", col = "grey90", border = "grey60", ...)
+    if (inherits(target, "kb_target")) {
+      u <- graphics::par("usr")
+      g <- seq(u[1L], u[2L], length.out = 400)
+      ld <- target_log_density(target, matrix(g))
+      dens <- exp(ld - max(ld))
+      dens <- dens / (sum(dens) * (g[2L] - g[1L]))
+      graphics::lines(g, dens, col = "red")
+    }
+    graphics::rug(p[, 1L])
+    return(invisible(x))
+  }
+  rx <- range(p[, 1L], x$y[, 1L])
+  ry <- range(p[, 2L], x$y[, 2L])
+  graphics::plot(rx, ry, type = "n", xlab = "x1", ylab = "x2",
+                 main = if (d > 2L) paste(x$method, "(first two coordinates)")
+                        else x$method, ...)
+  if (!is.null(x$y)) {
+    graphics::points(x$y[, 1L], x$y[, 2L], pch = 19, cex = 0.4, col = "grey70")
+  }
+  if (d == 2L && inherits(target, "kb_target")) {
+    gx <- seq(rx[1L], rx[2L], length.out = 80)
+    gy <- seq(ry[1L], ry[2L], length.out = 80)
+    ld <- target_log_density(target, as.matrix(expand.grid(gx, gy)))
+    graphics::contour(gx, gy, matrix(exp(ld - max(ld)), 80), add = TRUE,
+                      drawlabels = FALSE, col = "grey50")
+  }
+  graphics::points(p[, 1L], p[, 2L], pch = 19, cex = 0.6, col = "steelblue")
+  invisible(x)
+}
