@@ -196,8 +196,11 @@ svgd <- function(x0, score, n_iter = 1000, step = 1e-3, bandwidth = "median",
   pb <- progress_bar(n_iter, progress)
   on.exit(pb$close())
   obj <- hs <- numeric(n_iter)
+  n <- nrow(x)
+  # workspace for the pair distances, written by C every iteration
+  ws <- if (h_in < 0) numeric(n * (n - 1) / 2) else NULL
   for (t in seq_len(n_iter)) {
-    r <- .Call(C_kb_svgd_phi, x, sfun(x), h_in, nt)
+    r <- .Call(C_kb_svgd_phi, x, sfun(x), h_in, ws, nt)
     obj[t] <- r$ksd2
     hs[t] <- r$h
     xn <- x + step * opt(r$phi, t)

@@ -5,7 +5,7 @@
  * Kernels reaching the kernel-layer entries are isotropic: L = lam I. */
 #include <limits.h>
 #include <math.h>
-#include <R_ext/Utils.h>      /* rPsort */
+#include <R_ext/Utils.h>      /* R_rsort */
 #include "kernels.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -26,56 +26,214 @@ static void check_same_dim(SEXP a, SEXP b, const char *what)
 
 /* ---- SVGD ------------------------------------------------------------- */
 
-/* The median of all n^2 entries of the squared-distance matrix (zero
- * diagonal included), from its n (n - 1) / 2 distinct off-diagonal values
- * p (reordered): sorted, the entries are n zeros followed by every p
- * twice, so rank r (1-based) > n holds p_(ceil((r - n) / 2)). */
-static double full_median(double *p, R_xlen_t npair, R_xlen_t n)
+#define SVGD_TILE 64
+
+/* Row-packed strict upper triangle of the squared distances: row i holds
+ * j = i+1..n-1 from offset i n - i (i + 1) / 2. */
+static inline size_t pk_off(R_xlen_t i, R_xlen_t n)
 {
-    double N = (double) n * (double) n;
-    R_xlen_t r1, r2;                    /* the two middle ranks, 1-based */
-    if (((R_xlen_t) N) % 2 == 0) {
-        r1 = (R_xlen_t) (N / 2);
-        r2 = r1 + 1;
-    } else {
-        r1 = r2 = (R_xlen_t) ((N + 1) / 2);
+    return (size_t) i * n - (size_t) i * (i + 1) / 2;
+}
+
+/* The q-th smallest (0-based) of v[0..m-1] by quickselect (Hoare
+ * partition, median-of-three pivot); reorders v so that v[q] is in place
+ * and everything after it is >= v[q].  No NaN here. */
+static double pick_rank(double *v, R_xlen_t m, R_xlen_t q)
+{
+    R_xlen_t lo = 0, hi = m - 1;
+    while (hi > lo) {
+        R_xlen_t mid = lo + (hi - lo) / 2;
+        double a = v[lo], b = v[mid], c = v[hi], piv;
+        piv = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        R_xlen_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < piv)
+                i++;
+            while (v[j] > piv)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (q <= j)
+            hi = j;
+        else if (q >= i)
+            lo = i;
+        else
+            break;
     }
-    double v[2];
-    R_xlen_t r[2] = {r1, r2};
-    /* pair ranks (0-based) needed, then a partial sort for the smaller */
-    R_xlen_t q[2];
+    return v[q];
+}
+
+/* Squared distances of row i to the columns j0..j0+m-1 of column-major X
+ * (n rows, d columns). */
+static inline void sq_dist_row(const double *X, R_xlen_t n, int d, R_xlen_t i,
+                               R_xlen_t j0, int m, double *out)
+{
+    for (int t = 0; t < m; t++)
+        out[t] = 0.0;
+    for (int k = 0; k < d; k++) {
+        const double *xk = X + (size_t) k * n;
+        double xik = xk[i];
+        const double *xj = xk + j0;
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+        for (int t = 0; t < m; t++) {
+            double u = xik - xj[t];
+            out[t] += u * u;
+        }
+    }
+}
+
+/* The two middle pair ranks (0-based, q1 = q0 or q0 + 1) of the median of
+ * all n^2 entries of the squared-distance matrix (zero diagonal included):
+ * sorted, those entries are n zeros and then each of the N = n (n - 1) / 2
+ * pair values twice, so the 1-based rank r > n holds pair rank
+ * ceil((r - n) / 2) - 1.  A rank -1 stands for a zero. */
+static void median_ranks(R_xlen_t n, R_xlen_t *q)
+{
+    double NN = (double) n * (double) n;
+    R_xlen_t r[2];
+    if (((R_xlen_t) NN) % 2 == 0) {
+        r[0] = (R_xlen_t) (NN / 2);
+        r[1] = r[0] + 1;
+    } else {
+        r[0] = r[1] = (R_xlen_t) ((NN + 1) / 2);
+    }
     for (int a = 0; a < 2; a++)
         q[a] = r[a] <= n ? -1 : (r[a] - n + 1) / 2 - 1;
-    if (q[0] >= 0) {
-        rPsort(p, (int) npair, (int) q[0]);
-        v[0] = p[q[0]];
-    } else {
-        v[0] = 0.0;
+}
+
+/* Fill P (row-packed pair distances) and return the median of all n^2
+ * squared distances.  The two middle order statistics are bracketed by
+ * order statistics of a sample of pairs; the packing pass counts the
+ * values below the bracket and collects those inside it (per thread), and
+ * a quickselect inside the bracket finishes.  If the bracket misses, a
+ * quickselect on a copy of P gives the same exact answer. */
+static double svgd_median(const double *X, R_xlen_t n, int d, double *P,
+                          int nt, int par)
+{
+    R_xlen_t N = n * (n - 1) / 2, q[2];
+    median_ranks(n, q);
+    R_xlen_t ms = N < 16384 ? N : 16384;
+    double *smp = (double *) R_alloc((size_t) ms, sizeof(double));
+    /* pairs from a fixed xorshift stream (R's RNG is left alone) */
+    unsigned long long st = 0x9E3779B97F4A7C15ULL;
+    for (R_xlen_t t = 0; t < ms; t++) {
+        st ^= st << 13;
+        st ^= st >> 7;
+        st ^= st << 17;
+        R_xlen_t i = (R_xlen_t) ((st >> 11) % (unsigned long long) n);
+        st ^= st << 13;
+        st ^= st >> 7;
+        st ^= st << 17;
+        R_xlen_t j = (R_xlen_t) ((st >> 11) % (unsigned long long) n);
+        if (j == i)
+            j = (j + 1) % n;
+        double acc = 0.0;
+        for (int k = 0; k < d; k++) {
+            double u = X[i + (size_t) k * n] - X[j + (size_t) k * n];
+            acc += u * u;
+        }
+        smp[t] = acc;
     }
-    if (q[1] < 0) {
-        v[1] = 0.0;
-    } else if (q[1] == q[0]) {
-        v[1] = v[0];
-    } else if (q[0] >= 0) {
-        /* q[1] = q[0] + 1: the smallest value after the partition point */
-        double m = R_PosInf;
-        for (R_xlen_t t = q[0] + 1; t < npair; t++)
-            if (p[t] < m)
-                m = p[t];
-        v[1] = m;
-    } else {
-        rPsort(p, (int) npair, (int) q[1]);
-        v[1] = p[q[1]];
+    R_xlen_t qa = q[0] < 0 ? q[1] : q[0];
+    double lo = R_NegInf, hi = R_PosInf;
+    if (qa >= 0) {
+        double pos = (double) qa / N * ms, del = 3.0 * sqrt((double) ms) + 16.0;
+        R_xlen_t a = (R_xlen_t) (pos - del), b = (R_xlen_t) (pos + del) + 1;
+        if (a > 0)
+            lo = pick_rank(smp, ms, a);
+        if (b < ms - 1)
+            hi = a > 0 ? pick_rank(smp + a, ms - a, b - a) : pick_rank(smp, ms, b);
     }
-    return 0.5 * (v[0] + v[1]);
+    R_xlen_t cap = N / 8 / nt + 1024;
+    double *buf = (double *) R_alloc((size_t) nt * (cap + 1), sizeof(double));
+    R_xlen_t *below = (R_xlen_t *) R_alloc((size_t) nt * 3, sizeof(R_xlen_t)),
+        *nb = below + nt, *over = nb + nt;
+    for (int t = 0; t < nt; t++)
+        below[t] = nb[t] = over[t] = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 8) if (par)
+#endif
+    for (R_xlen_t i = 0; i < n - 1; i++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        double *row = P + pk_off(i, n), *bt = buf + (size_t) tid * (cap + 1);
+        int m = (int) (n - 1 - i);
+        sq_dist_row(X, n, d, i, i + 1, m, row);
+        R_xlen_t bl = below[tid], k = nb[tid];
+        for (int t = 0; t < m; t++) {
+            double v = row[t];
+            bl += v < lo;
+            bt[k] = v;             /* slot cap is the spare one */
+            k += (v >= lo) & (v <= hi);
+            if (k == cap) {
+                over[tid] = 1;
+                k = cap - 1;
+            }
+        }
+        below[tid] = bl;
+        nb[tid] = k;
+    }
+    if (qa < 0)
+        return 0.0;
+    R_xlen_t bl = 0, tot = 0;
+    int overflow = 0;
+    for (int t = 0; t < nt; t++) {
+        bl += below[t];
+        overflow |= (int) over[t];
+        if (t > 0)
+            memmove(buf + tot, buf + (size_t) t * (cap + 1),
+                    (size_t) nb[t] * sizeof(double));
+        tot += nb[t];
+    }
+    double v0, v1;
+    double *w;
+    R_xlen_t off, m;
+    if (!overflow && bl <= qa && q[1] < bl + tot) {
+        w = buf;
+        off = bl;
+        m = tot;
+    } else {
+        w = (double *) R_alloc((size_t) N, sizeof(double));
+        memcpy(w, P, (size_t) N * sizeof(double));
+        off = 0;
+        m = N;
+    }
+    v0 = pick_rank(w, m, qa - off);
+    if (q[1] == qa) {
+        v1 = v0;
+    } else {
+        double mn = R_PosInf;   /* the smallest after the partition point */
+        for (R_xlen_t t = qa - off + 1; t < m; t++)
+            if (w[t] < mn)
+                mn = w[t];
+        v1 = mn;
+    }
+    if (q[0] < 0)
+        v0 = 0.0;
+    return 0.5 * (v0 + v1);
 }
 
 /* .Call entry: one SVGD direction.  x, s: n x d particles and scores; h:
  * the bandwidth, or a non-positive value for the median heuristic h^2 =
  * 0.5 med / log(n + 1).  Returns list(phi, h, ksd2):
  * phi = (K S + rep) / n, rep_i = sum_j grad_{x_j} k(x_j, x_i), and the
- * V-statistic KSD^2 of the particles with the same Gaussian kernel. */
-SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP nthreads)
+ * V-statistic KSD^2 of the particles with the same Gaussian kernel.
+ * ws: a double vector of length n (n - 1) / 2 the distances may be written
+ * to (a workspace the R caller allocates once), or NULL.
+ * The n^2 pairs are visited in tiles of the upper triangle, each kernel
+ * value computed once and added to both of its rows (per-thread sums);
+ * memory: 4 n^2 bytes for the distances when the median is needed. */
+SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP ws, SEXP nthreads)
 {
     check_points(x, "x");
     check_same_dim(x, s, "score");
@@ -85,93 +243,133 @@ SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP nthreads)
     if (n < 2 || n * (n - 1) / 2 > INT_MAX)
         Rf_error(_("SVGD needs between 2 and 65536 particles"));
     const double *X = REAL(x), *S = REAL(s);
-    size_t nn = (size_t) n * n;
-    double *K = (double *) R_alloc(nn, sizeof(double));
-    int par = (double) n * n * (d + 4) >= KB_PAR_MIN_EVALS * 8;
-
-    /* squared distances, both triangles (rows in parallel) */
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 16) if (par)
-#endif
-    for (R_xlen_t j = 0; j < n; j++) {
-        double *col = K + (size_t) j * n;
-        for (R_xlen_t i = 0; i < n; i++)
-            col[i] = 0.0;
-        for (int k = 0; k < d; k++) {
-            const double *xk = X + (size_t) k * n;
-            double xjk = xk[j];
-#ifdef _OPENMP
-#pragma omp simd
-#endif
-            for (R_xlen_t i = 0; i < n; i++) {
-                double u = xk[i] - xjk;
-                col[i] += u * u;
-            }
-        }
-    }
+    R_xlen_t N = n * (n - 1) / 2;
+    int par = (double) N * (d + 4) >= KB_PAR_MIN_EVALS * 8;
+    double *P = NULL;
     if (!(h > 0.0)) {
-        R_xlen_t npair = n * (n - 1) / 2, t = 0;
-        double med = 0.0;
-        if (npair > 0) {
-            double *p = (double *) R_alloc((size_t) npair, sizeof(double));
-            for (R_xlen_t j = 1; j < n; j++) {
-                memcpy(p + t, K + (size_t) j * n, (size_t) j * sizeof(double));
-                t += j;
-            }
-            med = full_median(p, npair, n);
-        }
+        /* the caller's workspace (kept across iterations: no fresh pages) */
+        if (TYPEOF(ws) == REALSXP && XLENGTH(ws) == N)
+            P = REAL(ws);
+        else
+            P = (double *) R_alloc((size_t) N, sizeof(double));
+        double med = svgd_median(X, n, d, P, nt, par);
         h = sqrt(0.5 * med / log((double) n + 1.0));
         if (!(h > 0.0))
             Rf_error(_("the median heuristic gives a zero bandwidth: the "
                        "particles coincide; give a numeric 'bandwidth'"));
     }
     double h2 = h * h, c = -0.5 / h2, a = d / h2, b = 1.0 / (h2 * h2);
+    /* per-thread sums: rs (n), KS (d x n), KX (d x n) */
+    size_t nacc = (size_t) n * (2 * d + 1);
+    double *acc = (double *) R_alloc(nacc * nt, sizeof(double));
+    double *tbuf = (double *) R_alloc((size_t) nt * 2 * SVGD_TILE, sizeof(double));
+    memset(acc, 0, nacc * nt * sizeof(double));
+    R_xlen_t T = (n + SVGD_TILE - 1) / SVGD_TILE, ntile = T * (T + 1) / 2;
     double tr_sum = 0.0;
-    /* K in place; sum_ij K_ij (d / h^2 - D2_ij / h^4) */
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (par) \
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (par) \
     reduction(+:tr_sum)
 #endif
-    for (R_xlen_t j = 0; j < n; j++) {
-        double *col = K + (size_t) j * n, acc = 0.0;
-        for (R_xlen_t i = 0; i < n; i++) {
-            double r = col[i], k = exp(c * r);
-            acc += k * (a - b * r);
-            col[i] = k;
+    for (R_xlen_t tile = 0; tile < ntile; tile++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        /* tile -> (I, J), I <= J, row-major over the upper triangle */
+        R_xlen_t I = 0, rem = tile;
+        while (rem >= T - I) {
+            rem -= T - I;
+            I++;
         }
-        tr_sum += acc;
+        R_xlen_t J = I + rem;
+        R_xlen_t i0 = I * SVGD_TILE, i1 = i0 + SVGD_TILE < n ? i0 + SVGD_TILE : n,
+            j0 = J * SVGD_TILE, j1 = j0 + SVGD_TILE < n ? j0 + SVGD_TILE : n;
+        int m = (int) (j1 - j0);
+        double *rs = acc + nacc * tid, *KS = rs + n, *KX = KS + (size_t) d * n;
+        double *d2 = tbuf + (size_t) tid * 2 * SVGD_TILE, *kv = d2 + SVGD_TILE;
+        double trl = 0.0;
+        for (R_xlen_t i = i0; i < i1; i++) {
+            if (I != J) {
+                if (P)
+                    memcpy(d2, P + pk_off(i, n) + (j0 - i - 1), (size_t) m * sizeof(double));
+                else
+                    sq_dist_row(X, n, d, i, j0, m, d2);
+            } else {
+                if (P) {
+                    for (int t = 0; t < m; t++) {
+                        R_xlen_t j = j0 + t;
+                        d2[t] = j > i ? P[pk_off(i, n) + (j - i - 1)] :
+                            j < i ? P[pk_off(j, n) + (i - j - 1)] : 0.0;
+                    }
+                } else {
+                    sq_dist_row(X, n, d, i, j0, m, d2);
+                }
+            }
+            double ksum = 0.0, tacc = 0.0;
+            for (int t = 0; t < m; t++) {
+                double k = exp(c * d2[t]);
+                kv[t] = k;
+                ksum += k;
+                tacc += k * (a - b * d2[t]);
+            }
+            rs[i] += ksum;
+            if (I != J) {
+                trl += 2.0 * tacc;
+                double *rsj = rs + j0;
+                for (int t = 0; t < m; t++)
+                    rsj[t] += kv[t];
+            } else {
+                trl += tacc;
+            }
+            for (int k = 0; k < d; k++) {
+                const double *sk = S + (size_t) k * n, *xk = X + (size_t) k * n;
+                const double *sj = sk + j0, *xj = xk + j0;
+                double as = 0.0, ax = 0.0;
+#ifdef _OPENMP
+#pragma omp simd reduction(+:as, ax)
+#endif
+                for (int t = 0; t < m; t++) {
+                    as += kv[t] * sj[t];
+                    ax += kv[t] * xj[t];
+                }
+                KS[(size_t) k * n + i] += as;
+                KX[(size_t) k * n + i] += ax;
+                if (I != J) {
+                    double sik = sk[i], xik = xk[i];
+                    double *KSj = KS + (size_t) k * n + j0,
+                        *KXj = KX + (size_t) k * n + j0;
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+                    for (int t = 0; t < m; t++) {
+                        KSj[t] += kv[t] * sik;
+                        KXj[t] += kv[t] * xik;
+                    }
+                }
+            }
+        }
+        tr_sum += trl;
     }
+    for (int th = 1; th < nt; th++) {
+        const double *src = acc + nacc * th;
+        for (size_t t = 0; t < nacc; t++)
+            acc[t] += src[t];
+    }
+    const double *rs = acc, *KS = acc + n, *KX = KS + (size_t) d * n;
     const char *nms[] = {"phi", "h", "ksd2", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP phi_ = Rf_allocMatrix(REALSXP, (int) n, d);
     SET_VECTOR_ELT(ans, 0, phi_);
-    double *phi = REAL(phi_);
-    double ss = 0.0;
-    /* column i of K is row i (symmetric): contiguous dot products */
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (par) \
-    reduction(+:ss)
-#endif
-    for (R_xlen_t i = 0; i < n; i++) {
-        const double *ki = K + (size_t) i * n;
-        double rs = 0.0, acc = 0.0;
-        for (R_xlen_t j = 0; j < n; j++)
-            rs += ki[j];
-        for (int k = 0; k < d; k++) {
-            const double *xk = X + (size_t) k * n, *sk = S + (size_t) k * n;
-            double ks = 0.0, kx = 0.0;
-#ifdef _OPENMP
-#pragma omp simd reduction(+:ks, kx)
-#endif
-            for (R_xlen_t j = 0; j < n; j++) {
-                ks += ki[j] * sk[j];
-                kx += ki[j] * xk[j];
-            }
-            double rep = (xk[i] * rs - kx) / h2;
-            acc += sk[i] * (ks + 2.0 * rep);
-            phi[i + (size_t) k * n] = (ks + rep) / (double) n;
+    double *phi = REAL(phi_), ss = 0.0;
+    for (int k = 0; k < d; k++) {
+        const double *sk = S + (size_t) k * n, *xk = X + (size_t) k * n,
+            *ksk = KS + (size_t) k * n, *kxk = KX + (size_t) k * n;
+        double *pk = phi + (size_t) k * n;
+        for (R_xlen_t i = 0; i < n; i++) {
+            double rep = (xk[i] * rs[i] - kxk[i]) / h2;
+            ss += sk[i] * (ksk[i] + 2.0 * rep);
+            pk[i] = (ksk[i] + rep) / (double) n;
         }
-        ss += acc;
     }
     SET_VECTOR_ELT(ans, 1, Rf_ScalarReal(h));
     SET_VECTOR_ELT(ans, 2, Rf_ScalarReal((ss + tr_sum) / ((double) n * n)));
