@@ -582,10 +582,11 @@ SEXP kb_ksd_grad(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
 /* .Call entry: log energy and its gradient.  x: n x d particles, V: -log
  * density (length n), s: scores; sexp, eps: the Riesz exponent and
  * mollifier scale.  Over pairs i != j:
- *   w_ij = (|x_i - x_j|^2 + eps^2)^(-sexp / 2) exp(-(V_i + V_j) / 2),
+ *   w_ij = (|x_i - x_j|^2 + eps^2)^(-sexp / 2) exp((V_i + V_j) / 2)
+ *        = phi_eps(x_i - x_j) (p(x_i) p(x_j))^(-1/2),
  *   value = log(sum w / n^2),
  *   grad_i = 2 sum_j w_ij [-sexp (x_i - x_j) / (|x_i - x_j|^2 + eps^2)
- *            + s_i / 2] / sum w. */
+ *            - s_i / 2] / sum w. */
 SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
                   SEXP nthreads)
 {
@@ -630,7 +631,7 @@ SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
             for (int t = 0; t < m; t++) {
                 if (j0 + t == i)
                     continue;
-                double lw = -0.5 * se * log(r[t] + e2) - 0.5 * (V[i] + V[j0 + t]);
+                double lw = -0.5 * se * log(r[t] + e2) + 0.5 * (V[i] + V[j0 + t]);
                 if (lw > mx)
                     mx = lw;
             }
@@ -684,7 +685,7 @@ SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
                     continue;
                 }
                 double q = r[t] + e2;
-                double w = exp(-0.5 * se * log(q) - 0.5 * (V[i] + V[j0 + t]) - M);
+                double w = exp(-0.5 * se * log(q) + 0.5 * (V[i] + V[j0 + t]) - M);
                 wsum += w;
                 c[t] = w * se / q;
                 cb += c[t];
@@ -700,7 +701,7 @@ SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
             }
         }
         for (int k = 0; k < d; k++)
-            G[i + (size_t) k * n] = -G[i + (size_t) k * n] +
+            G[i + (size_t) k * n] = -G[i + (size_t) k * n] -
                 0.5 * wsum * S[i + (size_t) k * n];
         total += wsum;
     }
