@@ -282,3 +282,63 @@ test_that("evaluation and sampling functions reject bad arguments", {
   expect_error(sample_target(kb_target(function(z) 0, function(z) z, dim = 1),
                              5), "'target'.*sampler")
 })
+
+test_that("logistic_regression_target: log density, score and predictions from the formulas", {
+  set.seed(31)
+  X <- matrix(rnorm(60), 20, 3)
+  y <- rbinom(20, 1, 0.4)
+  for (ic in c(TRUE, FALSE)) for (sc in c(TRUE, FALSE)) {
+    tg <- logistic_regression_target(X, y, prior_sd = 2, intercept = ic,
+                                     scale = sc)
+    Z <- if (sc) scale(X) else X
+    if (ic) Z <- cbind(1, Z)
+    p <- ncol(Z)
+    expect_identical(tg$dim, p)
+    B <- matrix(rnorm(4 * p), 4)
+    ref_ld <- apply(B, 1, function(b) {
+      eta <- drop(Z %*% b)
+      sum(dbinom(y, 1, plogis(eta), log = TRUE)) - sum(b^2) / 8
+    })
+    expect_equal(target_log_density(tg, B), ref_ld, tolerance = 1e-12)
+    ref_sc <- t(apply(B, 1, function(b) {
+      drop(crossprod(Z, y - plogis(drop(Z %*% b)))) - b / 4
+    }))
+    expect_equal(unname(target_score(tg, B)), ref_sc, tolerance = 1e-12)
+    # score against central differences of the log density
+    h <- 1e-6
+    for (k in seq_len(p)) {
+      e <- replace(numeric(p), k, h)
+      fd <- (target_log_density(tg, B[1, ] + e) -
+               target_log_density(tg, B[1, ] - e)) / (2 * h)
+      expect_equal(target_score(tg, B[1, , drop = FALSE])[1, k], fd,
+                   tolerance = 1e-6)
+    }
+    # predictions: the average of the per-draw probabilities
+    newX <- matrix(rnorm(9), 3)
+    Zn <- if (sc) sweep(sweep(newX, 2, attr(Z <- scale(X), "scaled:center")), 2,
+                        attr(Z, "scaled:scale"), "/") else newX
+    if (ic) Zn <- cbind(1, Zn)
+    expect_equal(tg$predict(B, newX), rowMeans(plogis(Zn %*% t(B))),
+                 tolerance = 1e-12)
+  }
+  # stable far in the tails (no -Inf or NaN)
+  tg <- logistic_regression_target(X, y, prior_sd = 10)
+  big <- rbind(rep(200, tg$dim), rep(-200, tg$dim))
+  expect_true(all(is.finite(target_log_density(tg, big))))
+  expect_true(all(is.finite(target_score(tg, big))))
+})
+
+test_that("logistic_regression_target: data frames, factors and bad input", {
+  d <- data.frame(a = c(1, 2, 3, 4, 5), b = c(0.5, 0.1, 0.9, 0.3, 0.2))
+  yf <- factor(c("No", "Yes", "No", "Yes", "Yes"))
+  tg <- logistic_regression_target(d, yf)
+  expect_identical(tg$y, c(0, 1, 0, 1, 1))
+  expect_identical(tg$dim, 3L)
+  expect_error(logistic_regression_target(d, yf[-1]), "'y'")
+  expect_error(logistic_regression_target(d, c(0, 1, 2, 1, 0)), "'y'")
+  expect_error(logistic_regression_target(d, factor(letters[1:5])), "'y'")
+  expect_error(logistic_regression_target(d, yf, prior_sd = 0), "'prior_sd'")
+  expect_error(logistic_regression_target(matrix(c(1, NA), 2), c(0, 1)), "'X'")
+  expect_error(logistic_regression_target("a", 1), "'X'")
+  expect_error(tg$predict(c(0, 0, 0), matrix(1, 2, 3)), "'newX'")
+})
