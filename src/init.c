@@ -25,6 +25,8 @@ SEXP kb_ksdt_info(SEXP);
 SEXP kb_mcmc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksdt_sample(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP,
                     SEXP, SEXP, SEXP, SEXP);
+SEXP kb_goodwin_solve(SEXP, SEXP, SEXP, SEXP);
+SEXP kb_goodwin_logpost(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
 #define CALLDEF(name, n) {#name, (DL_FUNC) &name, n}
 
@@ -52,6 +54,8 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_ksdt_info, 1),
     CALLDEF(kb_mcmc, 10),
     CALLDEF(kb_ksdt_sample, 14),
+    CALLDEF(kb_goodwin_solve, 4),
+    CALLDEF(kb_goodwin_logpost, 8),
     {NULL, NULL, 0}
 };
 
