@@ -1,70 +1,106 @@
-# kernbayes demo: the main job on a built-in default.
+# kernbayes demo: the main job.
 # Usage: Rscript demo.R [output-directory]
-# Runs MALA on a built-in target (a two-component Gaussian mixture) from a
-# poor starting point, measures the chain with the kernelized Stein
-# discrepancy and its KSD path, compresses it to 100 points with Stein
-# thinning, MMD thinning and KSDT (online), compares them with exact draws
-# and with keeping every 40th state, prints a summary and writes plots.
+# A MALA chain on the posterior of the Goodwin oscillator (four ODE
+# parameters, data simulated as in Chen et al. 2019), thinned online by
+# KSDT; its dictionary is compared with the raw chain, with Stein thinning
+# to the same size and with equally spaced states.  Prints a summary and
+# writes plots to PNG files.
 suppressPackageStartupMessages(library(kernbayes))
 args <- commandArgs(trailingOnly = TRUE)
 out <- if (length(args)) args[[1L]] else "demo-output"
 dir.create(out, showWarnings = FALSE, recursive = TRUE)
+nt <- 2L
+
+# data: theta = (a1, a2, k1, alpha) = (1, 3, 2, 0.5), both species observed
+# at t = 41..80 with noise sd 0.1
+theta0 <- c(a1 = 1, a2 = 3, k1 = 2, alpha = 0.5)
+times <- 41:80
 set.seed(20261129)
-
-target <- gaussian_mixture_target(
-  means = rbind(c(-1.5, 0), c(1.5, 0.5)),
-  covs = list(diag(c(0.6, 1)), matrix(c(0.8, 0.3, 0.3, 0.5), 2)),
-  weights = c(0.4, 0.6))
+y <- goodwin_simulate(theta0, times, sd = 0.1)
+target <- goodwin_target(y, times, sd = 0.1)
 print(target)
-kernel <- imq_kernel(precon = "med")
-n <- 4000L
 
-# 1. an MCMC run with its burn-in kept
-chain <- mala(target, x0 = c(6, -5), n_iter = n, step = 0.9)
+# 1. MALA from the prior mean, burn-in kept
+n <- 20000L
+t_mala <- system.time(
+  chain <- mala(target, x0 = rep(digamma(2), 4), n_iter = n))
 cat("\n")
 print(chain)
-t_path <- system.time(path <- ksd_path(chain$x, chain$score, kernel,
-                                       nthreads = 2L))
-cat("\n")
-print(summary(path))
-cat(sprintf("(%.0f Stein kernel evaluations in %.2f s)\n", n * (n + 1) / 2,
-            t_path[["elapsed"]]))
+cat(sprintf("(%.1f s, %.0f microseconds per iteration with an ODE solve)\n",
+            t_mala[["elapsed"]], 1e6 * t_mala[["elapsed"]] / (n + 1000)))
 
-# 2. compress to m = 100 points in four ways
-m <- 100L
-exact <- sample_target(target, n)
-th <- stein_thin(chain$x, chain$score, m, nthreads = 2L)
-mt <- mmd_thin(chain$x, m, nthreads = 2L)
-kt <- ksdt(chain$x, chain$score, min_size = "constant", min_size_coef = m,
-           progress = FALSE)
-every <- chain$x[seq(1L, n, length.out = m), ]
-cat("\n")
-print(th)
+# 2. KSDT over the chain as it streams in (one pass, square-root size rule).
+# One fixed kernel for every comparison below: IMQ with L = I / med^2, med
+# the median distance between states of the chain ("med" would recompute
+# the median on each set and make the KSDs incomparable)
+med <- stats::median(stats::dist(chain$x[seq(1L, n, length.out = 1000L), ]))
+kernel <- imq_kernel(precon = med^2)
+t_ksdt <- system.time(
+  kt <- ksdt(chain$x, chain$score, kernel = kernel, progress = FALSE))
 cat("\n")
 print(kt)
-k_of <- function(p) ksd(p, target, kernel)
-res <- data.frame(
-  set = c(sprintf("whole chain (%d states)", n),
-          sprintf("exact draws (%d)", n),
-          "every 40th state", "Stein thinning", "MMD thinning",
-          "KSDT (online, one pass)", "Stein thinning + KSD weights"),
-  points = c(n, n, m, m, m, length(kt$index), m),
-  KSD = c(k_of(chain$x), k_of(exact), k_of(every), k_of(th$points),
-          k_of(mt$points), k_of(kt$points),
-          attr(ksd_weights(th$points, target, kernel), "ksd")))
-cat("\nKSD (IMQ, median preconditioner) of each set:\n")
-print(res, row.names = FALSE, digits = 4)
+cat(sprintf("(%.2f s for %d states)\n", t_ksdt[["elapsed"]], n))
 
-png_path <- file.path(out, "ksd-path.png")
-grDevices::png(png_path, width = 900, height = 600, res = 110)
-plot(path, main = "KSD path of a MALA chain started at (6, -5)")
-invisible(grDevices::dev.off())
-png_thin <- file.path(out, "stein-thinning.png")
-grDevices::png(png_thin, width = 1100, height = 500, res = 110)
-plot(th)
-invisible(grDevices::dev.off())
+# 3. the same number of points by Stein thinning (offline) and by keeping
+# equally spaced states; the KSD of each set with the same kernel
+m <- nrow(kt$points)
+th <- stein_thin(chain$x, chain$score, m, kernel = kernel, standardize = FALSE,
+                 nthreads = nt)
+every <- seq(1L, n, length.out = m)
+k_of <- function(x, s) ksd(x, s, kernel, nthreads = nt)
+t_raw <- system.time(k_raw <- k_of(chain$x, chain$score))
+res <- data.frame(
+  set = c(sprintf("raw chain (%d states)", n), "KSDT dictionary (online)",
+          "Stein thinning (offline)", "equally spaced states"),
+  points = c(n, m, m, m),
+  KSD = c(k_raw, k_of(kt$points, kt$score), k_of(chain$x[th$index, ], chain$score[th$index, ]),
+          k_of(chain$x[every, ], chain$score[every, ])))
+cat(sprintf("\nKSD (IMQ, L = I / %.3g^2) of each set:\n", med))
+print(res, row.names = FALSE, digits = 4)
+cat(sprintf("(the raw chain's KSD took %.1f s: %.0f Stein kernel evaluations)\n",
+            t_raw[["elapsed"]], as.double(n)^2))
+cat("\nposterior means of theta (natural scale):\n")
+print(rbind(`raw chain, second half` = colMeans(exp(chain$x[(n / 2 + 1):n, ])),
+            `KSDT dictionary` = colMeans(exp(kt$points)),
+            truth = theta0), digits = 3)
+
+# plots
 png_ksdt <- file.path(out, "ksdt.png")
 grDevices::png(png_ksdt, width = 1400, height = 450, res = 110)
 plot(kt)
 invisible(grDevices::dev.off())
-cat(sprintf("\nwrote %s, %s and %s\n", png_path, png_thin, png_ksdt))
+
+png_path <- file.path(out, "ksd-path.png")
+path <- ksd_path(chain$x[seq(1L, n, by = 4L), ], chain$score[seq(1L, n, by = 4L), ],
+                 kernel, nthreads = nt)
+grDevices::png(png_path, width = 900, height = 600, res = 110)
+plot(path, main = "KSD path of the MALA chain (every 4th state)")
+invisible(grDevices::dev.off())
+
+png_pairs <- file.path(out, "goodwin-pairs.png")
+grDevices::png(png_pairs, width = 1000, height = 1000, res = 110)
+both <- rbind(chain$x, kt$points)
+colnames(both) <- paste0("log ", names(theta0))
+graphics::pairs(both, pch = c(rep(".", n), rep(19, m)),
+                col = c(rep(grDevices::adjustcolor("grey40", 0.3), n),
+                        rep("red", m)), cex = c(rep(1, n), rep(0.5, m)),
+                main = "MALA chain (grey) and the KSDT dictionary (red)")
+invisible(grDevices::dev.off())
+
+png_fit <- file.path(out, "goodwin-fit.png")
+grDevices::png(png_fit, width = 1100, height = 500, res = 110)
+graphics::par(mfrow = c(1, 2))
+tt <- seq(0, 80, by = 0.25)
+for (s in 1:2) {
+  graphics::plot(times, y[, s], pch = 19, cex = 0.6, xlab = "t",
+                 ylab = sprintf("x%d", s), xlim = range(tt),
+                 ylim = range(y[, s], goodwin_solve(theta0, tt)[, s]),
+                 main = sprintf("species %d: data (t > 40) and 30 dictionary fits", s))
+  for (i in seq(1L, m, length.out = min(30L, m))) {
+    sol <- goodwin_solve(exp(kt$points[i, ]), tt)
+    graphics::lines(tt, sol[, s], col = grDevices::adjustcolor("red", 0.3))
+  }
+}
+invisible(grDevices::dev.off())
+cat(sprintf("\nwrote %s, %s, %s and %s\n", png_ksdt, png_path, png_pairs,
+            png_fit))
