@@ -6,9 +6,9 @@ TARBALL  := $(PKG)_$(VERSION).tar.gz
 R        ?= R
 RSCRIPT  ?= Rscript
 # R packages the build, tests and vignettes need, and their Debian names.
-RPKGS    := knitr rmarkdown roxygen2 coda posterior testthat
+RPKGS    := knitr rmarkdown roxygen2 coda posterior testthat MASS
 DEBPKGS  := r-cran-knitr r-cran-rmarkdown r-cran-roxygen2 r-cran-coda \
-            r-cran-posterior r-cran-testthat pandoc qpdf
+            r-cran-posterior r-cran-testthat r-cran-mass pandoc qpdf
 MISSING   = $(RSCRIPT) -e 'p <- strsplit("$(RPKGS)", " ")[[1]]; \
             m <- p[!vapply(p, requireNamespace, TRUE, quietly = TRUE)]; \
             for (b in c("pandoc", "qpdf")) if (!nzchar(Sys.which(b))) m <- c(m, b); \
