@@ -6,9 +6,10 @@ TARBALL  := $(PKG)_$(VERSION).tar.gz
 R        ?= R
 RSCRIPT  ?= Rscript
 # R packages the build, tests and vignettes need, and their Debian names.
-RPKGS    := knitr rmarkdown roxygen2 coda posterior testthat MASS
+RPKGS    := knitr rmarkdown roxygen2 coda posterior testthat MASS future future.apply
 DEBPKGS  := r-cran-knitr r-cran-rmarkdown r-cran-roxygen2 r-cran-coda \
-            r-cran-posterior r-cran-testthat r-cran-mass pandoc qpdf
+            r-cran-posterior r-cran-testthat r-cran-mass r-cran-future \
+            r-cran-future.apply pandoc qpdf
 MISSING   = $(RSCRIPT) -e 'p <- strsplit("$(RPKGS)", " ")[[1]]; \
             m <- p[!vapply(p, requireNamespace, TRUE, quietly = TRUE)]; \
             for (b in c("pandoc", "qpdf")) if (!nzchar(Sys.which(b))) m <- c(m, b); \

@@ -408,7 +408,9 @@ print.kb_kbr <- function(x, ...) {
 #'   `sigma_x` and `sigma_y` (Gaussian bandwidths; `NA` or absent: the
 #'   median heuristic). Default: `eps` in \eqn{10^{-3}, \dots, 10^{-1}} and
 #'   `delta` in \eqn{10^{-4}, \dots, 1}, median bandwidths.
-#' @param folds Number of folds.
+#' @param folds Number of folds. The folds are evaluated with the future
+#'   framework when future.apply is installed (one task per fold, on
+#'   whatever [future::plan()] is set), otherwise in turn.
 #' @param criterion `"marginal"` (the paper's, default) or `"regression"`.
 #' @param fit Whether to fit [kbr()] on all data with the best setting.
 #' @param seed Seed for the random fold assignment (the global RNG state is
@@ -463,10 +465,11 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
     rky <- resolve_kernel(ky, y)
     gx <- gram(rkx, x, x)
     gy <- gram(rky, y, y)
-    for (a in seq_len(folds)) {
+    # one task per fold (evaluated with the future framework when available)
+    fold_crit <- function(a) {
+      out <- numeric(length(rows))
       tr <- which(fold != a)
       te <- which(fold == a)
-      ntr <- length(tr)
       Gtr <- gx[tr, tr, drop = FALSE]
       Gytr <- gy[tr, tr, drop = FALSE]
       m <- rowMeans(Gtr)
@@ -474,7 +477,8 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
       cross <- rowMeans(gx[tr, te, drop = FALSE])
       self <- mean(gx[te, te, drop = FALSE])
       mus <- list()
-      for (g in rows) {
+      for (k in seq_along(rows)) {
+        g <- rows[k]
         key_eps <- format(grid$eps[g], digits = 17)
         if (is.null(mus[[key_eps]])) {
           mus[[key_eps]] <- .Call(C_kb_kbr_mu, Gtr, m, grid$eps[g])
@@ -483,15 +487,18 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
                    if (method == "kbr") 1L else 2L, kte)
         if (criterion == "marginal") {
           wbar <- rowMeans(W)
-          crit[g] <- crit[g] + drop(crossprod(wbar, Gtr %*% wbar)) -
+          out[k] <- drop(crossprod(wbar, Gtr %*% wbar)) -
             2 * sum(wbar * cross) + self
         } else {
           # sum_j ||sum_i W_ij k(., X_i) - k(., X_j)||^2, k(x, x) = 1
-          crit[g] <- crit[g] + (sum(W * (Gtr %*% W)) -
+          out[k] <- (sum(W * (Gtr %*% W)) -
             2 * sum(W * gx[tr, te, drop = FALSE]) + length(te)) / n
         }
       }
+      out
     }
+    per_fold <- kb_lapply(seq_len(folds), fold_crit)
+    crit[rows] <- Reduce(`+`, per_fold)
   }
   grid$criterion <- crit
   best <- grid[which.min(crit), , drop = FALSE]

@@ -109,6 +109,9 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' @param weights Optional non-negative weights on the rows of `x`.
 #' @param type `"V"` (the discrepancy, default) or `"U"` (unbiased estimate
 #'   of its square).
+#' @param blocks `NULL`, or a number of row blocks: the V-statistic is then
+#'   computed by [ksd_blocks()], the blocks evaluated with the future
+#'   framework (each with `nthreads` threads, default 1).
 #' @return A number.
 #' @references Liu, Q., Lee, J. and Jordan, M. (2016). A kernelized Stein
 #'   discrepancy for goodness-of-fit tests. *ICML*. Gorham, J. and Mackey, L.
@@ -123,8 +126,17 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' ksd(x, tg, type = "U")
 #' @export
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
-                type = c("V", "U"), standardize = FALSE, nthreads = NULL) {
+                type = c("V", "U"), standardize = FALSE, nthreads = NULL,
+                blocks = NULL) {
   type <- check_choice(type, c("V", "U"), "type")
+  if (!is.null(blocks)) {
+    if (type != "V" || !is.null(weights)) {
+      stop_arg("blocks", "is for the unweighted V-statistic only")
+    }
+    return(ksd_blocks(x, score, kernel, blocks = blocks,
+                      standardize = standardize,
+                      nthreads = if (is.null(nthreads)) 1L else nthreads))
+  }
   st <- stein_setup(x, score, kernel, standardize)
   n <- st$n
   if (!is.null(weights)) weights <- check_weights(weights, n)

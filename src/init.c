@@ -8,6 +8,7 @@ SEXP kb_gram(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_kbr_fit(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_kbr_filter(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_svgd_phi(SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_stein_block_sums(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_cross_kernel(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksd_grad(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_mied_grad(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
@@ -38,6 +39,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_kbr_fit, 6),
     CALLDEF(kb_kbr_filter, 8),
     CALLDEF(kb_svgd_phi, 5),
+    CALLDEF(kb_stein_block_sums, 6),
     CALLDEF(kb_cross_kernel, 5),
     CALLDEF(kb_ksd_grad, 4),
     CALLDEF(kb_mied_grad, 6),

@@ -110,7 +110,7 @@ static R_xlen_t rows_per_chunk(R_xlen_t n)
     return r < 8 ? 8 : r;
 }
 
-/* Visit rows j = 0..n-1 of the point set in chunks of about 2^23 kernel
+/* Visit rows j = first..last-1 of the point set in chunks of about 2^23 kernel
  * evaluations, in parallel within a chunk (each row j costs about j
  * evaluations), with an interrupt check between chunks; fn gets the row's
  * point and score gathered into per-thread scratch. */
@@ -118,14 +118,15 @@ typedef void (*row_visitor)(void *ctx, R_xlen_t j, const double *xj,
                             const double *sj);
 
 static void visit_rows(const kb_kernel *K, const double *X, const double *S,
-                       R_xlen_t n, int nthreads, row_visitor fn, void *ctx)
+                       R_xlen_t n, R_xlen_t first, R_xlen_t last,
+                       int nthreads, row_visitor fn, void *ctx)
 {
     const int d = K->d;
     double *scratch = (double *) R_alloc((size_t) 2 * d * nthreads,
                                          sizeof(double));
     R_xlen_t step = rows_per_chunk(n);
-    for (R_xlen_t j0 = 0; j0 < n; j0 += step) {
-        R_xlen_t j1 = j0 + step < n ? j0 + step : n;
+    for (R_xlen_t j0 = first; j0 < last; j0 += step) {
+        R_xlen_t j1 = j0 + step < last ? j0 + step : last;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nthreads) schedule(dynamic, 4) \
     if ((double) (j1 - j0) * j1 >= KB_PAR_MIN_EVALS)
@@ -168,7 +169,7 @@ void kb_stein_lower_sums(const kb_kernel *K, const double *X, const double *S,
                          double *c, double *diag)
 {
     lower_sums_ctx q = {K, X, S, w, n, c, diag};
-    visit_rows(K, X, S, n, nthreads, lower_sum_row, &q);
+    visit_rows(K, X, S, n, 0, n, nthreads, lower_sum_row, &q);
 }
 
 typedef struct {
@@ -215,7 +216,7 @@ SEXP kb_stein_matrix(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
     kb_kernel_from_sexp(kern, d, &K);
     SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, n, n));
     matrix_ctx q = {&K, REAL(x), REAL(s), n, REAL(ans)};
-    visit_rows(&K, REAL(x), REAL(s), n, nt, matrix_row, &q);
+    visit_rows(&K, REAL(x), REAL(s), n, 0, n, nt, matrix_row, &q);
     UNPROTECT(1);
     return ans;
 }
@@ -239,6 +240,43 @@ SEXP kb_stein_sums(SEXP x, SEXP s, SEXP kern, SEXP weights, SEXP nthreads)
     SET_VECTOR_ELT(ans, 1, Rf_allocVector(REALSXP, n));
     kb_stein_lower_sums(&K, REAL(x), REAL(s), n, w, nt,
                         REAL(VECTOR_ELT(ans, 0)), REAL(VECTOR_ELT(ans, 1)));
+    UNPROTECT(1);
+    return ans;
+}
+
+/* Row sums of the lower triangle for rows j0..j1-1 only (0-based, j1
+ * exclusive): c_j = k_p(x_j, x_j) + 2 sum_{i < j} k_p(x_i, x_j), so that
+ * blocks of rows computed anywhere add up to n^2 KSD^2. */
+typedef struct {
+    lower_sums_ctx q;
+    R_xlen_t j0;
+    double *out;
+} block_ctx;
+
+static void block_row(void *ctx, R_xlen_t j, const double *xj, const double *sj)
+{
+    block_ctx *b = (block_ctx *) ctx;
+    const kb_kernel *K = b->q.K;
+    double dj = kb_stein_diag(K, sj);
+    double off = kb_stein_row_sum(K, xj, sj, b->q.X, b->q.S, b->q.n, 0, j, NULL);
+    b->out[j - b->j0] = dj + 2.0 * off;
+}
+
+SEXP kb_stein_block_sums(SEXP x, SEXP s, SEXP kern, SEXP j0_, SEXP j1_,
+                         SEXP nthreads)
+{
+    int n, d;
+    check_points(x, s, &n, &d);
+    int nt = kb_nthreads(nthreads);
+    double a = kb_scalar_real(j0_, "first"), b = kb_scalar_real(j1_, "last");
+    if (!(a >= 0 && a <= b && b <= n))
+        Rf_error(_("row block [%g, %g) out of range for %d rows"), a, b, n);
+    R_xlen_t j0 = (R_xlen_t) a, j1 = (R_xlen_t) b;
+    kb_kernel K;
+    kb_kernel_from_sexp(kern, d, &K);
+    SEXP ans = PROTECT(Rf_allocVector(REALSXP, j1 - j0));
+    block_ctx q = {{&K, REAL(x), REAL(s), NULL, n, NULL, NULL}, j0, REAL(ans)};
+    visit_rows(&K, REAL(x), REAL(s), n, j0, j1, nt, block_row, &q);
     UNPROTECT(1);
     return ans;
 }

@@ -1,0 +1,189 @@
+# Many chains and many machines (issue 8): ksd_blocks(), merged KSDT
+# dictionaries (c() / merge()), ksdt_chains() under sequential and
+# multisession plans, kbr_cv() through futures.
+
+chains_mix <- function() {
+  gaussian_mixture_target(means = rbind(c(-2, 0), c(2, 0)))
+}
+
+test_that("ksd_blocks() equals ksd() for several block counts, blocks > n included", {
+  set.seed(801)
+  x <- matrix(rnorm(3 * 400), 400)
+  tg <- gaussian_target(c(0.2, 0, -0.1))
+  for (kern in list(imq_kernel(), imq_kernel(precon = "med"),
+                    gaussian_kernel(bandwidth = 1.3))) {
+    k0 <- ksd(x, tg, kern)
+    for (b in c(1, 2, 3, 5, 17, 400, 1000)) {
+      expect_lt(abs(ksd_blocks(x, tg, kern, blocks = b) / k0 - 1), 1e-12,
+                label = sprintf("blocks = %d", b))
+    }
+    expect_lt(abs(ksd(x, tg, kern, blocks = 4) / k0 - 1), 1e-12)
+  }
+  # standardised, a score matrix, two threads per block
+  s <- target_score(tg, x)
+  expect_lt(abs(ksd_blocks(x, s, imq_kernel(precon = "med"), blocks = 3,
+                           standardize = TRUE, nthreads = 2) /
+                  ksd(x, s, imq_kernel(precon = "med"), standardize = TRUE) - 1),
+            1e-12)
+  # the block sums are the plain-R row sums of the lower triangle
+  xs <- x[1:30, ]
+  K <- ref_stein_matrix(xs, target_score(tg, xs), type = "imq", c = 1,
+                        beta = -0.5, L = diag(3))
+  expect_equal(ksd_blocks(xs, tg, blocks = 4), sqrt(mean(K)), tolerance = 1e-12)
+  expect_error(ksd_blocks(x, tg, blocks = 0), "'blocks'")
+  expect_error(ksd(x, tg, type = "U", blocks = 2), "'blocks'")
+  expect_error(ksd(x, tg, weights = rep(1, 400) / 400, blocks = 2), "'blocks'")
+})
+
+test_that("merging dictionaries: recomputed KSD, no worse than the best, idempotent, sources", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(802)
+  a <- ksdt(sample_target(tg, 600), tg, progress = FALSE)
+  b <- ksdt(sample_target(tg, 600), tg, progress = FALSE)
+  fin <- function(z) z$ksd[length(z$ksd)]
+  m <- c(a, b)
+  expect_s3_class(m, "kb_ksdt")
+  # the merged KSD is the KSD of its points, recomputed from scratch
+  expect_equal(fin(m), ksd(m$points, m$score, imq_kernel()), tolerance = 1e-12)
+  # no worse than the better input (budget 0)
+  expect_lte(fin(m), min(fin(a), fin(b)) * (1 + 1e-12))
+  expect_equal(sort(m$input_ksd), sort(c(fin(a), fin(b))), tolerance = 1e-12)
+  # merge() is the same operation
+  expect_identical(merge(a, b)$points, m$points)
+  # with a budget the merged KSD may rise, by at most the budget per point
+  mb <- c(a, b, budget = 1e-4)
+  added <- nrow(b$points)
+  expect_lte(fin(mb)^2, min(fin(a), fin(b))^2 + added * 1e-4)
+  # merging a dictionary with itself changes nothing
+  aa <- c(a, a)
+  expect_identical(aa$points, a$points)
+  expect_equal(fin(aa), fin(a), tolerance = 1e-12)
+  # sources point back to the inputs
+  src <- m$source
+  expect_identical(nrow(src), nrow(m$points))
+  for (i in seq_len(nrow(src))) {
+    d <- list(a, b)[[src$dictionary[i]]]
+    j <- match(src$index[i], d$index)
+    expect_identical(unname(m$points[i, ]), unname(d$points[j, ]))
+  }
+  # Stein thinning of the union to a given size
+  st <- c(a, b, how = "stein_thin", size = 40)
+  expect_identical(nrow(st$points), 40L)
+  expect_equal(fin(st), ksd(st$points, st$score, imq_kernel()), tolerance = 1e-10)
+  expect_false(anyDuplicated(st$points) > 0)
+})
+
+test_that("merging: bad input (dimension, empty dictionary, wrong class)", {
+  tg2 <- gaussian_target(c(0, 0))
+  tg3 <- gaussian_target(c(0, 0, 0))
+  set.seed(803)
+  a <- ksdt(sample_target(tg2, 100), tg2, progress = FALSE)
+  b <- ksdt(sample_target(tg3, 100), tg3, progress = FALSE)
+  expect_error(c(a, b), "different dimensions")
+  e <- a
+  e$points <- e$points[0, , drop = FALSE]
+  e$score <- e$score[0, , drop = FALSE]
+  expect_error(c(a, e), "dictionary 2 is empty")
+  expect_error(merge(a, list(1)), "kb_ksdt")
+  expect_error(c(a, a, how = "stein_thin", size = 10^6), "'merge_size'")
+})
+
+test_that("ksdt_chains(): sequential and multisession plans give identical results", {
+  skip_if_not_installed("future")
+  skip_if_not_installed("future.apply")
+  skip_under_valgrind()
+  mix <- chains_mix()
+  x0 <- rbind(c(-2, 0), c(2, 0), c(0, 1))
+  oplan <- future::plan(future::sequential)
+  on.exit(future::plan(oplan), add = TRUE)
+  set.seed(804)
+  f1 <- ksdt_chains(mix, x0, n_iter = 800)
+  future::plan(future::multisession, workers = 2)
+  set.seed(804)
+  f2 <- ksdt_chains(mix, x0, n_iter = 800)
+  future::plan(future::sequential)
+  expect_s3_class(f1, "kb_ksdt_chains")
+  expect_identical(length(f1$chains), 3L)
+  for (i in 1:3) {
+    expect_identical(f1$chains[[i]]$points, f2$chains[[i]]$points)
+    expect_identical(f1$chains[[i]]$ksd, f2$chains[[i]]$ksd)
+  }
+  expect_identical(f1$merged$points, f2$merged$points)
+  # the merged dictionary's KSD is recomputable and no worse than the best chain
+  m <- f1$merged
+  fin <- function(z) z$ksd[length(z$ksd)]
+  expect_equal(fin(m), kernbayes:::ksd_resolved(m$points, m$score, m$kernel),
+               tolerance = 1e-12)
+  expect_lte(fin(m), min(vapply(f1$chains, fin, 0)) * (1 + 1e-12))
+  # the chains differ (independent streams) and reach both modes together
+  expect_false(identical(f1$chains[[1]]$points, f1$chains[[3]]$points))
+  expect_true(any(m$points[, 1] < 0) && any(m$points[, 1] > 0))
+  # same seed, same result; another seed, another result
+  set.seed(804)
+  expect_identical(ksdt_chains(mix, x0, n_iter = 800)$merged$points, m$points)
+  set.seed(805)
+  expect_false(identical(ksdt_chains(mix, x0, n_iter = 800)$merged$points,
+                         m$points))
+  # options pass through to ksdt_sample(); merge = "none" and "stein_thin"
+  fr <- ksdt_chains(mix, x0[1:2, ], n_iter = 300, sampler = "rwm",
+                    merge = "none")
+  expect_null(fr$merged)
+  expect_identical(fr$chains[[1]]$sampler, "RWM")
+  fs <- ksdt_chains(mix, x0[1:2, ], n_iter = 300, merge = "stein_thin",
+                    merge_size = 25)
+  expect_identical(nrow(fs$merged$points), 25L)
+  expect_output(print(f1), "merged \\(ksdt\\)")
+  expect_output(print(summary(f1)), "3 chains of 800 iterations")
+  pdf(NULL)
+  on.exit(dev.off(), add = TRUE)
+  expect_silent(plot(f1))
+})
+
+test_that("ksdt_chains(): a failing chain is reported with its number, the others kept", {
+  skip_if_not_installed("future.apply")
+  # the score fails only far out (x2 >= 8, where chain 2 starts)
+  bad <- kb_target(function(x) -sum(x^2) / 2,
+                   function(x) if (x[2] >= 8) stop("score blew up") else -x,
+                   dim = 2)
+  set.seed(806)
+  expect_warning(f <- ksdt_chains(bad, rbind(c(0, 0), c(8, 8), c(0, 1)),
+                                  n_iter = 200),
+                 "chain 2 failed \\(.*score blew up.*\\); the results of the other 2 chains are kept")
+  expect_null(f$chains[[2]])
+  expect_s3_class(f$chains[[1]], "kb_ksdt")
+  expect_s3_class(f$errors[["2"]], "error")
+  expect_s3_class(f$merged, "kb_ksdt")
+  expect_true(all(f$merged$source$dictionary %in% c(1L, 3L)))
+  expect_output(print(f), "chain 2: .*score blew up")
+  # every chain failing is an error
+  expect_error(suppressWarnings(ksdt_chains(bad, rbind(c(8, 8), c(9, 9)),
+                                            n_iter = 50)),
+               "all 2 chains failed")
+})
+
+test_that("ksdt_chains(): bad input", {
+  mix <- chains_mix()
+  expect_error(ksdt_chains(mix, matrix(0, 2, 3), 100), "'x0' must have 2 columns")
+  expect_error(ksdt_chains(mix, matrix(0, 0, 2), 100), "'x0'")
+  expect_error(ksdt_chains(mix, c(0, 0), 0), "'n_iter'")
+  expect_error(ksdt_chains(mix, c(0, 0), 10, merge = "avg"), "'merge'")
+  expect_error(ksdt_chains(list(), c(0, 0), 10), "'target'")
+  # a bad option for ksdt_sample() fails every chain: one clear error
+  expect_error(ksdt_chains(mix, c(0, 0), 10, sampler = "hmc"),
+               "all 1 chains failed; chain 1: 'sampler'")
+})
+
+test_that("kbr_cv() gives the same table through futures (multisession)", {
+  skip_if_not_installed("future")
+  skip_if_not_installed("future.apply")
+  skip_under_valgrind()
+  set.seed(807)
+  x <- rnorm(120)
+  y <- x + rnorm(120, sd = 0.5)
+  grid <- expand.grid(eps = c(1e-3, 1e-2), delta = c(1e-3, 1e-1))
+  c1 <- kbr_cv(x, y, grid = grid, folds = 3, fit = FALSE)
+  oplan <- future::plan(future::multisession, workers = 2)
+  on.exit(future::plan(oplan), add = TRUE)
+  c2 <- kbr_cv(x, y, grid = grid, folds = 3, fit = FALSE)
+  expect_identical(c1$table, c2$table)
+})
