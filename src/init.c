@@ -28,6 +28,7 @@ SEXP kb_ksdt_sample(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP,
                     SEXP, SEXP, SEXP, SEXP);
 SEXP kb_goodwin_solve(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_goodwin_logpost(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_assign(SEXP);
 
 #define CALLDEF(name, n) {#name, (DL_FUNC) &name, n}
 
@@ -58,6 +59,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_ksdt_sample, 14),
     CALLDEF(kb_goodwin_solve, 4),
     CALLDEF(kb_goodwin_logpost, 8),
+    CALLDEF(kb_assign, 1),
     {NULL, NULL, 0}
 };
 
