@@ -29,7 +29,7 @@ incomplete_cholesky <- function(rk, x, tol = 1e-6, max_rank = nrow(x)) {
     dg <- pmax(dg - L[, j]^2, 0)
     dg[piv] <- 0
   }
-  L[, seq_along(piv), drop = FALSE]
+  structure(L[, seq_along(piv), drop = FALSE], residual = max(dg))
 }
 
 check_reg <- function(v, arg) {
@@ -183,6 +183,8 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     fit$Ly <- Ly
     fit$rank_x <- ncol(Lx)
     fit$rank_y <- ncol(Ly)
+    # largest residual diagonal left by the factorisations (0 = exact)
+    fit$residual <- c(x = attr(Lx, "residual"), y = attr(Ly, "residual"))
   }
   structure(fit, class = "kb_kbr")
 }
@@ -371,7 +373,8 @@ print.kb_kbr <- function(x, ...) {
               x$method, x$n, ncol(x$x), ncol(x$y)))
   cat(sprintf("  eps = %s, delta = %s; %s\n", format(x$eps), format(x$delta),
               if (is.null(x$rank)) "full Gram matrices" else
-                sprintf("low rank: %d (x), %d (y)", x$rank_x, x$rank_y)))
+                sprintf("low rank: %d (x), %d (y), largest residual %.2g",
+                        x$rank_x, x$rank_y, max(x$residual))))
   cat("  kernel x:", describe_resolved(x$kernel_x), "\n")
   cat("  kernel y:", describe_resolved(x$kernel_y), "\n")
   invisible(x)
@@ -632,8 +635,20 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
     for (t in seq_len(nrow(yo))) {
       v <- lowrank_solve(Lx, T * eps, Lx %*% crossprod(Lx, a))
       mu <- lowrank_solve(Lx, T * eps, T * (gxx %*% v))
-      a <- drop(lowrank_weights(Ly, drop(mu), delta, method,
-                                Ky[, t, drop = FALSE]))
+      a <- tryCatch(drop(lowrank_weights(Ly, drop(mu), delta, method,
+                                         Ky[, t, drop = FALSE])),
+                    error = function(e) NULL)
+      # posterior weights sum to about 1; a low-rank factor that misses
+      # much of G_X makes mu, and then the weights, grow geometrically
+      if (is.null(a) || !all(is.finite(a)) || sum(abs(a)) > 1e6) {
+        stop(sprintf(paste0("the low-rank KBR filter broke down at step %d ",
+                            "(sum of |weights| %.3g, largest |mu| %.3g; the ",
+                            "rank-%d factor of G_X leaves a residual of %.2g); ",
+                            "increase 'rank', 'eps' or 'delta', or use the ",
+                            "full path"),
+                     t, if (is.null(a)) NaN else sum(abs(a)), max(abs(mu)),
+                     ncol(Lx), attr(Lx, "residual")), call. = FALSE)
+      }
       W[, t] <- a
     }
   }
@@ -643,7 +658,11 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
                  method = sprintf("KBR filter (%s%s)", method,
                                   if (is.null(rank)) "" else
                                     sprintf(", rank %d", ncol(Lx))),
-                 eps = eps, delta = delta, T_train = T),
+                 eps = eps, delta = delta, T_train = T,
+                 rank_x = if (is.null(rank)) NULL else ncol(Lx),
+                 rank_y = if (is.null(rank)) NULL else ncol(Ly),
+                 residual = if (is.null(rank)) NULL else
+                   c(x = attr(Lx, "residual"), y = attr(Ly, "residual"))),
             class = "kb_filter")
 }
 

@@ -815,3 +815,23 @@ test_that("plot methods draw and return their argument invisibly", {
   expect_identical(graphics::par("mfrow"), op)
   expect_error(plot(f, truth = c(1, NA)), "'truth'", fixed = TRUE)
 })
+
+test_that("a low-rank filter that breaks down stops with a message naming rank, eps, delta", {
+  # a narrow kernel on a circle: rank 40 misses most of G_X, mu explodes
+  set.seed(9)
+  T <- 400
+  th <- cumsum(rep(0.3, T + 1)) + rnorm(T + 1, sd = 0.05)
+  x <- cbind(cos(th), sin(th))
+  y <- x + matrix(rnorm(2 * (T + 1), sd = 0.2), T + 1)
+  k <- gaussian_kernel(bandwidth = 0.1)
+  expect_error(kbr_filter(x, y, y[1:30, ], k, k, eps = 1e-4, delta = 1e-5,
+                          rank = 40),
+               "low-rank KBR filter broke down at step .*rank-40 factor.*increase 'rank', 'eps' or 'delta'")
+  # the same with enough rank (or the full path) runs
+  f <- kbr_filter(x, y, y[1:30, ], k, k, eps = 1e-4, delta = 1e-5)
+  expect_true(all(is.finite(f$mean)))
+  # the residual of the factorisations is reported
+  fl <- kbr_filter(x, y, y[1:5, ], eps = 1e-3, delta = 1e-4, rank = 30)
+  expect_true(fl$rank_x <= 30L)
+  expect_true(fl$residual[["x"]] >= 0 && fl$residual[["x"]] < 1)
+})
