@@ -531,6 +531,11 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, noise, keep_every,
 #' (learning rate 1 in that convention); on the three-ring target of the
 #' tests, \eqn{\lambda = 10^{-3}} with `step = 1` diverged at once
 #' (DrMMD 4.98 to 183), with `step` = \eqn{\lambda} it decreased steadily.
+#' With a narrow kernel (bandwidth 0.15 on the rings) even `step` =
+#' \eqn{\lambda} scattered particles out of the kernel's reach, where they
+#' stay without any non-finite value to stop the run; `step` = \eqn{0.1
+#' \lambda} reached the accuracy of the target sample itself
+#' (`vignette("particle-flows")`).
 #'
 #' The kernel is resolved once on `y` (the median heuristic of
 #' [gaussian_kernel()] uses the target sample) and must be isotropic.
@@ -727,6 +732,11 @@ print.summary.kb_particles <- function(x, ...) {
 #' @export
 as.matrix.kb_particles <- function(x, ...) x$x
 
+# Call a plotting function with defaults the user's arguments override.
+plot_with <- function(f, defaults, dots) {
+  do.call(f, utils::modifyList(defaults, dots, keep.null = TRUE))
+}
+
 #' Plot particles from a flow
 #'
 #' @param x A `kb_particles` object.
@@ -749,9 +759,9 @@ plot.kb_particles <- function(x, type = c("particles", "trajectories",
   if (type == "objective") {
     ob <- x$objective
     lg <- if (all(ob > 0)) "y" else ""
-    graphics::plot(seq_along(ob), ob, type = "l", log = lg,
-                   xlab = "iteration", ylab = x$objective_name,
-                   main = x$method, ...)
+    plot_with(graphics::plot, list(seq_along(ob), ob, type = "l", log = lg,
+                                   xlab = "iteration", ylab = x$objective_name,
+                                   main = x$method), list(...))
     return(invisible(x))
   }
   if (type == "trajectories") {
@@ -760,12 +770,15 @@ plot.kb_particles <- function(x, type = c("particles", "trajectories",
     }
     tr <- x$trace
     if (d == 1L) {
-      graphics::matplot(x$trace_iter, t(tr[, 1L, ]), type = "l", lty = 1,
-                        col = grDevices::adjustcolor("steelblue", 0.5),
-                        xlab = "iteration", ylab = "x", main = x$method, ...)
+      plot_with(graphics::matplot,
+                list(x$trace_iter, t(tr[, 1L, ]), type = "l", lty = 1,
+                     col = grDevices::adjustcolor("steelblue", 0.5),
+                     xlab = "iteration", ylab = "x", main = x$method),
+                list(...))
     } else {
-      graphics::plot(range(tr[, 1L, ]), range(tr[, 2L, ]), type = "n",
-                     xlab = "x1", ylab = "x2", main = x$method, ...)
+      plot_with(graphics::plot,
+                list(range(tr[, 1L, ]), range(tr[, 2L, ]), type = "n",
+                     xlab = "x1", ylab = "x2", main = x$method), list(...))
       for (i in seq_len(nrow(p))) {
         graphics::lines(tr[i, 1L, ], tr[i, 2L, ],
                         col = grDevices::adjustcolor("steelblue", 0.4))
@@ -775,8 +788,9 @@ plot.kb_particles <- function(x, type = c("particles", "trajectories",
     return(invisible(x))
   }
   if (d == 1L) {
-    graphics::hist(p[, 1L], breaks = "FD", freq = FALSE, main = x$method,
-                   xlab = "x", col = "grey90", border = "grey60", ...)
+    plot_with(graphics::hist,
+              list(p[, 1L], breaks = "FD", freq = FALSE, main = x$method,
+                   xlab = "x", col = "grey90", border = "grey60"), list(...))
     if (inherits(target, "kb_target")) {
       u <- graphics::par("usr")
       g <- seq(u[1L], u[2L], length.out = 400)
@@ -790,9 +804,10 @@ plot.kb_particles <- function(x, type = c("particles", "trajectories",
   }
   rx <- range(p[, 1L], x$y[, 1L])
   ry <- range(p[, 2L], x$y[, 2L])
-  graphics::plot(rx, ry, type = "n", xlab = "x1", ylab = "x2",
+  plot_with(graphics::plot,
+            list(rx, ry, type = "n", xlab = "x1", ylab = "x2",
                  main = if (d > 2L) paste(x$method, "(first two coordinates)")
-                        else x$method, ...)
+                        else x$method), list(...))
   if (!is.null(x$y)) {
     graphics::points(x$y[, 1L], x$y[, 2L], pch = 19, cex = 0.4, col = "grey70")
   }

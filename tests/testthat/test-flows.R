@@ -598,3 +598,18 @@ test_that("a step that makes particles non-finite stops with the iteration and a
                          progress = FALSE),
                "non-finite particle positions at iteration [0-9]+.*'step'")
 })
+
+test_that("plot methods accept main, xlab and ylab", {
+  set.seed(641)
+  tg <- gaussian_target(c(0, 0))
+  f <- svgd(matrix(rnorm(40), 20), tg, n_iter = 5, keep_every = 1,
+            progress = FALSE)
+  f1 <- svgd(rnorm(20), gaussian_target(0), n_iter = 5, keep_every = 1,
+             progress = FALSE)
+  pdf(NULL)
+  on.exit(dev.off())
+  for (ty in c("particles", "trajectories", "objective")) {
+    expect_silent(plot(f, ty, main = "mine", xlab = "a", ylab = "b"))
+    expect_silent(plot(f1, ty, main = "mine", xlab = "a"))
+  }
+})
