@@ -14,11 +14,13 @@
 #' stochastic matrices are permutation matrices), so this is the exact
 #' distance, not an approximation: no entropic regularisation, no slicing.
 #'
-#' The permutation is found by the Hungarian method in its
-#' shortest-augmenting-path form with dual potentials (Jonker and
-#' Volgenant, 1987), in C: \eqn{O(n^3)} time and an \eqn{n \times n} cost
-#' matrix in memory (\eqn{8 n^2} bytes). A thousand points take well under a
-#' second; a few thousand, seconds. The computation can be interrupted.
+#' The permutation is found in C by the Hungarian method in its
+#' shortest-augmenting-path form with dual potentials, the form on which
+#' the algorithm of Jonker and Volgenant (1987) builds (see Burkard,
+#' Dell'Amico and Martello, 2009): \eqn{O(n^3)} time and an \eqn{n \times
+#' n}{n x n} cost matrix in memory (\eqn{8 n^2} bytes). A thousand points
+#' take well under a second; a few thousand, seconds. The computation can
+#' be interrupted.
 #'
 #' Because the optimal coupling is computed exactly, \eqn{W_2} between two
 #' independent samples of the *same* distribution is not zero: it shrinks
@@ -34,8 +36,11 @@
 #' @return The distance \eqn{W_2}, a single number, with attribute
 #'   `"assignment"`: the integer vector \eqn{\sigma}, matching row `i` of
 #'   `x` with row `assignment[i]` of `y`.
-#' @references Jonker, R. and Volgenant, A. (1987). A shortest augmenting
-#'   path algorithm for dense and sparse linear assignment problems.
+#' @references Burkard, R., Dell'Amico, M. and Martello, S. (2009).
+#'   *Assignment Problems*. SIAM, Philadelphia.
+#'
+#'   Jonker, R. and Volgenant, A. (1987). A shortest augmenting path
+#'   algorithm for dense and sparse linear assignment problems.
 #'   *Computing*, 38(4), 325-340.
 #' @seealso [mmd_flow()], [dmmd_flow()] and [svgd()], whose particles this
 #'   compares with a target sample.

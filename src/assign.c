@@ -1,8 +1,9 @@
 /* Optimal assignment (the linear sum assignment problem): the O(n^3)
  * Hungarian method in its shortest-augmenting-path form with dual
- * potentials (Jonker and Volgenant 1987; the presentation of Burkard,
- * Dell'Amico and Martello, "Assignment Problems", 2009, Sec. 4.4).  Used by
- * wasserstein2() for the exact W2 distance between equal-size point sets. */
+ * potentials, on which Jonker and Volgenant (1987) build (see Burkard,
+ * Dell'Amico and Martello, "Assignment Problems", SIAM 2009, ch. 4).  Used
+ * by wasserstein2() for the exact W2 distance between equal-size point
+ * sets. */
 #include "kernbayes.h"
 
 /* Minimise sum_j C[j, a_j] over permutations a of 0..n-1, for an n x n
@@ -18,8 +19,8 @@ static int assign_lsap(const double *C, int n, int *a)
     double *u = (double *) R_alloc((size_t) n + 1, sizeof(double));
     double *v = (double *) R_alloc((size_t) n + 1, sizeof(double));
     double *minv = (double *) R_alloc((size_t) n + 1, sizeof(double));
-    int *p = (int *) R_alloc((size_t) n + 1, sizeof(int));    /* row -> column */
-    int *way = (int *) R_alloc((size_t) n + 1, sizeof(int));  /* tree parent */
+    int *p = (int *) R_alloc((size_t) n + 1, sizeof(int));   /* row -> col */
+    int *way = (int *) R_alloc((size_t) n + 1, sizeof(int)); /* tree parent */
     char *used = R_alloc((size_t) n + 1, sizeof(char));
     for (int j = 0; j <= n; j++) {
         u[j] = v[j] = 0.0;
