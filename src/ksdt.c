@@ -158,6 +158,11 @@ static double block_min(const double *v, int m)
  * k_p(x, x_i) (into st->cache when keep is set); then r_i += sign * k
  * (only when apply is set: otherwise a dry run), per-block sums and
  * per-block minima of kd_i - 2 (r_i + sign k). */
+/* The parallel regions below run once per stream step, so they only pay
+ * off for large dictionaries: at 2048 points (the former threshold) a
+ * region held ~12 us of work, and on a machine with other busy processes
+ * the barrier waits for a descheduled thread made 2 threads up to 200x
+ * slower than 1 (15,000 states: 87.5 s vs 0.44 s).  Now 16384 points. */
 static void pass(ksdt_state *st, int n, const double *x, const double *s,
                  const double *row_known, double sign, int keep, int apply,
                  int nt)
@@ -165,7 +170,7 @@ static void pass(ksdt_state *st, int n, const double *x, const double *s,
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
     const kb_kernel *K = &st->K;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (n * 32.0 >= KB_PAR_MIN_EVALS)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
 #endif
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
@@ -533,7 +538,7 @@ static void dict_row(ksdt_state *st, const double *x, const double *s,
 {
     int n = st->n, nb = (n + KB_BLOCK - 1) / KB_BLOCK;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (n * 32.0 >= KB_PAR_MIN_EVALS)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
 #endif
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
