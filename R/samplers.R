@@ -41,6 +41,13 @@ run_mcmc <- function(type, target, x0, n_iter, step, warmup, target_accept,
   res <- .Call(C_kb_mcmc, type, closure_env(target), target$vectorized, x0,
                n_iter, step, warmup, adapt, target_accept, scores)
   colnames(res$x) <- names(x0)
+  if (n_iter >= 100L && res$accept_rate < 0.01) {
+    warning(sprintf(paste0("the %s chain accepted %.2g%% of its proposals (step ",
+                           "%s): it barely moved; try a smaller 'step', a warm-up ",
+                           "(step = NULL) or a better 'x0'"),
+                    if (type == 2L) "MALA" else "RWM", 100 * res$accept_rate,
+                    format(res$step, digits = 3)), call. = FALSE)
+  }
   structure(list(x = res$x, score = res$score, log_density = res$log_density,
                  accept_rate = res$accept_rate, step = res$step,
                  adapted = adapt, warmup = warmup,

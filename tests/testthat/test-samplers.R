@@ -363,3 +363,16 @@ test_that("plot of a kb_chain draws without error", {
   expect_invisible(plot(ch))
   expect_identical(plot(ch, which = c(2, 5)), ch)
 })
+
+test_that("a chain that barely moves gives a warning naming step and x0", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(12)
+  expect_warning(ch <- mala(tg, x0 = c(0, 0), n_iter = 200, step = 50,
+                            warmup = 0),
+                 "MALA chain accepted .*% of its proposals .*'step'.*'x0'")
+  expect_lt(ch$accept_rate, 0.01)
+  expect_warning(rwm(tg, x0 = c(0, 0), n_iter = 200, step = 1e3, warmup = 0),
+                 "RWM chain accepted")
+  # a healthy chain is silent
+  expect_silent(mala(tg, x0 = c(0, 0), n_iter = 200))
+})
