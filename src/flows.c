@@ -613,21 +613,11 @@ SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        double *r = scratch + (size_t) tid * (2 * KB_BLOCK + d), *xi = r + 2 * KB_BLOCK;
-        for (int k = 0; k < d; k++)
-            xi[k] = X[i + (size_t) k * n];
+        double *r = scratch + (size_t) tid * (2 * KB_BLOCK + d);
         double mx = R_NegInf;
         for (int j0 = 0; j0 < n; j0 += KB_BLOCK) {
             int m = n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK;
-            for (int t = 0; t < m; t++)
-                r[t] = 0.0;
-            for (int k = 0; k < d; k++) {
-                const double *xk = X + (size_t) k * n + j0;
-                for (int t = 0; t < m; t++) {
-                    double u = xi[k] - xk[t];
-                    r[t] += u * u;
-                }
-            }
+            sq_dist_row(X, n, d, i, j0, m, r);
             for (int t = 0; t < m; t++) {
                 if (j0 + t == i)
                     continue;
@@ -669,15 +659,7 @@ SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
             G[i + (size_t) k * n] = 0.0;
         for (int j0 = 0; j0 < n; j0 += KB_BLOCK) {
             int m = n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK;
-            for (int t = 0; t < m; t++)
-                r[t] = 0.0;
-            for (int k = 0; k < d; k++) {
-                const double *xk = X + (size_t) k * n + j0;
-                for (int t = 0; t < m; t++) {
-                    double u = xi[k] - xk[t];
-                    r[t] += u * u;
-                }
-            }
+            sq_dist_row(X, n, d, i, j0, m, r);
             double cb = 0.0;
             for (int t = 0; t < m; t++) {
                 if (j0 + t == i) {
