@@ -1,8 +1,33 @@
 # Argument checks and conversions shared by the user-facing functions.
 # Every message names the argument and says what was expected.
 
+# Errors are classed conditions: "kb_error_arg" (an argument is wrong),
+# "kb_error_numeric" (a computation overflowed or lost its meaning),
+# "kb_error_callback" (a user closure failed or returned something wrong),
+# "kb_error_state" (an object cannot be used as it is) and
+# "kb_error_internal"; all inherit from "kb_error".  `arg` names the
+# argument when there is one.
+kb_error <- function(message, class = NULL, arg = NULL) {
+  structure(class = c(class, "kb_error", "error", "condition"),
+            list(message = message, call = NULL, arg = arg))
+}
+
 stop_arg <- function(arg, ...) {
-  stop(sprintf("'%s' %s", arg, paste0(...)), call. = FALSE)
+  stop(kb_error(sprintf("'%s' %s", arg, paste0(...)), "kb_error_arg", arg))
+}
+
+stop_numeric <- function(...) {
+  stop(kb_error(paste0(...), "kb_error_numeric"))
+}
+
+stop_state <- function(...) {
+  stop(kb_error(paste0(...), "kb_error_state"))
+}
+
+# Called from C (kb_signal in util.c): raise a classed error with a message
+# formatted there.
+kb_signal <- function(message, class) {
+  stop(kb_error(message, class))
 }
 
 check_number <- function(x, arg, lower = -Inf, upper = Inf,

@@ -20,8 +20,15 @@
  * more than they save (and spin idly on a busy machine): run serially. */
 #define KB_PAR_MIN_EVALS 65536.0
 
+/* Classed errors (R conditions inheriting from "kb_error"): the message is
+ * formatted here and raised by R's kernbayes:::kb_signal().  Like Rf_error,
+ * these do not return. */
+void NORET kb_error_numeric(const char *fmt, ...);   /* "kb_error_numeric" */
+void NORET kb_error_class(const char *cls, const char *fmt, ...);
+
 /* Internal errors: conditions the R layer is supposed to rule out. */
-#define KB_INTERNAL(msg) Rf_error(_("kernbayes internal error: %s"), msg)
+#define KB_INTERNAL(msg) \
+    kb_error_class("kb_error_internal", _("kernbayes internal error: %s"), msg)
 
 /* Look up a list element by name; R_NilValue when absent. */
 SEXP kb_list_elt(SEXP list, const char *name);
