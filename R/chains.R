@@ -87,19 +87,19 @@ ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
 check_dicts <- function(dicts) {
   ok <- vapply(dicts, inherits, TRUE, "kb_ksdt")
   if (!all(ok)) {
-    stop(sprintf("only KSDT results (kb_ksdt objects) can be merged; argument %d is a %s",
-                 which(!ok)[1L], class(dicts[[which(!ok)[1L]]])[1L]),
-         call. = FALSE)
+    stop_arg("...", sprintf("must be KSDT results (kb_ksdt objects) to be merged; argument %d is a %s",
+                            which(!ok)[1L], class(dicts[[which(!ok)[1L]]])[1L]))
   }
   d <- vapply(dicts, function(z) as.integer(z$d), 1L)
   if (any(d != d[1L])) {
-    stop(sprintf(paste0("the dictionaries have different dimensions (%s): ",
-                        "they cannot come from the same target"),
-                 paste(d, collapse = ", ")), call. = FALSE)
+    stop_arg("...", sprintf(paste0("must be dictionaries of one dimension; they have %s: ",
+                                   "they cannot come from the same target"),
+                            paste(d, collapse = ", ")))
   }
   sz <- vapply(dicts, function(z) nrow(z$points), 1L)
   if (any(sz == 0L)) {
-    stop(sprintf("dictionary %d is empty", which(sz == 0L)[1L]), call. = FALSE)
+    stop_arg("...", sprintf("must be non-empty dictionaries; dictionary %d is empty",
+                            which(sz == 0L)[1L]))
   }
   invisible(dicts)
 }
@@ -151,7 +151,7 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
     st$rk <- rk
     st$ptr <- .Call(C_kb_ksdt_new, rk, st$dim)
     st$colnames <- colnames(dicts[[1L]]$points)
-    ksdt_push(st, pts, scr)
+    push_rows(st, pts, scr)
     res <- ksdt_result(st)
     res$source <- src[res$index, , drop = FALSE]
     rownames(res$source) <- NULL
@@ -304,6 +304,23 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   nthreads <- check_count(nthreads, "nthreads")
   dots <- list(...)
   if (!is.null(dots$progress)) dots$progress <- NULL
+  allowed <- setdiff(names(formals(ksdt_sample)),
+                     c("target", "x0", "n_iter", "nthreads", "progress"))
+  nm <- names(dots)
+  if (length(dots) && (is.null(nm) || !all(nm %in% allowed))) {
+    bad <- if (is.null(nm)) "an unnamed argument" else
+      paste(sQuote(setdiff(nm, allowed), FALSE), collapse = ", ")
+    stop_arg("...", "must be named arguments of ksdt_sample() (",
+             paste(allowed, collapse = ", "), "); got ", bad)
+  }
+  if (merge == "stein_thin" && !is.null(merge_size)) {
+    merge_size <- check_count(merge_size, "merge_size")
+  }
+  # every argument checked before any chain runs: each start, then the rest
+  for (i in seq_len(nrow(x0))) check_x0(x0[i, ], target)
+  do.call(ksdt_sample_check, c(list(target = target, x0 = x0[1L, ],
+                                    n_iter = n_iter, nthreads = nthreads,
+                                    progress = FALSE), dots))
   run_one <- function(i) {
     tryCatch(do.call(ksdt_sample, c(list(target = target, x0 = x0[i, ],
                                          n_iter = n_iter, nthreads = nthreads,
@@ -317,8 +334,8 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   errors <- res[failed]
   names(errors) <- which(failed)
   if (all(failed)) {
-    stop(sprintf("all %d chains failed; chain 1: %s", length(res),
-                 conditionMessage(res[[1L]])), call. = FALSE)
+    stop(kb_error(sprintf("all %d chains failed; chain 1: %s", length(res),
+                          conditionMessage(res[[1L]])), "kb_error_callback"))
   }
   if (any(failed)) {
     warning(sprintf(paste0("chain%s %s failed (%s); the results of the other ",

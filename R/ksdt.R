@@ -83,6 +83,14 @@ eval_schedule <- function(f, t, arg) {
 #' @param min_size_coef The coefficient \eqn{a}.
 #' @param min_size_floor The dictionary is never pruned below this size.
 #' @param kernel A base kernel; default [imq_kernel()].
+#' @param candidates Block length \eqn{m}: with \eqn{m > 1}, each block of
+#'   \eqn{m} consecutive rows (the last one possibly shorter) offers KSDT
+#'   only its row \eqn{c} minimising \eqn{k_p(c, c) + 2\sum_{j \in D}
+#'   k_p(c, x_j)} against the current dictionary \eqn{D} (the Stein Point
+#'   MCMC rule, as in the KSDT paper's "SPMCMC" variants; the first row on
+#'   ties). The step \eqn{t} then counts blocks, and `index` still refers
+#'   to rows of the whole stream. In `ksdt_push()` blocks do not straddle
+#'   pushes: push multiples of \eqn{m} rows to reproduce `ksdt()`.
 #' @param nthreads Number of OpenMP threads; default
 #'   `getOption("kernbayes.nthreads", 1)`.
 #' @param progress Show progress (throttled to one line a second); default
@@ -90,8 +98,8 @@ eval_schedule <- function(f, t, arg) {
 #' @return An object of class `kb_ksdt`: `points` and `score` (the
 #'   dictionary, in stream order), `index` (the position in the stream of
 #'   each retained point), and per step `ksd` (KSD of the dictionary),
-#'   `size` and `removed`; also `evals` (kernel evaluations), `kernel` and
-#'   the settings. It has `print`, `summary` and `plot` methods.
+#'   `size` and `removed`; also `t` (steps), `n_offered` (rows of the stream
+#'   taken), `evals` (kernel evaluations), `kernel` and the settings. It has `print`, `summary` and `plot` methods.
 #' @references Hawkins, C., Koppel, A. and Zhang, Z. Online, informative
 #'   MCMC thinning with kernelized Stein discrepancy.
 #' @seealso [ksdt_sample()], [stein_thin()].
@@ -106,18 +114,17 @@ eval_schedule <- function(f, t, arg) {
 #' plot(fit)
 #' @export
 ksdt <- function(x, score, budget = 0, min_size = "sqrt", min_size_coef = 1,
-                 min_size_floor = 10, kernel = imq_kernel(), nthreads = NULL,
-                 progress = interactive()) {
+                 min_size_floor = 10, kernel = imq_kernel(), candidates = 1,
+                 nthreads = NULL, progress = interactive()) {
   x <- as_points(x)
-  s <- resolve_score(score, x)
+  candidates <- check_count(candidates, "candidates")
   st <- ksdt_stream(ncol(x), budget = budget, min_size = min_size,
                     min_size_coef = min_size_coef,
                     min_size_floor = min_size_floor, kernel = kernel,
                     nthreads = nthreads, progress = progress)
-  ksdt_stream_resolve(st, x)
-  ksdt_push(st, x, s)
-  out <- ksdt_result(st)
-  out
+  s <- resolve_score(score, x)
+  push_rows(st, x, s, candidates)
+  ksdt_result(st)
 }
 
 #' @rdname ksdt
@@ -158,15 +165,56 @@ ksdt_stream_resolve <- function(st, x) {
                                  "push to resolve precon = \"%s\""),
                           st$kernel$precon))
   }
-  st$rk <- resolve_kernel(st$kernel, x)
-  st$ptr <- .Call(C_kb_ksdt_new, st$rk, st$dim)
+  rk <- resolve_kernel(st$kernel, x)
+  st$ptr <- .Call(C_kb_ksdt_new, rk, st$dim)
+  st$rk <- rk
   st$colnames <- colnames(x)
   invisible(st)
 }
 
-# States seen so far (0 before the first push).
-stream_t <- function(stream) {
-  if (is.null(stream$ptr)) 0 else .Call(C_kb_ksdt_info, stream$ptr)[[1L]]
+# Undo ksdt_stream_resolve() when the first push or run took nothing, so
+# that a rejected first push does not fix the kernel on the rejected rows.
+ksdt_stream_unresolve <- function(st) {
+  if (!is.null(st$ptr) && stream_info(st)[["offered"]] == 0) {
+    st$ptr <- NULL
+    st$rk <- NULL
+    st$colnames <- NULL
+  }
+  invisible(st)
+}
+
+stream_info <- function(stream) {
+  if (is.null(stream$ptr)) {
+    return(c(t = 0, size = 0, ksd = NA_real_, offered = 0))
+  }
+  r <- .Call(C_kb_ksdt_info, stream$ptr)
+  names(r) <- c("t", "size", "ksd", "offered")
+  r
+}
+
+# Steps taken so far (0 before the first push).
+stream_t <- function(stream) stream_info(stream)[["t"]]
+
+# Run `expr` (a push or a sampler over the stream): a first run that fails
+# or is interrupted before taking anything leaves the stream unresolved.
+# With `announce` (the number of rows pushed), an interrupted push says how
+# many rows were taken.
+with_stream <- function(stream, expr, announce = NULL) {
+  fresh <- is.null(stream$ptr)
+  before <- stream_info(stream)[["offered"]]
+  done <- FALSE
+  on.exit(if (!done && fresh) ksdt_stream_unresolve(stream))
+  withCallingHandlers(expr, interrupt = function(e) {
+    if (is.null(announce)) return()
+    taken <- stream_info(stream)[["offered"]] - before
+    message(sprintf(paste0("\nksdt_push() interrupted: %.0f of %.0f rows were ",
+                           "taken; the stream has now taken %.0f rows ",
+                           "(ksdt_result(stream)$n_offered): push x[-(1:%.0f), ] ",
+                           "to resume"),
+                    taken, announce, before + taken, taken))
+  })
+  done <- TRUE
+  invisible(stream)
 }
 
 check_stream <- function(stream) {
@@ -179,10 +227,26 @@ check_stream <- function(stream) {
 #' @rdname ksdt
 #' @param stream A stream from `ksdt_stream()`.
 #' @return `ksdt_push()`: the stream, invisibly. A push whose states or
-#'   scores are invalid is rejected as a whole, before anything changes.
+#'   scores are invalid, or whose Stein kernel values \eqn{k_p(x_i, x_i)}
+#'   overflow, is rejected as a whole, before anything changes (a rejected
+#'   first push does not fix the kernel's preconditioner either). A Stein
+#'   kernel value between a new row and the dictionary that overflows, or an
+#'   interrupt (Ctrl-C), stops a push after the rows (blocks) before it were
+#'   taken: the error or message says how many, and
+#'   `ksdt_result(stream)$n_offered` counts the rows the stream has taken, so
+#'   pushing the rest resumes the stream exactly. A closure or progress
+#'   function cannot push to the stream it is being called from.
 #' @export
-ksdt_push <- function(stream, x, score) {
+ksdt_push <- function(stream, x, score, candidates = 1) {
   check_stream(stream)
+  push_rows(stream, x, score, candidates, announce = TRUE)
+  invisible(stream)
+}
+
+# The work of ksdt_push(); `announce`: say how many rows an interrupt left
+# taken (for a stream the user holds).
+push_rows <- function(stream, x, score, candidates = 1, announce = FALSE) {
+  candidates <- check_count(candidates, "candidates")
   if (is.numeric(x) && is.null(dim(x)) && length(x) == stream$dim) {
     x <- matrix(x, nrow = 1L)
   }
@@ -195,24 +259,29 @@ ksdt_push <- function(stream, x, score) {
       length(score) == stream$dim) {
     score <- matrix(score, nrow = 1L)
   }
-  s <- resolve_score(score, x)
-  # everything that can fail comes before the stream changes
+  # everything that can fail comes before the stream changes, the cheap
+  # checks before the score closure runs
   t0 <- stream_t(stream)
-  t <- t0 + seq_len(nrow(x))
+  nb <- (nrow(x) + candidates - 1L) %/% candidates
+  t <- t0 + seq_len(nb)
   eps <- stream$budget_fun(t)
   fmin <- stream$min_size_fun(t)
-  ksdt_stream_resolve(stream, x)
-  prog <- if (stream$progress) ksdt_progress(t0, nrow(x)) else NULL
-  .Call(C_kb_ksdt_push, stream$ptr, x, s, in_basis(x, stream$rk),
-        in_basis(s, stream$rk), eps, fmin, stream$nthreads, prog)
+  s <- resolve_score(score, x)
+  prog <- if (stream$progress) ksdt_progress(stream_info(stream)[["offered"]],
+                                             nrow(x), "row") else NULL
+  with_stream(stream, {
+    ksdt_stream_resolve(stream, x)
+    .Call(C_kb_ksdt_push, stream$ptr, x, s, in_basis(x, stream$rk),
+          in_basis(s, stream$rk), eps, fmin, candidates, stream$nthreads, prog)
+  }, if (announce) nrow(x))
   if (!is.null(prog)) cat("\n")
   invisible(stream)
 }
 
-ksdt_progress <- function(t0, m) {
+ksdt_progress <- function(t0, m, unit = "step") {
   function(i, size, ksd) {
-    cat(sprintf("\rKSDT: step %.0f of %.0f (%3.0f%%), dictionary %d, KSD %.4g   ",
-                t0 + i, t0 + m, 100 * i / m, as.integer(size), ksd))
+    cat(sprintf("\rKSDT: %s %.0f of %.0f (%3.0f%%), dictionary %d, KSD %.4g   ",
+                unit, t0 + i, t0 + m, 100 * i / m, as.integer(size), ksd))
     utils::flush.console()
   }
 }
@@ -231,7 +300,8 @@ ksdt_result <- function(stream) {
   colnames(pts) <- colnames(scr) <- stream$colnames
   structure(c(list(points = pts, score = scr, index = r$index[o],
                    ksd = r$ksd, size = as.integer(r$size),
-                   removed = as.integer(r$removed), t = r$t, d = stream$dim,
+                   removed = as.integer(r$removed), t = r$t,
+                   n_offered = r$n_offered, d = stream$dim,
                    evals = r$evals, kernel = stream$rk),
               stream$settings),
             class = "kb_ksdt")
@@ -242,9 +312,9 @@ print.kb_ksdt_stream <- function(x, ...) {
   if (is.null(x$ptr)) {
     cat(sprintf("KSDT stream, dimension %d: empty\n", x$dim))
   } else {
-    r <- .Call(C_kb_ksdt_info, x$ptr)
+    r <- stream_info(x)
     cat(sprintf("KSDT stream, dimension %d: %.0f states seen, %.0f kept, KSD %s\n",
-                x$dim, r[[1L]], r[[2L]], format(r[[3L]], digits = 5)))
+                x$dim, r[["offered"]], r[["size"]], format(r[["ksd"]], digits = 5)))
   }
   invisible(x)
 }
@@ -255,13 +325,18 @@ describe_schedule <- function(x, what) {
 
 #' @export
 print.kb_ksdt <- function(x, ...) {
-  cat(sprintf("%s: %d of %.0f states kept, dimension %d\n",
-              x$method %||% "KSDT", length(x$index), x$t, x$d))
+  seen <- x$n_offered %||% x$t
+  cat(sprintf("%s: %d of %.0f states kept%s, dimension %d\n",
+              x$method %||% "KSDT", length(x$index), seen,
+              if (seen != x$t) sprintf(" (%.0f steps)", x$t) else "", x$d))
   if (!is.null(x$sampler)) {
+    cand <- if (x$candidates <= 1L) "" else if (is.null(x$start)) {
+      sprintf("; the best of each %d consecutive states", x$candidates)
+    } else {
+      sprintf("; %d candidates per step, start \"%s\"", x$candidates, x$start)
+    }
     cat(sprintf("  sampler: %s, step %s, acceptance rate %.3f%s\n", x$sampler,
-                format(x$step, digits = 4), x$accept_rate,
-                if (x$candidates > 1L) sprintf("; %d candidates per step, start \"%s\"",
-                                               x$candidates, x$start) else ""))
+                format(x$step, digits = 4), x$accept_rate, cand))
   }
   cat("  kernel:", describe_resolved(x$kernel), "\n")
   if (!inherits(x, "kb_spmcmc")) {
@@ -345,50 +420,74 @@ plot.kb_ksdt <- function(x, which = 1:3, ...) {
 
 start_rules <- c("last", "rand", "infl")
 
-# Shared driver of ksdt_sample() and sp_mcmc(): an optional pilot run
-# (step-size adaptation, preconditioner heuristics), then the C loop.
-run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
-                             start, kernel, warmup, target_accept, stream,
-                             fmin, nthreads, progress, method) {
+# Every argument of a sampler run checked (and the schedules evaluated)
+# before any work: ksdt_chains() calls this once before starting chains.
+check_ksdt_sampler <- function(target, x0, n_iter, step, candidates, warmup,
+                               target_accept, sampler, kernel, stream,
+                               fmin = NULL) {
   check_target(target)
   x0 <- check_x0(x0, target)
   n_iter <- check_count(n_iter, "n_iter")
   candidates <- check_count(candidates, "candidates")
+  if (as.double(n_iter) * candidates > .Machine$integer.max) {
+    stop_arg("n_iter", "times the number of candidates must be below 2^31")
+  }
   type <- if (sampler == "mala") 2L else 1L
   if (is.null(target_accept)) target_accept <- if (type == 2L) 0.574 else 0.234
   target_accept <- check_number(target_accept, "target_accept", lower = 0,
                                 upper = 1, lower_open = TRUE,
                                 upper_open = TRUE)
+  if (!is.null(step)) step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  warmup <- if (is.null(warmup)) 1000L else check_count(warmup, "warmup", 2L)
   heuristic <- is.character(kernel$precon) && kernel$precon != "id"
-  pilot <- NULL
-  if (is.null(step) || heuristic) {
-    # pilot chain: adapts the step (when not given) and supplies the sample
-    # that preconditioner heuristics are resolved on; it is not returned
-    nw <- if (is.null(warmup)) 1000L else check_count(warmup, "warmup", 2L)
-    pilot <- run_mcmc(type, target, x0, nw, step, nw, target_accept,
-                      scores = FALSE)
-    step <- pilot$step
-    x0 <- pilot$x[nw, ]
-  } else {
-    step <- check_number(step, "step", lower = 0, lower_open = TRUE)
-  }
-  t0 <- stream_t(stream)
-  t <- t0 + seq_len(n_iter)
+  t <- stream_t(stream) + seq_len(n_iter)
   eps <- stream$budget_fun(t)
   fm <- if (is.null(fmin)) stream$min_size_fun(t) else rep(fmin, n_iter)
-  ksdt_stream_resolve(stream, if (is.null(pilot)) matrix(x0, 1L) else pilot$x)
+  list(x0 = x0, n_iter = n_iter, candidates = candidates, type = type,
+       target_accept = target_accept, step = step, warmup = warmup,
+       pilot = is.null(step) || heuristic, eps = eps, fmin = as.double(fm))
+}
+
+# Shared driver of ksdt_sample() and sp_mcmc(): an optional pilot run
+# (step-size adaptation, preconditioner heuristics), then the C loop.
+run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
+                             start, restart, kernel, warmup, target_accept,
+                             stream, fmin, nthreads, progress, method) {
+  a <- check_ksdt_sampler(target, x0, n_iter, step, candidates, warmup,
+                          target_accept, sampler, kernel, stream, fmin)
+  x0 <- a$x0
+  step <- a$step
+  pilot <- NULL
+  if (a$pilot) {
+    # pilot chain: adapts the step (when not given) and supplies the sample
+    # that preconditioner heuristics are resolved on; it is not returned
+    pilot <- run_mcmc(a$type, target, x0, a$warmup, step, a$warmup,
+                      a$target_accept, scores = FALSE)
+    step <- pilot$step
+    x0 <- pilot$x[a$warmup, ]
+  }
+  n_iter <- a$n_iter
+  candidates <- a$candidates
+  type <- a$type
+  eps <- a$eps
+  fm <- a$fmin
+  t0 <- stream_t(stream)
   prog <- if (stream$progress) ksdt_progress(t0, n_iter) else NULL
-  res <- .Call(C_kb_ksdt_sample, stream$ptr, closure_env(target),
-               target$vectorized, type, x0, n_iter, step, candidates,
-               match(start, start_rules), eps, as.double(fm), stream$rk$Q,
-               stream$nthreads, prog)
+  res <- NULL
+  with_stream(stream, {
+    ksdt_stream_resolve(stream, if (is.null(pilot)) matrix(x0, 1L) else pilot$x)
+    res <- .Call(C_kb_ksdt_sample, stream$ptr, closure_env(target),
+                 target$vectorized, type, x0, n_iter, step, candidates,
+                 match(start, start_rules), restart, eps, fm,
+                 stream$rk$Q, stream$nthreads, prog)
+  })
   if (!is.null(prog)) cat("\n")
   out <- ksdt_result(stream)
   out$sampler <- toupper(sampler)
   out$step <- res$step
   out$accept_rate <- res$accept_rate
   out$candidates <- candidates
-  out$start <- start
+  out$start <- if (restart) start
   out$method <- method
   out
 }
@@ -397,18 +496,22 @@ run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
 #'
 #' `ksdt_sample()` runs an MCMC sampler ([mala()] or [rwm()]) on a target and
 #' thins its states online with KSDT (see [ksdt()]): the chain's states are
-#' never all stored, only the dictionary. With `candidates > 1`, each step
-#' runs `candidates` MCMC moves from a start chosen by `start` and offers
-#' KSDT the candidate that minimises \eqn{k_p(y, y) + 2\sum_{x \in D}
-#' k_p(y, x)} (the Stein Point MCMC rule), as in the KSDT paper.
+#' never all stored, only the dictionary. With `candidates = m > 1`, the
+#' chain runs `m` iterations per KSDT step and, of each block of `m`
+#' consecutive states, offers KSDT the one that minimises \eqn{k_p(y, y) +
+#' 2\sum_{x \in D} k_p(y, x)} against the current dictionary \eqn{D} (the
+#' Stein Point MCMC rule, as in the KSDT paper's "SPMCMC" variants); the
+#' chain itself is never restarted, so the result equals
+#' `ksdt(chain, candidates = m)` on the same chain.
 #'
-#' `sp_mcmc()` is Stein Point MCMC (Chen et al., 2019): the same selection
-#' rule with `m` candidates per step and no pruning, so that after
-#' `n_iter` steps the point set has `n_iter` points.
-#'
+#' `sp_mcmc()` is Stein Point MCMC (Chen et al., 2019): each step runs `m`
+#' fresh MCMC moves from a start chosen by `start`, adds the candidate that
+#' minimises the same criterion, continues from it, and never removes a
+#' point, so that after `n_iter` steps the point set has `n_iter` points.
 #' Start rules: `"last"` continues from the last added point, `"rand"` from
-#' a uniformly random dictionary point, `"infl"` from the most influential
-#' one, \eqn{\arg\max_i 2 r_i - k_p(x_i, x_i)} with \eqn{r_i} its row sum.
+#' a uniformly random point of the set, `"infl"` from the point of least
+#' influence, \eqn{\arg\min_i \sum_j k_p(x_i, x_j) + \sum_j k_p(x_j, x_i)
+#' - k_p(x_i, x_i)} (as in the authors' code; the oldest point on ties).
 #'
 #' When `step` is `NULL`, or the kernel's preconditioner is a heuristic, a
 #' pilot chain of `warmup` iterations (default 1000) is run first: it
@@ -417,18 +520,24 @@ run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
 #'
 #' @inheritParams ksdt
 #' @inheritParams rwm
+#' @param n_iter Number of KSDT (or SP-MCMC) steps; the chain runs
+#'   `n_iter * candidates` (or `n_iter * m`) iterations.
 #' @param sampler `"mala"` (default) or `"rwm"`.
-#' @param candidates Number of MCMC moves per step (1: plain KSDT on the
-#'   chain).
-#' @param start Start rule for the moves when `candidates > 1`.
+#' @param candidates Number of consecutive chain states per KSDT step, of
+#'   which the best is offered (1: plain KSDT on the chain).
+#' @param start Start rule of `sp_mcmc()`'s moves.
 #' @param target_accept Acceptance rate for the pilot's adaptation; default
 #'   0.574 (MALA) or 0.234 (RWM).
 #' @return A `kb_ksdt` object (see [ksdt()]) with, in addition, `sampler`,
-#'   `step`, `accept_rate`, `candidates` and `start`. For `sp_mcmc()` the
-#'   class is `c("kb_spmcmc", "kb_ksdt")`.
+#'   `step`, `accept_rate`, `candidates` and (for `sp_mcmc()`) `start`;
+#'   `index` counts chain iterations for `ksdt_sample()` and steps for `sp_mcmc()`. For `sp_mcmc()` the class is
+#'   `c("kb_spmcmc", "kb_ksdt")`.
 #' @references Chen, W. Y., Barp, A., Briol, F.-X., Gorham, J., Girolami,
 #'   M., Mackey, L. and Oates, C. J. (2019). Stein point Markov chain Monte
 #'   Carlo. *ICML*.
+#'
+#'   Hawkins, C., Koppel, A. and Zhang, Z. Online, informative MCMC thinning
+#'   with kernelized Stein discrepancy.
 #' @examples
 #' set.seed(1)
 #' tg <- gaussian_mixture_target(rbind(c(-2, 0), c(2, 0)))
@@ -438,22 +547,35 @@ run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
 #' sp
 #' @export
 ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
-                        step = NULL, candidates = 1, start = "last",
+                        step = NULL, candidates = 1,
                         budget = 0, min_size = "sqrt", min_size_coef = 1,
                         min_size_floor = 10, kernel = imq_kernel(),
                         warmup = NULL, target_accept = NULL, nthreads = NULL,
                         progress = interactive()) {
   sampler <- check_choice(sampler, c("mala", "rwm"), "sampler")
-  start <- check_choice(start, start_rules, "start")
   check_target(target)
   st <- ksdt_stream(target$dim, budget = budget, min_size = min_size,
                     min_size_coef = min_size_coef,
                     min_size_floor = min_size_floor, kernel = kernel,
                     nthreads = nthreads, progress = progress)
-  run_ksdt_sampler(target, x0, n_iter, sampler, step, candidates, start,
-                   kernel, warmup, target_accept, st, NULL, nthreads,
+  run_ksdt_sampler(target, x0, n_iter, sampler, step, candidates, "last",
+                   FALSE, kernel, warmup, target_accept, st, NULL, nthreads,
                    progress, "KSDT")
 }
+
+# ksdt_sample()'s checks alone, with its arguments (for ksdt_chains()).
+ksdt_sample_check <- function() {
+  sampler <- check_choice(sampler, c("mala", "rwm"), "sampler")
+  check_target(target)
+  st <- ksdt_stream(target$dim, budget = budget, min_size = min_size,
+                    min_size_coef = min_size_coef,
+                    min_size_floor = min_size_floor, kernel = kernel,
+                    nthreads = nthreads, progress = progress)
+  check_ksdt_sampler(target, x0, n_iter, step, candidates, warmup,
+                     target_accept, sampler, kernel, st)
+  invisible(TRUE)
+}
+formals(ksdt_sample_check) <- formals(ksdt_sample)
 
 #' @rdname ksdt_sample
 #' @param m Number of candidates per step.
@@ -469,8 +591,8 @@ sp_mcmc <- function(target, x0, n_iter, m = 10, sampler = c("mala", "rwm"),
   st <- ksdt_stream(target$dim, kernel = kernel, nthreads = nthreads,
                     progress = progress)
   out <- run_ksdt_sampler(target, x0, n_iter, sampler, step, m, start,
-                          kernel, warmup, target_accept, st, Inf, nthreads,
-                          progress, "Stein Point MCMC")
+                          TRUE, kernel, warmup, target_accept, st, Inf,
+                          nthreads, progress, "Stein Point MCMC")
   out$budget <- NA
   out$min_size <- "none (no pruning)"
   class(out) <- c("kb_spmcmc", "kb_ksdt")

@@ -20,12 +20,13 @@ SEXP kb_eigen_sym(SEXP, SEXP);
 SEXP kb_stein_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_mmd_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksdt_new(SEXP, SEXP);
-SEXP kb_ksdt_push(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_ksdt_push(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_ksdt_fail_alloc(SEXP, SEXP);
 SEXP kb_ksdt_result(SEXP);
 SEXP kb_ksdt_info(SEXP);
 SEXP kb_mcmc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksdt_sample(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP,
-                    SEXP, SEXP, SEXP, SEXP);
+                    SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_goodwin_solve(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_goodwin_logpost(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_assign(SEXP);
@@ -52,11 +53,12 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_stein_thin, 7),
     CALLDEF(kb_mmd_thin, 6),
     CALLDEF(kb_ksdt_new, 2),
-    CALLDEF(kb_ksdt_push, 9),
+    CALLDEF(kb_ksdt_push, 10),
+    CALLDEF(kb_ksdt_fail_alloc, 2),
     CALLDEF(kb_ksdt_result, 1),
     CALLDEF(kb_ksdt_info, 1),
     CALLDEF(kb_mcmc, 10),
-    CALLDEF(kb_ksdt_sample, 14),
+    CALLDEF(kb_ksdt_sample, 15),
     CALLDEF(kb_goodwin_solve, 4),
     CALLDEF(kb_goodwin_logpost, 8),
     CALLDEF(kb_assign, 1),

@@ -20,31 +20,38 @@ typedef struct {
     kb_kernel K;
     double *lam;               /* own copy of the kernel's eigenvalues */
     int d, n, cap, newest;     /* newest: position of the last added point */
+    /* Everything sized by the capacity lives in one allocation, `mem`, so
+     * that growing it either succeeds whole or changes nothing. */
+    double *mem;
     double *X, *S;             /* cap x d, kernel coordinates (ld = cap) */
     double *Xo, *So;           /* cap x d, the user's coordinates */
     double *r, *kd, *cache;    /* row sums, diagonal, newest point's row */
     double *sidx;              /* stream index of each point (1-based) */
     double *pt;                /* scratch: one point and its score */
-    double *crows;             /* SP-MCMC candidates' rows (ccap doubles) */
+    double *crows;             /* candidates' rows (ccap doubles) */
     size_t ccap;
     double Ssum;               /* sum over D x D */
-    double t;                  /* states seen */
+    double t;                  /* steps (states or blocks offered to KSDT) */
+    double offered;            /* rows of the stream seen */
     double evals;              /* kernel evaluations */
+    double *hmem;              /* one allocation for the history: */
     R_xlen_t hlen, hcap;       /* per-step history */
     double *h_ksd, *h_size, *h_removed;
     /* scratch for a pass: per-block sums and minima */
     int nbcap;
     double *bsum, *bval;
+    double bad_sidx;           /* set by a step that met a non-finite value */
+    int busy;                  /* a push or a sampler is running on it */
+    int fail_alloc;            /* testing: fail the n-th allocation (0: off) */
 } ksdt_state;
 
 static void state_free(ksdt_state *st)
 {
     if (!st) return;
     free(st->lam);
-    free(st->X); free(st->S); free(st->Xo); free(st->So);
-    free(st->r); free(st->kd); free(st->cache); free(st->sidx);
-    free(st->h_ksd); free(st->h_size); free(st->h_removed);
-    free(st->bsum); free(st->bval); free(st->pt);
+    free(st->mem);
+    free(st->hmem);
+    free(st->pt);
     free(st->crows);
     free(st);
 }
@@ -67,29 +74,26 @@ static ksdt_state *get_state(SEXP ptr)
     return st;
 }
 
-/* realloc that raises an R error on failure, leaving *p untouched. */
-static void grow(void **p, size_t bytes)
+/* malloc that raises an R error on failure (testing: st->fail_alloc makes
+ * the n-th allocation fail). */
+static void *checked_malloc(ksdt_state *st, size_t bytes, const char *what)
 {
-    void *q = realloc(*p, bytes);
-    if (!q)
-        Rf_error(_("KSDT: cannot allocate %.0f bytes"), (double) bytes);
-    *p = q;
+    void *p = NULL;
+    if (st->fail_alloc > 0 && --st->fail_alloc == 0)
+        p = NULL;
+    else
+        p = malloc(bytes);
+    if (!p)
+        kb_error_class("kb_error_memory",
+                       _("KSDT: cannot allocate %.0f bytes for the %s; "
+                         "the stream is unchanged by the step that needed it"),
+                       (double) bytes, what);
+    return p;
 }
 
-/* Column-major cap x d matrices: move to a larger leading dimension. */
-static void grow_matrix(double **A, int d, int n, int oldcap, int newcap)
-{
-    double *B = (double *) malloc((size_t) newcap * d * sizeof(double));
-    if (!B)
-        Rf_error(_("KSDT: cannot allocate the dictionary"));
-    for (int k = 0; k < d; k++)
-        if (n > 0)
-            memcpy(B + (size_t) k * newcap, *A + (size_t) k * oldcap,
-                   (size_t) n * sizeof(double));
-    free(*A);
-    *A = B;
-}
-
+/* Grow to hold `need` points: one new block for every capacity-sized array,
+ * the old contents copied, then the old block freed.  On failure nothing
+ * changes. */
 static void ensure_capacity(ksdt_state *st, int need)
 {
     if (need <= st->cap)
@@ -97,18 +101,30 @@ static void ensure_capacity(ksdt_state *st, int need)
     int nc = st->cap < 64 ? 64 : st->cap;
     while (nc < need)
         nc = nc > INT_MAX / 2 ? INT_MAX : 2 * nc;
-    int d = st->d;
-    grow_matrix(&st->X, d, st->n, st->cap, nc);
-    grow_matrix(&st->S, d, st->n, st->cap, nc);
-    grow_matrix(&st->Xo, d, st->n, st->cap, nc);
-    grow_matrix(&st->So, d, st->n, st->cap, nc);
-    grow((void **) &st->r, (size_t) nc * sizeof(double));
-    grow((void **) &st->kd, (size_t) nc * sizeof(double));
-    grow((void **) &st->cache, (size_t) nc * sizeof(double));
-    grow((void **) &st->sidx, (size_t) nc * sizeof(double));
-    int nb = (nc + KB_BLOCK - 1) / KB_BLOCK;
-    grow((void **) &st->bsum, (size_t) nb * sizeof(double));
-    grow((void **) &st->bval, (size_t) nb * sizeof(double));
+    int d = st->d, n = st->n, nb = (nc + KB_BLOCK - 1) / KB_BLOCK;
+    size_t mat = (size_t) nc * d;
+    double *mem = (double *) checked_malloc(
+        st, (4 * mat + 4 * (size_t) nc + 2 * (size_t) nb) * sizeof(double),
+        "dictionary");
+    double *X = mem, *S = X + mat, *Xo = S + mat, *So = Xo + mat,
+        *r = So + mat, *kd = r + nc, *cache = kd + nc, *sidx = cache + nc,
+        *bsum = sidx + nc, *bval = bsum + nb;
+    if (n > 0) {
+        double *from[4] = {st->X, st->S, st->Xo, st->So}, *to[4] = {X, S, Xo, So};
+        for (int q = 0; q < 4; q++)
+            for (int k = 0; k < d; k++)
+                memcpy(to[q] + (size_t) k * nc, from[q] + (size_t) k * st->cap,
+                       (size_t) n * sizeof(double));
+        memcpy(r, st->r, (size_t) n * sizeof(double));
+        memcpy(kd, st->kd, (size_t) n * sizeof(double));
+        memcpy(cache, st->cache, (size_t) n * sizeof(double));
+        memcpy(sidx, st->sidx, (size_t) n * sizeof(double));
+    }
+    free(st->mem);
+    st->mem = mem;
+    st->X = X; st->S = S; st->Xo = Xo; st->So = So;
+    st->r = r; st->kd = kd; st->cache = cache; st->sidx = sidx;
+    st->bsum = bsum; st->bval = bval;
     st->nbcap = nb;
     st->cap = nc;
 }
@@ -120,10 +136,31 @@ static void ensure_history(ksdt_state *st, R_xlen_t need)
     R_xlen_t nc = st->hcap < 1024 ? 1024 : st->hcap;
     while (nc < need)
         nc *= 2;
-    grow((void **) &st->h_ksd, (size_t) nc * sizeof(double));
-    grow((void **) &st->h_size, (size_t) nc * sizeof(double));
-    grow((void **) &st->h_removed, (size_t) nc * sizeof(double));
+    double *h = (double *) checked_malloc(st, 3 * (size_t) nc * sizeof(double),
+                                          "history");
+    if (st->hlen > 0) {
+        memcpy(h, st->h_ksd, (size_t) st->hlen * sizeof(double));
+        memcpy(h + nc, st->h_size, (size_t) st->hlen * sizeof(double));
+        memcpy(h + 2 * nc, st->h_removed, (size_t) st->hlen * sizeof(double));
+    }
+    free(st->hmem);
+    st->hmem = h;
+    st->h_ksd = h;
+    st->h_size = h + nc;
+    st->h_removed = h + 2 * nc;
     st->hcap = nc;
+}
+
+/* Scratch for candidates' rows: at least `need` doubles. */
+static void ensure_crows(ksdt_state *st, size_t need)
+{
+    if (need <= st->ccap)
+        return;
+    double *c = (double *) checked_malloc(st, 2 * need * sizeof(double),
+                                          "candidates' rows");
+    free(st->crows);
+    st->crows = c;
+    st->ccap = 2 * need;
 }
 
 /* Removal criterion: KSD^2 without point i is (S - 2 r_i + kd_i)/(n-1)^2,
@@ -291,45 +328,58 @@ static int remove_point(ksdt_state *st, int j, int nt)
     return best;
 }
 
-/* One KSDT step: add (x, s) (user and kernel coordinates), then prune with
- * budget eps down to no fewer than fmin points.  Returns removals. */
+/* One KSDT step: add (x, s) (user and kernel coordinates; kt = k_p(x, x);
+ * row, when known, its Stein kernel row with the dictionary; sidx its index
+ * in the stream), then prune with budget eps down to no fewer than fmin
+ * points.  Returns the number of removals, or -1 when a Stein kernel value
+ * with the dictionary is not finite: then the dictionary is as it was
+ * (st->bad_sidx is the stream index of the dictionary state involved, or 0
+ * for the new state itself or an overflowing total). */
 static int step(ksdt_state *st, const double *xo, const double *so,
                 const double *x, const double *s, const double *row,
-                double kt, double eps, double fmin, int nt)
+                double kt, double sidx, double eps, double fmin, int nt)
 {
     int d = st->d, n = st->n;
     ensure_capacity(st, n + 1);
-    st->t += 1.0;
-    if (!row) {
-        kt = kb_stein_diag(&st->K, s);
-        st->evals += 1.0;
-    }
+    st->bad_sidx = 0.0;
+    if (!R_FINITE(kt))
+        return -1;
     int best = -1;
     double rowsum = 0.0;
     if (n > 0) {
         /* a dry pass first: the new state is often the one pruned at once,
          * and then D and its row sums stay exactly as they were */
         if (row) {
-            /* the row is known (an SP-MCMC candidate): keep it as cache */
+            /* the row is known (a candidate's): keep it as cache */
             memcpy(st->cache, row, (size_t) n * sizeof(double));
             pass(st, n, NULL, NULL, st->cache, 1.0, 0, 0, nt);
         } else {
             pass(st, n, x, s, NULL, 1.0, 1, 0, nt);
         }
+        /* the cache no longer holds the newest point's row */
+        st->newest = -1;
         rowsum = pass_sum(st, n);
+        if (!R_FINITE(rowsum) || !R_FINITE(st->Ssum + 2.0 * rowsum + kt)) {
+            for (int i = 0; i < n; i++)
+                if (!R_FINITE(st->cache[i])) {
+                    st->bad_sidx = st->sidx[i];
+                    break;
+                }
+            return -1;
+        }
         best = pass_argmin(st, n, -1, st->cache);
     }
+    st->t += 1.0;
     double rnew = rowsum + kt, Snew = st->Ssum + 2.0 * rowsum + kt,
         n1 = n + 1.0, K0 = Snew / (n1 * n1);
     if (n >= 1 && n >= fmin &&
-        (best < 0 || better(kt - 2.0 * rnew, st->t, st->kd[best] -
+        (best < 0 || better(kt - 2.0 * rnew, sidx, st->kd[best] -
                             2.0 * (st->r[best] + 1.0 * st->cache[best]),
                             st->sidx[best]))) {
         double val = (Snew - 2.0 * rnew + kt) / ((double) n * n);
         if (val <= K0 + eps) {
             /* the new state is pruned at once */
             int removed = 1;
-            st->newest = -1;
             if (!(n >= 2 && n - 1 >= fmin))
                 return removed;
             pass(st, n, NULL, NULL, st->cache, 0.0, 0, 0, nt);
@@ -360,10 +410,10 @@ static int step(ksdt_state *st, const double *xo, const double *so,
     st->r[n] = rnew;
     st->kd[n] = kt;
     st->cache[n] = kt;
-    st->sidx[n] = st->t;
+    st->sidx[n] = sidx;
     st->Ssum = Snew;
     st->newest = n;
-    if (best < 0 || better(kt - 2.0 * st->r[n], st->t,
+    if (best < 0 || better(kt - 2.0 * st->r[n], sidx,
                            st->kd[best] - 2.0 * st->r[best], st->sidx[best]))
         best = n;
     st->n = n + 1;
@@ -387,6 +437,150 @@ static void record(ksdt_state *st, int removed)
     st->h_size[st->hlen] = nn;
     st->h_removed[st->hlen] = removed;
     st->hlen++;
+}
+
+static double diag_of(ksdt_state *st, const double *s)
+{
+    st->evals += 1.0;
+    return kb_stein_diag(&st->K, s);
+}
+
+/* k_p(x, X_i) for the n dictionary points, into out (threads over blocks). */
+static void dict_row(ksdt_state *st, const double *x, const double *s,
+                     double *out, int nt)
+{
+    int n = st->n, nb = (n + KB_BLOCK - 1) / KB_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
+#endif
+    for (int b = 0; b < nb; b++) {
+        int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
+        kb_stein_row(&st->K, x, s, st->X, st->S, st->cap, i0, i1, out + i0);
+    }
+    st->evals += n;
+}
+
+/* A block of candidates (SP-MCMC's rule, Chen et al. 2019, as used by the
+ * KSDT paper's SPMCMC variants): of the states offered in a block, the one
+ * minimising k_p(c, c) + 2 sum_{j in D} k_p(c, x_j) goes to KSDT, the first
+ * on ties.  Its row with D is kept for the step.  The dictionary does not
+ * change within a block. */
+typedef struct {
+    int filled, cur, best;     /* candidates seen; rows[cur]: the best's row */
+    double crit, kd, sidx;
+    double *rows[2];
+    double *buf;               /* the best's xo, so, x, s (4 d) */
+} cblock;
+
+static void cblock_init(ksdt_state *st, cblock *cb)
+{
+    cb->buf = (double *) R_alloc((size_t) 4 * st->d, sizeof(double));
+    cb->filled = 0;
+}
+
+/* Offer one candidate; returns 0, or -1 on a non-finite Stein kernel value
+ * (st->bad_sidx as in step()). */
+static int cblock_offer(ksdt_state *st, cblock *cb, const double *xo,
+                        const double *so, const double *x, const double *s,
+                        double kd, double sidx, int nt)
+{
+    int n = st->n, d = st->d;
+    if (cb->filled == 0) {
+        ensure_crows(st, 2 * (size_t) (n > 0 ? n : 1));
+        cb->rows[0] = st->crows;
+        cb->rows[1] = st->crows + (n > 0 ? n : 1);
+        cb->cur = 0;
+    }
+    st->bad_sidx = 0.0;
+    if (!R_FINITE(kd))
+        return -1;
+    double crit = kd;
+    double *row = cb->rows[1 - cb->cur];
+    if (n > 0) {
+        dict_row(st, x, s, row, nt);
+        double sum = 0.0;
+        for (int i = 0; i < n; i++)
+            sum += row[i];
+        crit += 2.0 * sum;
+        if (!R_FINITE(crit)) {
+            for (int i = 0; i < n; i++)
+                if (!R_FINITE(row[i])) {
+                    st->bad_sidx = st->sidx[i];
+                    break;
+                }
+            return -1;
+        }
+    }
+    if (cb->filled == 0 || crit < cb->crit) {
+        cb->crit = crit;
+        cb->cur = 1 - cb->cur;
+        cb->kd = kd;
+        cb->sidx = sidx;
+        cb->best = cb->filled;
+        memcpy(cb->buf, xo, (size_t) d * sizeof(double));
+        memcpy(cb->buf + d, so, (size_t) d * sizeof(double));
+        memcpy(cb->buf + 2 * d, x, (size_t) d * sizeof(double));
+        memcpy(cb->buf + 3 * d, s, (size_t) d * sizeof(double));
+    }
+    cb->filled++;
+    return 0;
+}
+
+/* Offer the block's best to KSDT; returns as step(). */
+static int cblock_commit(ksdt_state *st, cblock *cb, double eps, double fmin,
+                         int nt)
+{
+    int d = st->d;
+    cb->filled = 0;
+    return step(st, cb->buf, cb->buf + d, cb->buf + 2 * d, cb->buf + 3 * d,
+                st->n > 0 ? cb->rows[cb->cur] : NULL, cb->kd, cb->sidx, eps,
+                fmin, nt);
+}
+
+/* The error for a step or an offer that met a non-finite value. */
+static void NORET nonfinite_error(const ksdt_state *st, const char *what,
+                                  double row, double taken)
+{
+    if (st->bad_sidx > 0)
+        kb_error_numeric(_("KSDT: the Stein kernel of %s %.0f and the "
+                           "dictionary state from stream row %.0f is not finite "
+                           "(overflow): scale the data or the kernel; %.0f rows "
+                           "of the stream were taken before it "
+                           "(ksdt_result()$n_offered)"),
+                         what, row, st->bad_sidx, taken);
+    kb_error_numeric(_("KSDT: the Stein kernel of %s %.0f is not finite "
+                       "(overflow): scale the data or the kernel; %.0f rows of "
+                       "the stream were taken before it "
+                       "(ksdt_result()$n_offered)"), what, row, taken);
+}
+
+/* A push or a sampler holds the stream while it runs: a closure or a
+ * progress function that pushes to the same stream is refused, and the
+ * hold is released however the call ends (error, interrupt). */
+static void hold(ksdt_state *st)
+{
+    if (st->busy)
+        kb_error_class("kb_error_state",
+                       _("the KSDT stream is in use by a running ksdt_push() "
+                         "or sampler (a closure or progress function cannot "
+                         "push to the stream it is called from)"));
+    st->busy = 1;
+}
+
+static void release(void *data)
+{
+    ((ksdt_state *) data)->busy = 0;
+}
+
+static void call_progress(SEXP progress, double i, double size, double ksd)
+{
+    /* progress(i, size, ksd) */
+    SEXP a1 = PROTECT(Rf_ScalarReal(i));
+    SEXP a2 = PROTECT(Rf_ScalarReal(size));
+    SEXP a3 = PROTECT(Rf_ScalarReal(ksd));
+    SEXP call = PROTECT(Rf_lang4(progress, a1, a2, a3));
+    Rf_eval(call, R_GlobalEnv);
+    UNPROTECT(4);
 }
 
 /* ---- .Call entry points ------------------------------------------------ */
@@ -418,59 +612,116 @@ SEXP kb_ksdt_new(SEXP kern, SEXP dim)
 }
 
 /* Push the rows of xo/so (user coordinates) and x/s (kernel coordinates),
- * with per-step budgets eps and minimum sizes fmin. */
-SEXP kb_ksdt_push(SEXP ptr, SEXP xo, SEXP so, SEXP x, SEXP s, SEXP eps,
-                  SEXP fmin, SEXP nthreads, SEXP progress)
+ * in blocks of `cand` consecutive rows (1: every row), with per-step
+ * budgets eps and minimum sizes fmin (one per block).  Every row's
+ * k_p(x, x) is checked before anything changes, so a push rejected there
+ * leaves the stream as it was; a Stein kernel value with the dictionary
+ * that overflows stops the push after the blocks before it were taken. */
+typedef struct {
+    ksdt_state *st;
+    SEXP xo, so, x, s, eps, fmin, progress;
+    int nt, cand;
+} push_args;
+
+static SEXP push_body(void *data)
 {
-    ksdt_state *st = get_state(ptr);
-    int nt = kb_nthreads(nthreads), d = st->d;
-    SEXP mats[4] = {xo, so, x, s};
-    for (int q = 0; q < 4; q++)
-        if (TYPEOF(mats[q]) != REALSXP || !Rf_isMatrix(mats[q]) ||
-            Rf_ncols(mats[q]) != d || Rf_nrows(mats[q]) != Rf_nrows(xo))
-            Rf_error(_("KSDT push: states and scores must be n x %d matrices"), d);
-    int m = Rf_nrows(xo);
-    if (TYPEOF(eps) != REALSXP || XLENGTH(eps) != m ||
-        TYPEOF(fmin) != REALSXP || XLENGTH(fmin) != m)
-        KB_INTERNAL("budget and minimum size must have one value per state");
-    for (int q = 0; q < 4; q++)
-        for (R_xlen_t i = 0; i < XLENGTH(mats[q]); i++)
-            if (!R_FINITE(REAL(mats[q])[i]))
-                Rf_error(_("KSDT push: states and scores must be finite"));
-    const double *XO = REAL(xo), *SO = REAL(so), *XK = REAL(x), *SK = REAL(s);
+    push_args *A = (push_args *) data;
+    ksdt_state *st = A->st;
+    int d = st->d, m = Rf_nrows(A->xo), nt = A->nt, C = A->cand;
+    const double *XO = REAL(A->xo), *SO = REAL(A->so), *XK = REAL(A->x),
+        *SK = REAL(A->s);
     double *buf = (double *) R_alloc((size_t) 4 * d, sizeof(double));
-    ensure_history(st, st->hlen + m);
-    if (progress != R_NilValue && !Rf_isFunction(progress))
-        KB_INTERNAL("progress must be a function or NULL");
+    double *kdv = (double *) R_alloc(m > 0 ? m : 1, sizeof(double));
+    for (int i = 0; i < m; i++) {
+        kb_get_row(SK, m, i, d, buf);
+        kdv[i] = kb_stein_diag(&st->K, buf);
+        if (!R_FINITE(kdv[i]))
+            kb_error_numeric(_("KSDT push: the Stein kernel of row %d with "
+                               "itself is not finite (overflow: its score is "
+                               "too large); scale the data or the kernel; "
+                               "nothing was pushed"), i + 1);
+    }
+    int nblocks = (m + C - 1) / C;
+    ensure_history(st, st->hlen + nblocks);
+    st->evals += m;
+    cblock cb;
+    cblock_init(st, &cb);
     time_t last = time(NULL);
-    double since = 0.0;
+    double since = 0.0, base = st->offered;
+    int blk = 0;
     for (int i = 0; i < m; i++) {
         kb_get_row(XO, m, i, d, buf);
         kb_get_row(SO, m, i, d, buf + d);
         kb_get_row(XK, m, i, d, buf + 2 * d);
         kb_get_row(SK, m, i, d, buf + 3 * d);
         double e0 = st->evals;
-        int rem = step(st, buf, buf + d, buf + 2 * d, buf + 3 * d, NULL, 0.0,
-                       REAL(eps)[i], REAL(fmin)[i], nt);
+        int rem;
+        if (C == 1) {
+            rem = step(st, buf, buf + d, buf + 2 * d, buf + 3 * d, NULL,
+                       kdv[i], base + i + 1.0, REAL(A->eps)[blk],
+                       REAL(A->fmin)[blk], nt);
+        } else {
+            if (cblock_offer(st, &cb, buf, buf + d, buf + 2 * d, buf + 3 * d,
+                             kdv[i], base + i + 1.0, nt) < 0)
+                nonfinite_error(st, "row", i + 1.0, st->offered - base);
+            since += st->evals - e0;
+            if (cb.filled < C && i < m - 1)
+                goto check;
+            e0 = st->evals;
+            rem = cblock_commit(st, &cb, REAL(A->eps)[blk], REAL(A->fmin)[blk],
+                                nt);
+        }
+        if (rem < 0)
+            nonfinite_error(st, "row", i + 1.0, st->offered - base);
         record(st, rem);
-        double nn = st->n;
+        st->offered = base + i + 1.0;
+        blk++;
         since += st->evals - e0;
+    check:
         if (since > 4194304.0 || i == m - 1) {
             R_CheckUserInterrupt();
             since = 0.0;
             time_t now = time(NULL);
-            if (progress != R_NilValue && (now > last || i == m - 1)) {
-                /* progress(i, size, ksd), at most about once a second */
-                SEXP a1 = PROTECT(Rf_ScalarReal(i + 1.0));
-                SEXP a2 = PROTECT(Rf_ScalarReal(nn));
-                SEXP a3 = PROTECT(Rf_ScalarReal(st->h_ksd[st->hlen - 1]));
-                SEXP call = PROTECT(Rf_lang4(progress, a1, a2, a3));
-                Rf_eval(call, R_GlobalEnv);
-                UNPROTECT(4);
+            if (A->progress != R_NilValue && (now > last || i == m - 1)) {
+                call_progress(A->progress, i + 1.0, st->n,
+                              st->h_ksd[st->hlen - 1]);
                 last = now;
             }
         }
     }
+    return R_NilValue;
+}
+
+SEXP kb_ksdt_push(SEXP ptr, SEXP xo, SEXP so, SEXP x, SEXP s, SEXP eps,
+                  SEXP fmin, SEXP cand, SEXP nthreads, SEXP progress)
+{
+    ksdt_state *st = get_state(ptr);
+    int nt = kb_nthreads(nthreads), d = st->d, C = kb_scalar_int(cand, "candidates");
+    SEXP mats[4] = {xo, so, x, s};
+    for (int q = 0; q < 4; q++)
+        if (TYPEOF(mats[q]) != REALSXP || !Rf_isMatrix(mats[q]) ||
+            Rf_ncols(mats[q]) != d || Rf_nrows(mats[q]) != Rf_nrows(xo))
+            Rf_error(_("KSDT push: states and scores must be n x %d matrices"), d);
+    int m = Rf_nrows(xo);
+    if (C < 1)
+        KB_INTERNAL("candidates must be positive");
+    R_xlen_t nb = (m + C - 1) / C;
+    if (TYPEOF(eps) != REALSXP || XLENGTH(eps) != nb ||
+        TYPEOF(fmin) != REALSXP || XLENGTH(fmin) != nb)
+        KB_INTERNAL("budget and minimum size must have one value per block");
+    if (progress != R_NilValue && !Rf_isFunction(progress))
+        KB_INTERNAL("progress must be a function or NULL");
+    static const char *nm[4] = {"x", "score", "x (in the kernel's basis)",
+                                "score (in the kernel's basis)"};
+    for (int q = 0; q < 4; q++)
+        for (R_xlen_t i = 0; i < XLENGTH(mats[q]); i++)
+            if (!R_FINITE(REAL(mats[q])[i]))
+                kb_error_numeric(_("KSDT push: %s is not finite at row %d; "
+                                   "nothing was pushed"), nm[q],
+                                 (int) (i % (m > 0 ? m : 1)) + 1);
+    hold(st);
+    push_args A = {st, xo, so, x, s, eps, fmin, progress, nt, C};
+    R_ExecWithCleanup(push_body, &A, release, st);
     return R_NilValue;
 }
 
@@ -498,7 +749,8 @@ SEXP kb_ksdt_result(SEXP ptr)
 {
     ksdt_state *st = get_state(ptr);
     const char *nms[] = {"points", "score", "index", "r", "kdiag", "S",
-                         "ksd", "size", "removed", "t", "evals", ""};
+                         "ksd", "size", "removed", "t", "evals", "n_offered",
+                         ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SET_VECTOR_ELT(ans, 0, dict_matrix(st, st->Xo));
     SET_VECTOR_ELT(ans, 1, dict_matrix(st, st->So));
@@ -511,6 +763,7 @@ SEXP kb_ksdt_result(SEXP ptr)
     SET_VECTOR_ELT(ans, 8, copy_vec(st->h_removed, st->hlen));
     SET_VECTOR_ELT(ans, 9, Rf_ScalarReal(st->t));
     SET_VECTOR_ELT(ans, 10, Rf_ScalarReal(st->evals));
+    SET_VECTOR_ELT(ans, 11, Rf_ScalarReal(st->offered));
     UNPROTECT(1);
     return ans;
 }
@@ -532,165 +785,196 @@ static void to_kernel(int d, const double *Q, const double *x, double *out)
     }
 }
 
-/* k_p(x, X_i) for the n dictionary points, into out (threads over blocks). */
-static void dict_row(ksdt_state *st, const double *x, const double *s,
-                     double *out, int nt)
-{
-    int n = st->n, nb = (n + KB_BLOCK - 1) / KB_BLOCK;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
-#endif
-    for (int b = 0; b < nb; b++) {
-        int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
-        kb_stein_row(&st->K, x, s, st->X, st->S, st->cap, i0, i1, out + i0);
-    }
-    st->evals += n;
-}
+/* Run a sampler for n_iter KSDT steps of `cand` chain iterations each.
+ * restart = 0 (ksdt_sample): the chain runs on undisturbed; each block of
+ *   `cand` consecutive states offers KSDT its state minimising
+ *   k_p(y, y) + 2 sum_{x in D} k_p(y, x) (the KSDT paper's SPMCMC variants);
+ *   with cand = 1 every state.  Equal to ksdt(chain, candidates = cand).
+ * restart = 1 (sp_mcmc, Stein Point MCMC): n_iter steps, each running
+ *   `cand` fresh moves from a start chosen by rule (1 last added point,
+ *   2 a random dictionary point, 3 the point of least influence
+ *   argmin_i 2 r_i - k_p(x_i, x_i), Chen et al. 2019) and continuing from
+ *   the selected candidate. */
+typedef struct {
+    ksdt_state *st;
+    SEXP rho, eps, fmin, progress;
+    int vec, type, n_iter, C, start, restart, nt, d;
+    double h;
+    const double *x0, *Q;
+    double acc_rate, step;
+} sample_args;
 
-/* .Call entry: run a sampler for n_iter steps with KSDT inside.  With
- * candidates > 1, each step runs `candidates` MCMC moves from a start
- * chosen by rule (1 last, 2 rand, 3 infl) and adds the candidate that
- * minimises k_p(y, y) + 2 sum_{x in D} k_p(y, x) (Stein Point MCMC); its
- * row is reused for the addition. */
-SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP vectorized, SEXP type_, SEXP x0,
-                    SEXP n_iter_, SEXP step_, SEXP cand_, SEXP start_,
-                    SEXP eps, SEXP fmin, SEXP Q_, SEXP nthreads,
-                    SEXP progress)
+static SEXP sample_body(void *data)
 {
-    ksdt_state *st = get_state(ptr);
-    int d = st->d, nt = kb_nthreads(nthreads);
-    int type = kb_scalar_int(type_, "type"), n_iter = kb_scalar_int(n_iter_, "n_iter"),
-        C = kb_scalar_int(cand_, "candidates"), start = kb_scalar_int(start_, "start");
-    double h = kb_scalar_real(step_, "step");
-    if (TYPEOF(x0) != REALSXP || XLENGTH(x0) != d)
-        Rf_error(_("'x0' must be a numeric vector of length %d"), d);
-    if (C < 1 || n_iter < 1)
-        KB_INTERNAL("candidates and n_iter must be positive");
-    if (TYPEOF(eps) != REALSXP || XLENGTH(eps) != n_iter ||
-        TYPEOF(fmin) != REALSXP || XLENGTH(fmin) != n_iter)
-        KB_INTERNAL("budget and minimum size must have one value per step");
-    const double *Q = NULL;
-    if (Q_ != R_NilValue) {
-        if (TYPEOF(Q_) != REALSXP || XLENGTH(Q_) != (R_xlen_t) d * d)
-            KB_INTERNAL("Q must be a d x d matrix");
-        Q = REAL(Q_);
-    }
-    if (progress != R_NilValue && !Rf_isFunction(progress))
-        KB_INTERNAL("progress must be a function or NULL");
+    sample_args *A = (sample_args *) data;
+    ksdt_state *st = A->st;
+    int d = A->d, nt = A->nt, C = A->C, n_iter = A->n_iter;
+    const double *Q = A->Q;
+    double *ck = (double *) R_alloc((size_t) 2 * d, sizeof(double)),
+        *cks = ck + d;
+    double *clp = (double *) R_alloc((size_t) C, sizeof(double));
+    double *cxs = (double *) R_alloc((size_t) 2 * C * d, sizeof(double));
     ensure_history(st, st->hlen + n_iter);
-    double *cx = (double *) R_alloc((size_t) 4 * C * d + C, sizeof(double));
-    double *cs = cx + (size_t) C * d, *ck = cs + (size_t) C * d,
-        *cks = ck + (size_t) C * d, *clp = cks + (size_t) C * d;
+    cblock cb;
+    cblock_init(st, &cb);
     kb_sampler smp;
     GetRNGstate();
-    kb_sampler_init(&smp, type, rho, Rf_asLogical(vectorized) == TRUE, d,
-                    REAL(x0), h);
+    kb_sampler_init(&smp, A->type, A->rho, A->vec, d, A->x0, A->h);
     time_t last = time(NULL);
-    double since = 0.0;
-    for (int it = 0; it < n_iter; it++) {
+    double since = 0.0, base = st->offered;
+    int blk = 0, total = n_iter * C;
+    for (int it = 0; it < total; it++) {
         double e0 = st->evals;
-        int rem;
-        if (C == 1) {
-            kb_sampler_step(&smp);
-            kb_sampler_score(&smp);
-            to_kernel(d, Q, smp.x, ck);
-            to_kernel(d, Q, smp.s, cks);
-            rem = step(st, smp.x, smp.s, ck, cks, NULL, 0.0, REAL(eps)[it],
-                       REAL(fmin)[it], nt);
-        } else {
-            if (st->n > 0 && start != 1) {
-                int j = 0;
-                if (start == 2) {
-                    j = (int) floor(unif_rand() * st->n);
-                    if (j >= st->n) j = st->n - 1;
-                } else {
-                    double bv = R_NegInf;
-                    for (int i = 0; i < st->n; i++) {
-                        double v = 2.0 * st->r[i] - st->kd[i];
-                        if (v > bv) { bv = v; j = i; }
+        int c = A->restart ? it % C : cb.filled;
+        if (A->restart && c == 0 && st->n > 0 && A->start != 1) {
+            int j = 0;
+            if (A->start == 2) {
+                j = (int) floor(unif_rand() * st->n);
+                if (j >= st->n) j = st->n - 1;
+            } else {
+                /* least influence; ties to the oldest point */
+                double bv = R_PosInf;
+                for (int i = 0; i < st->n; i++) {
+                    double v = 2.0 * st->r[i] - st->kd[i];
+                    if (v < bv || (v == bv && st->sidx[i] < st->sidx[j])) {
+                        bv = v;
+                        j = i;
                     }
                 }
-                kb_get_row(st->Xo, st->cap, j, d, st->pt);
-                kb_get_row(st->So, st->cap, j, d, st->pt + d);
-                kb_sampler_jump(&smp, st->pt, st->pt + d);
             }
-            size_t need = (size_t) C * (st->n > 0 ? st->n : 1);
-            if (need > st->ccap) {
-                grow((void **) &st->crows, need * 2 * sizeof(double));
-                st->ccap = need * 2;
-            }
-            int best = 0;
-            double bcrit = R_PosInf;
-            for (int c = 0; c < C; c++) {
-                kb_sampler_step(&smp);
-                kb_sampler_score(&smp);
-                double *xc = cx + (size_t) c * d, *sc = cs + (size_t) c * d,
-                    *kc = ck + (size_t) c * d, *ksc = cks + (size_t) c * d;
-                memcpy(xc, smp.x, (size_t) d * sizeof(double));
-                memcpy(sc, smp.s, (size_t) d * sizeof(double));
-                clp[c] = smp.lp;
-                to_kernel(d, Q, xc, kc);
-                to_kernel(d, Q, sc, ksc);
-                double kdc = kb_stein_diag(&st->K, ksc), crit = kdc;
-                st->evals += 1.0;
-                if (st->n > 0) {
-                    double *row = st->crows + (size_t) c * st->n;
-                    dict_row(st, kc, ksc, row, nt);
-                    double sum = 0.0;
-                    for (int i = 0; i < st->n; i++)
-                        sum += row[i];
-                    crit += 2.0 * sum;
-                }
-                if (crit < bcrit) {
-                    bcrit = crit;
-                    best = c;
-                }
-            }
-            /* continue the chain from the selected candidate */
-            memcpy(smp.x, cx + (size_t) best * d, (size_t) d * sizeof(double));
-            memcpy(smp.s, cs + (size_t) best * d, (size_t) d * sizeof(double));
-            smp.lp = clp[best];
-            smp.has_score = 1;
-            double kdb = kb_stein_diag(&st->K, cks + (size_t) best * d);
-            rem = step(st, cx + (size_t) best * d, cs + (size_t) best * d,
-                       ck + (size_t) best * d, cks + (size_t) best * d,
-                       st->n > 0 ? st->crows + (size_t) best * st->n : NULL,
-                       kdb, REAL(eps)[it], REAL(fmin)[it], nt);
+            kb_get_row(st->Xo, st->cap, j, d, st->pt);
+            kb_get_row(st->So, st->cap, j, d, st->pt + d);
+            kb_sampler_jump(&smp, st->pt, st->pt + d);
         }
+        kb_sampler_step(&smp);
+        kb_sampler_score(&smp);
+        to_kernel(d, Q, smp.x, ck);
+        to_kernel(d, Q, smp.s, cks);
+        /* the stream offered to KSDT: the chain's states, or with restarts
+         * the selected candidates, one per step */
+        double kd = diag_of(st, cks),
+            sidx = base + (A->restart ? blk : it) + 1.0;
+        int rem;
+        if (C == 1) {
+            rem = step(st, smp.x, smp.s, ck, cks, NULL, kd, sidx,
+                       REAL(A->eps)[blk], REAL(A->fmin)[blk], nt);
+        } else {
+            if (A->restart) {
+                memcpy(cxs + (size_t) c * 2 * d, smp.x, (size_t) d * sizeof(double));
+                memcpy(cxs + (size_t) c * 2 * d + d, smp.s, (size_t) d * sizeof(double));
+                clp[c] = smp.lp;
+            }
+            if (cblock_offer(st, &cb, smp.x, smp.s, ck, cks, kd, sidx, nt) < 0)
+                nonfinite_error(st, "chain state", it + 1.0, st->offered - base);
+            since += st->evals - e0;
+            if (cb.filled < C && it < total - 1)
+                goto check;
+            e0 = st->evals;
+            int b = cb.best;
+            rem = cblock_commit(st, &cb, REAL(A->eps)[blk], REAL(A->fmin)[blk],
+                                nt);
+            if (A->restart) {
+                /* continue the chain from the selected candidate */
+                memcpy(smp.x, cxs + (size_t) b * 2 * d, (size_t) d * sizeof(double));
+                memcpy(smp.s, cxs + (size_t) b * 2 * d + d, (size_t) d * sizeof(double));
+                smp.lp = clp[b];
+                smp.has_score = 1;
+            }
+        }
+        if (rem < 0)
+            nonfinite_error(st, "chain state", it + 1.0, st->offered - base);
         record(st, rem);
+        st->offered = sidx;
+        blk++;
         since += st->evals - e0;
-        if (since > 4194304.0 || (it + 1) % 256 == 0 || it == n_iter - 1) {
+    check:
+        if (since > 4194304.0 || (it + 1) % 256 == 0 || it == total - 1) {
             R_CheckUserInterrupt();
             since = 0.0;
             time_t now = time(NULL);
-            if (progress != R_NilValue && (now > last || it == n_iter - 1)) {
-                SEXP a1 = PROTECT(Rf_ScalarReal(it + 1.0));
-                SEXP a2 = PROTECT(Rf_ScalarReal((double) st->n));
-                SEXP a3 = PROTECT(Rf_ScalarReal(st->h_ksd[st->hlen - 1]));
-                SEXP call = PROTECT(Rf_lang4(progress, a1, a2, a3));
-                Rf_eval(call, R_GlobalEnv);
-                UNPROTECT(4);
+            if (A->progress != R_NilValue && (now > last || it == total - 1)) {
+                call_progress(A->progress, blk, st->n,
+                              st->hlen > 0 ? st->h_ksd[st->hlen - 1] : NA_REAL);
                 last = now;
             }
         }
     }
     PutRNGstate();
+    A->acc_rate = smp.proposed > 0 ? smp.accepted / smp.proposed : NA_REAL;
+    A->step = smp.step;
+    UNPROTECT(2);              /* kb_sampler_init's */
+    return R_NilValue;
+}
+
+SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP vectorized, SEXP type_, SEXP x0,
+                    SEXP n_iter_, SEXP step_, SEXP cand_, SEXP start_,
+                    SEXP restart_, SEXP eps, SEXP fmin, SEXP Q_,
+                    SEXP nthreads, SEXP progress)
+{
+    ksdt_state *st = get_state(ptr);
+    sample_args A;
+    A.st = st;
+    A.d = st->d;
+    A.nt = kb_nthreads(nthreads);
+    A.type = kb_scalar_int(type_, "type");
+    A.n_iter = kb_scalar_int(n_iter_, "n_iter");
+    A.C = kb_scalar_int(cand_, "candidates");
+    A.start = kb_scalar_int(start_, "start");
+    A.restart = Rf_asLogical(restart_) == TRUE;
+    A.h = kb_scalar_real(step_, "step");
+    A.vec = Rf_asLogical(vectorized) == TRUE;
+    A.rho = rho;
+    A.eps = eps;
+    A.fmin = fmin;
+    A.progress = progress;
+    if (TYPEOF(x0) != REALSXP || XLENGTH(x0) != A.d)
+        Rf_error(_("'x0' must be a numeric vector of length %d"), A.d);
+    A.x0 = REAL(x0);
+    if (A.C < 1 || A.n_iter < 1)
+        KB_INTERNAL("candidates and n_iter must be positive");
+    if (!A.restart && A.start != 1)
+        KB_INTERNAL("start rules need restarts");
+    if ((double) A.n_iter * A.C > INT_MAX)
+        KB_INTERNAL("too many moves");
+    if (TYPEOF(eps) != REALSXP || XLENGTH(eps) != A.n_iter ||
+        TYPEOF(fmin) != REALSXP || XLENGTH(fmin) != A.n_iter)
+        KB_INTERNAL("budget and minimum size must have one value per step");
+    A.Q = NULL;
+    if (Q_ != R_NilValue) {
+        if (TYPEOF(Q_) != REALSXP || XLENGTH(Q_) != (R_xlen_t) A.d * A.d)
+            KB_INTERNAL("Q must be a d x d matrix");
+        A.Q = REAL(Q_);
+    }
+    if (progress != R_NilValue && !Rf_isFunction(progress))
+        KB_INTERNAL("progress must be a function or NULL");
+    hold(st);
+    R_ExecWithCleanup(sample_body, &A, release, st);
     const char *nms[] = {"accept_rate", "step", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
-    SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(smp.proposed > 0 ? smp.accepted / smp.proposed : NA_REAL));
-    SET_VECTOR_ELT(ans, 1, Rf_ScalarReal(smp.step));
-    UNPROTECT(3);
+    SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(A.acc_rate));
+    SET_VECTOR_ELT(ans, 1, Rf_ScalarReal(A.step));
+    UNPROTECT(1);
     return ans;
 }
 
-/* .Call entry: c(states seen, dictionary size, current KSD). */
+/* .Call entry: c(steps, dictionary size, current KSD, rows offered). */
 SEXP kb_ksdt_info(SEXP ptr)
 {
     ksdt_state *st = get_state(ptr);
-    SEXP ans = PROTECT(Rf_allocVector(REALSXP, 3));
+    SEXP ans = PROTECT(Rf_allocVector(REALSXP, 4));
     REAL(ans)[0] = st->t;
     REAL(ans)[1] = st->n;
     REAL(ans)[2] = st->hlen > 0 ? st->h_ksd[st->hlen - 1] : NA_REAL;
+    REAL(ans)[3] = st->offered;
     UNPROTECT(1);
     return ans;
+}
+
+/* .Call entry, for tests: make the n-th next allocation of the stream fail
+ * (0: never). */
+SEXP kb_ksdt_fail_alloc(SEXP ptr, SEXP n)
+{
+    ksdt_state *st = get_state(ptr);
+    st->fail_alloc = kb_scalar_int(n, "n");
+    return R_NilValue;
 }

@@ -384,7 +384,7 @@ ref_chain <- function(target, x0, n_iter, step, sampler = "mala", warmup = 0,
 # KSDT with an MCMC sampler inside and the SP-MCMC selection rule: each step
 # runs `candidates` moves from a start ("last": the chain as it is, i.e. the
 # last added point; "rand": the point in slot floor(U * n) of the
-# dictionary; "infl": argmax 2 r_i - k_ii, first on ties) and adds the
+# dictionary; "infl": the least influential point, first on ties) and adds the
 # candidate minimising k_p(y, y) + 2 sum_D k_p(y, x) (first on ties), then
 # prunes with eps[t], fmin[t] (fmin = Inf: SP-MCMC, no pruning).  With
 # candidates = 1 it is KSDT on the plain chain.  Brute force throughout.
@@ -407,8 +407,10 @@ ref_ksdt_sampler <- function(target, x0, n_iter, step, sampler, candidates,
       if (start == "rand") {
         j <- min(floor(stats::runif(1) * length(D)), length(D) - 1) + 1
       } else {
+        # least influence (Chen et al.'s code): sum_j k(x_i, x_j) +
+        # sum_j k(x_j, x_i) - k(x_i, x_i), smallest first
         KD <- K[D, D, drop = FALSE]
-        j <- which.max(2 * rowSums(KD) - diag(KD))
+        j <- which.min(rowSums(KD) + colSums(KD) - diag(KD))
       }
       st <- list(x = X[D[j], ], lp = ref_log_density(target, X[D[j], ]),
                  s = S[D[j], ])

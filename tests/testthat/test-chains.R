@@ -79,7 +79,7 @@ test_that("merging: bad input (dimension, empty dictionary, wrong class)", {
   set.seed(803)
   a <- ksdt(sample_target(tg2, 100), tg2, progress = FALSE)
   b <- ksdt(sample_target(tg3, 100), tg3, progress = FALSE)
-  expect_error(c(a, b), "different dimensions")
+  expect_error(c(a, b), "dictionaries of one dimension; they have 2, 3", class = "kb_error_arg")
   e <- a
   e$points <- e$points[0, , drop = FALSE]
   e$score <- e$score[0, , drop = FALSE]
@@ -168,9 +168,9 @@ test_that("ksdt_chains(): bad input", {
   expect_error(ksdt_chains(mix, c(0, 0), 0), "'n_iter'")
   expect_error(ksdt_chains(mix, c(0, 0), 10, merge = "avg"), "'merge'")
   expect_error(ksdt_chains(list(), c(0, 0), 10), "'target'")
-  # a bad option for ksdt_sample() fails every chain: one clear error
+  # a bad option for ksdt_sample() is rejected before any chain runs
   expect_error(ksdt_chains(mix, c(0, 0), 10, sampler = "hmc"),
-               "all 1 chains failed; chain 1: 'sampler'")
+               "'sampler' must be one of", class = "kb_error_arg")
 })
 
 test_that("kbr_cv() gives the same table through futures (multisession)", {

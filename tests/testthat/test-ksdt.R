@@ -420,29 +420,173 @@ test_that("sp_mcmc() is reproduced by a brute-force SP-MCMC: every start rule, M
   expect_false(isTRUE(all.equal(a$points, ch$x[seq(m, n * m, by = m), ])))
 })
 
-test_that("ksdt_sample() with candidates > 1 (KSDT on SP-MCMC) matches the brute-force reference", {
-  tg <- gaussian_target(c(1, -1), matrix(c(1, 0.5, 0.5, 2), 2))
-  n <- 150
-  for (smp in c("mala", "rwm")) {
-    for (start in c("last", "rand", "infl")) {
-      lab <- paste(smp, start)
-      set.seed(213)
-      ks <- ksdt_sample(tg, c(2, 2), n, sampler = smp, step = 1, candidates = 3,
-                        start = start, budget = 1e-3, min_size = "constant",
-                        min_size_coef = 15)
-      set.seed(213)
-      ref <- ref_ksdt_sampler(tg, c(2, 2), n, 1, smp, 3, start, rep(1e-3, n),
-                              rep(15, n))
-      expect_lt(rel_err(ks$ksd, ref$ksd), 1e-10, label = lab)
-      expect_identical(ks$size, ref$size, label = lab)
-      # the retained points are the reference stream's at the same indices
-      # (duplicated states may be retained under either index)
-      expect_equal(ks$points, ref$stream[ks$index, ], tolerance = 1e-12, label = lab)
-      expect_identical(sort(canonical_index(ref$stream, ks$index)),
-                       sort(canonical_index(ref$stream, ref$index)), label = lab)
-      expect_gte(length(ks$index), 15L, label = lab)
-      expect_identical(ks$candidates, 3L)
+# ---- SP-MCMC "infl": an independent plain-R emulation ------------------------
+
+# Stein Point MCMC from the paper and the authors' code, written here from
+# scratch (not from ref_ksdt_sampler): IMQ Stein kernel (c = 1, beta = -1/2,
+# L = I) written out, MALA steps with the package's use of R's generator
+# (ref_mcmc_step), the start of each step by rule, the candidate minimising
+# k(y, y) + 2 sum_{x in X} k(y, x) added, and the chain continued from it.
+plain_spmcmc <- function(target, x0, n, m, h, start) {
+  kimq <- function(x, sx, y, sy) {
+    u <- x - y
+    r <- sum(u * u)
+    sum(sx * sy) * (1 + r)^-0.5 - (1 + r)^-1.5 * sum(u * (sy - sx)) -
+      3 * r * (1 + r)^-2.5 + length(x) * (1 + r)^-1.5
+  }
+  X <- S <- matrix(NA_real_, 0, length(x0))
+  st <- ref_mcmc_init(target, x0, "mala")
+  for (t in seq_len(n)) {
+    if (t > 1 && start == "infl") {
+      k <- nrow(X)
+      G <- matrix(0, k, k)
+      for (i in seq_len(k)) for (j in seq_len(k)) G[i, j] <- kimq(X[i, ], S[i, ], X[j, ], S[j, ])
+      infl <- rowSums(G) + colSums(G) - diag(G)
+      i0 <- which.min(infl)
+      st <- list(x = X[i0, ], lp = ref_log_density(target, X[i0, ]), s = S[i0, ])
     }
+    best <- NULL
+    for (c in seq_len(m)) {
+      st <- ref_mcmc_step(st, target, h, "mala")
+      f <- kimq(st$x, st$s, st$x, st$s)
+      for (i in seq_len(nrow(X))) f <- f + 2 * kimq(st$x, st$s, X[i, ], S[i, ])
+      if (is.null(best) || f < best$f) best <- list(f = f, st = st)
+    }
+    st <- best$st
+    X <- rbind(X, st$x)
+    S <- rbind(S, st$s)
+  }
+  list(points = X, score = S)
+}
+
+test_that("sp_mcmc(start = \"infl\") restarts from the least influential point (plain-R emulation)", {
+  tg <- gaussian_target(c(0.5, -0.5))
+  n <- 25
+  # the emulation is checked first where the start rule plays no part
+  for (start in c("last", "infl")) {
+    set.seed(301)
+    sp <- sp_mcmc(tg, c(3, 3), n, m = 4, start = start, step = 0.7)
+    set.seed(301)
+    em <- plain_spmcmc(tg, c(3, 3), n, 4, 0.7, start)
+    expect_equal(sp$points, em$points, tolerance = 1e-12, label = start)
+    expect_equal(sp$score, em$score, tolerance = 1e-12, label = start)
+  }
+  # the review's repro: the inverted rule (argmax) ended at KSD 1.26
+  tg0 <- gaussian_target(c(0, 0))
+  k <- vapply(c("last", "infl"), function(st) {
+    set.seed(1)
+    utils::tail(sp_mcmc(tg0, c(5, 5), 300, m = 5, start = st, step = 0.5)$ksd, 1)
+  }, 0)
+  expect_lt(k[["infl"]], 0.1)
+  expect_lt(k[["infl"]], 2 * k[["last"]])
+})
+
+# ---- KSDT with the SP-MCMC addition rule over a given chain ------------------
+
+# Brute force, every KSD from scratch: blocks of rows (a list of index
+# vectors); each offers its row minimising K[c, c] + 2 sum_D K[c, D] (first
+# on ties); then greedy removals while the KSD^2 without a point is at most
+# the KSD^2 just after the addition plus eps, down to fmin points, the
+# point of smallest stream index on ties.
+brute_ksdt_blocks <- function(K, blocks, eps, fmin) {
+  D <- integer(0)
+  ksd <- numeric(length(blocks))
+  size <- integer(length(blocks))
+  ksd2 <- function(I) sum(K[I, I]) / length(I)^2
+  for (b in seq_along(blocks)) {
+    rows <- blocks[[b]]
+    crit <- vapply(rows, function(c) K[c, c] + 2 * sum(K[c, D]), 0)
+    D <- sort(c(D, rows[which.min(crit)]))
+    K0 <- ksd2(D)
+    while (length(D) >= 2 && length(D) - 1 >= fmin[b]) {
+      v <- vapply(seq_along(D), function(i) ksd2(D[-i]), 0)
+      j <- which.min(v)
+      if (v[j] > K0 + eps[b]) break
+      D <- D[-j]
+    }
+    ksd[b] <- sqrt(max(ksd2(D), 0))
+    size[b] <- length(D)
+  }
+  list(index = as.double(D), ksd = ksd, size = size)
+}
+
+test_that("ksdt(candidates = m) matches a brute-force KSDT over blocks of m rows", {
+  smp <- make_stream(203, 2, rho = 0.85)
+  K <- ref_stein_cross(smp$x, smp$s)
+  for (m in c(1L, 3L, 5L)) {
+    blocks <- split(seq_len(203), ceiling(seq_len(203) / m))
+    nb <- length(blocks)
+    fit <- ksdt(smp$x, smp$s, budget = 1e-3, min_size = "constant",
+                min_size_coef = 12, candidates = m)
+    ref <- brute_ksdt_blocks(K, blocks, rep(1e-3, nb), rep(12, nb))
+    lab <- paste("m =", m)
+    expect_identical(fit$index, ref$index, label = lab)
+    expect_identical(fit$size, ref$size, label = lab)
+    expect_lt(rel_err(fit$ksd, ref$ksd), 1e-10, label = lab)
+    expect_equal(fit$points, smp$x[fit$index, ], tolerance = 0, label = lab)
+    # t counts blocks, n_offered rows; the last block (203 = 40 * 5 + 3) as it is
+    expect_identical(fit$t, as.double(nb), label = lab)
+    expect_identical(fit$n_offered, 203, label = lab)
+    expect_length(fit$ksd, nb)
+  }
+  # a schedule of t sees block numbers
+  fit <- ksdt(smp$x, smp$s, min_size = function(t) 5 + t / 10, candidates = 4)
+  blocks <- split(seq_len(203), ceiling(seq_len(203) / 4))
+  ref <- brute_ksdt_blocks(K, blocks, rep(0, 51), pmax(10, 5 + (1:51) / 10))
+  expect_identical(fit$index, ref$index)
+  expect_lt(rel_err(fit$ksd, ref$ksd), 1e-10)
+})
+
+test_that("ksdt_push(candidates = m): blocks within each push, indices over the whole stream", {
+  smp <- make_stream(120, 2)
+  K <- ref_stein_cross(smp$x, smp$s)
+  full <- ksdt(smp$x, smp$s, candidates = 4, min_size = "constant", min_size_coef = 12)
+  # pushes of multiples of m reproduce ksdt()
+  st <- ksdt_stream(2, min_size = "constant", min_size_coef = 12)
+  for (r in list(1:40, 41:44, 45:120)) ksdt_push(st, smp$x[r, ], smp$s[r, ], candidates = 4)
+  expect_identical(ksdt_result(st)[c("index", "ksd", "size", "points")],
+                   full[c("index", "ksd", "size", "points")])
+  # otherwise each push ends with its own incomplete block
+  st <- ksdt_stream(2, min_size = "constant", min_size_coef = 12)
+  ksdt_push(st, smp$x[1:7, ], smp$s[1:7, ], candidates = 4)
+  ksdt_push(st, smp$x[8:120, ], smp$s[8:120, ], candidates = 4)
+  blocks <- c(list(1:4, 5:7), split(8:120, ceiling(seq_along(8:120) / 4)))
+  ref <- brute_ksdt_blocks(K, blocks, rep(0, length(blocks)), rep(12, length(blocks)))
+  r <- ksdt_result(st)
+  expect_identical(r$index, ref$index)
+  expect_lt(rel_err(r$ksd, ref$ksd), 1e-10)
+  expect_identical(r$n_offered, 120)
+  expect_error(ksdt_push(st, smp$x, smp$s, candidates = 0), "'candidates'",
+               class = "kb_error_arg")
+  expect_error(ksdt(smp$x, smp$s, candidates = 2.5), "'candidates'",
+               class = "kb_error_arg")
+})
+
+test_that("ksdt_sample(candidates = m) is ksdt(candidates = m) on the same, never restarted, chain", {
+  tg <- gaussian_target(c(1, -1), matrix(c(1, 0.5, 0.5, 2), 2))
+  n <- 60
+  m <- 3
+  for (smp in c("mala", "rwm")) {
+    set.seed(213)
+    ks <- ksdt_sample(tg, c(2, 2), n, sampler = smp, step = 1, candidates = m,
+                      budget = 1e-3, min_size = "constant", min_size_coef = 15)
+    u_pkg <- stats::runif(1)
+    set.seed(213)
+    ch <- ref_chain(tg, c(2, 2), n * m, 1, smp)
+    u_ref <- stats::runif(1)
+    expect_identical(u_pkg, u_ref, label = smp)
+    s <- t(apply(ch$x, 1, function(z) ref_score(tg, z)))
+    fit <- ksdt(ch$x, s, budget = 1e-3, min_size = "constant",
+                min_size_coef = 15, candidates = m)
+    expect_identical(ks$index, fit$index, label = smp)
+    expect_identical(ks$size, fit$size, label = smp)
+    expect_lt(rel_err(ks$ksd, fit$ksd), 1e-12, label = smp)
+    expect_equal(ks$points, ch$x[ks$index, ], tolerance = 1e-12, label = smp)
+    expect_identical(ks$n_offered, as.double(n * m))
+    expect_identical(ks$t, as.double(n))
+    expect_identical(ks$candidates, as.integer(m))
+    expect_null(ks$start)
+    expect_equal(ks$accept_rate, ch$accept_rate, tolerance = 1e-12)
   }
 })
 
@@ -623,7 +767,7 @@ test_that("ksdt_sample() and sp_mcmc() reject bad arguments with messages naming
   expect_error(sp_mcmc(tg, c(0, 0), 10, m = 0, step = 1), "'m'")
   expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, sampler = "hmc"), "'sampler'")
   expect_error(sp_mcmc(tg, c(0, 0), 10, step = 1, sampler = "hmc"), "'sampler'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, start = "first"), "'start'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, start = "rand"), "unused argument")
   expect_error(sp_mcmc(tg, c(0, 0), 10, step = 1, start = c("last", "rand")), "'start'")
   expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, budget = -1), "'budget'")
   expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, budget = function(t) -t),
@@ -678,7 +822,7 @@ test_that("print and summary of KSDT results, streams and SP-MCMC", {
   sp <- sp_mcmc(tg, c(0, 0), 25, m = 3, step = 1)
   set.seed(225)
   ks <- ksdt_sample(tg, c(0, 0), 300, sampler = "rwm", step = 1.5, candidates = 2,
-                    start = "infl", budget = 1e-3)
+                    budget = 1e-3)
   expect_snapshot({
     fit
     summary(fit)
