@@ -207,7 +207,7 @@ with_stream <- function(stream, expr, announce = NULL) {
   withCallingHandlers(expr, interrupt = function(e) {
     if (is.null(announce)) return()
     taken <- stream_info(stream)[["offered"]] - before
-    message(sprintf(paste0("\nksdt_push() interrupted: %.0f of %.0f rows were ",
+    message(sprintf(paste0("ksdt_push() interrupted: %.0f of %.0f rows were ",
                            "taken; the stream has now taken %.0f rows ",
                            "(ksdt_result(stream)$n_offered): push x[-(1:%.0f), ] ",
                            "to resume"),

@@ -643,7 +643,6 @@ static SEXP push_body(void *data)
     }
     int nblocks = (m + C - 1) / C;
     ensure_history(st, st->hlen + nblocks);
-    st->evals += m;
     cblock cb;
     cblock_init(st, &cb);
     time_t last = time(NULL);
@@ -656,14 +655,18 @@ static SEXP push_body(void *data)
         kb_get_row(SK, m, i, d, buf + 3 * d);
         double e0 = st->evals;
         int rem;
+        /* the diagonal evaluated above is counted as its row is taken */
         if (C == 1) {
             rem = step(st, buf, buf + d, buf + 2 * d, buf + 3 * d, NULL,
                        kdv[i], base + i + 1.0, REAL(A->eps)[blk],
                        REAL(A->fmin)[blk], nt);
+            if (rem >= 0)
+                st->evals += 1.0;
         } else {
             if (cblock_offer(st, &cb, buf, buf + d, buf + 2 * d, buf + 3 * d,
                              kdv[i], base + i + 1.0, nt) < 0)
                 nonfinite_error(st, "row", i + 1.0, st->offered - base);
+            st->evals += 1.0;
             since += st->evals - e0;
             if (cb.filled < C && i < m - 1)
                 goto check;

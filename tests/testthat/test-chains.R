@@ -187,3 +187,29 @@ test_that("kbr_cv() gives the same table through futures (multisession)", {
   c2 <- kbr_cv(x, y, grid = grid, folds = 3, fit = FALSE)
   expect_identical(c1$table, c2$table)
 })
+
+test_that("ksdt_chains() checks every argument before any chain runs", {
+  calls <- 0
+  tg <- kb_target(function(z) { calls <<- calls + 1; -sum(z^2) / 2 },
+                  function(z) { calls <<- calls + 1; -z }, 2)
+  x0 <- rbind(c(0, 0), c(1, 1))
+  # before: every chain ran, then the merge failed
+  expect_error(ksdt_chains(tg, x0, 200, step = 1, merge = "stein_thin", merge_size = 0),
+               "'merge_size'", class = "kb_error_arg")
+  expect_error(ksdt_chains(tg, x0, 200, step = 1, budget = -1), "'budget'",
+               class = "kb_error_arg")
+  expect_error(ksdt_chains(tg, x0, 200, step = 1, min_size = "cubic"), "'min_size'",
+               class = "kb_error_arg")
+  expect_error(ksdt_chains(tg, x0, 200, step = 1, candidates = 0), "'candidates'",
+               class = "kb_error_arg")
+  expect_error(ksdt_chains(tg, x0, 200, step = 1, warmup = 1), "'warmup'",
+               class = "kb_error_arg")
+  expect_error(ksdt_chains(tg, x0, 200, stepsize = 1), "'...' must be named arguments",
+               class = "kb_error_arg")
+  expect_error(ksdt_chains(tg, x0, 200, 1), "'...' must be named arguments",
+               class = "kb_error_arg")
+  expect_error(ksdt_chains(tg, x0, 200, step = 1,
+                           budget = function(t) if (t > 100) NA else 0),
+               "'budget' must return", class = "kb_error_arg")
+  expect_identical(calls, 0)
+})

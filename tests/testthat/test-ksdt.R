@@ -854,3 +854,162 @@ test_that("plot of a kb_ksdt draws without error", {
   expect_identical(plot(fit, which = 2), fit)
   expect_identical(plot(fit1, which = c(1, 3)), fit1)
 })
+
+# ---- non-finite values, rejected and interrupted pushes, re-entry -------------
+
+test_that("a Stein kernel that overflows is an error naming the row, never KSD 0", {
+  set.seed(12)
+  x <- matrix(rnorm(1000), 500)
+  s <- -x
+  x[100, ] <- c(1e155, 0)
+  # before: the dictionary was reported with KSD 0 from row 100 on, 423 kept
+  expect_error(ksdt(x, s), class = "kb_error_numeric",
+               regexp = "row 100 and the dictionary state from stream row [0-9]+ is not finite")
+  # in a stream the rows before it were taken, the stream is as it was after
+  # them, and pushing the rest resumes it exactly
+  st <- ksdt_stream(2)
+  ksdt_push(st, x[1:60, ], s[1:60, ])
+  before <- ksdt_result(st)
+  expect_error(ksdt_push(st, x[61:200, ], s[61:200, ]), class = "kb_error_numeric",
+               regexp = "row 40 and .* 39 rows of the stream were taken")
+  r <- ksdt_result(st)
+  expect_identical(r$n_offered, 99)
+  ksdt_push(st, x[101:500, ], s[101:500, ])
+  ref <- ksdt(x[-100, ], s[-100, ])
+  r <- ksdt_result(st)
+  expect_identical(r$ksd, ref$ksd)
+  expect_identical(r$points, ref$points)
+  expect_true(all(r$ksd > 0))
+  # a score that overflows k_p(x, x): the push is rejected as a whole
+  st <- ksdt_stream(2)
+  ksdt_push(st, x[1:50, ], s[1:50, ])
+  before <- ksdt_result(st)
+  bad <- s[51:80, ]
+  bad[5, ] <- c(-1e155, 0)
+  expect_error(ksdt_push(st, x[51:80, ], bad), class = "kb_error_numeric",
+               regexp = "row 5 with itself is not finite.*nothing was pushed")
+  expect_identical(ksdt_result(st), before)
+  # the same rule with candidates and inside the sampler
+  expect_error(ksdt(x, s, candidates = 3), class = "kb_error_numeric",
+               regexp = "row 100 and")
+  tb <- kb_target(function(z) -sum(z^2) / 2,
+                  function(z) if (z[1] > 1.5) c(1e200, 1e200) else -z, 2)
+  set.seed(3)
+  expect_error(ksdt_sample(tb, c(0, 0), 500, sampler = "rwm", step = 1), class = "kb_error_numeric",
+               regexp = "Stein kernel of chain state [0-9]+")
+})
+
+test_that("a rejected first push does not fix the kernel on the rejected rows", {
+  set.seed(5)
+  x <- matrix(rnorm(200), 100)
+  s <- -x
+  st <- ksdt_stream(2, kernel = imq_kernel(precon = "smpcov"))
+  bad <- s
+  bad[5, ] <- 1.5e308
+  expect_error(ksdt_push(st, 3 * x, bad), class = "kb_error_numeric",
+               regexp = "not finite at row 5|row 5 with itself")
+  expect_null(st$ptr)
+  expect_null(st$rk)
+  ksdt_push(st, x, s)
+  st2 <- ksdt_stream(2, kernel = imq_kernel(precon = "smpcov"))
+  ksdt_push(st2, x, s)
+  expect_identical(ksdt_result(st), ksdt_result(st2))
+})
+
+test_that("a failed allocation while the dictionary grows leaves the stream consistent", {
+  set.seed(6)
+  x <- matrix(rnorm(400), 200)
+  s <- -x
+  # min size t: nothing is pruned, the dictionary grows past 64 and 128
+  mk <- function() ksdt_stream(2, min_size = "linear", min_size_coef = 1)
+  st <- mk()
+  ksdt_push(st, x[1:64, ], s[1:64, ])
+  before <- ksdt_result(st)
+  .Call(kernbayes:::C_kb_ksdt_fail_alloc, st$ptr, 1L)
+  expect_error(ksdt_push(st, x[65:200, ], s[65:200, ]), class = "kb_error_memory",
+               regexp = "cannot allocate .* for the dictionary")
+  expect_identical(ksdt_result(st), before)
+  ksdt_push(st, x[65:200, ], s[65:200, ])
+  ref <- mk()
+  ksdt_push(ref, x, s)
+  expect_identical(ksdt_result(st), ksdt_result(ref))
+  expect_identical(length(ksdt_result(st)$index), 200L)
+  # the history's growth too (1024 steps)
+  st <- mk()
+  x2 <- matrix(rnorm(2200), 1100)
+  ksdt_push(st, x2[1:1000, ], -x2[1:1000, ])
+  before <- ksdt_result(st)
+  .Call(kernbayes:::C_kb_ksdt_fail_alloc, st$ptr, 1L)
+  expect_error(ksdt_push(st, x2[1001:1100, ], -x2[1001:1100, ]),
+               class = "kb_error_memory", regexp = "history")
+  expect_identical(ksdt_result(st), before)
+})
+
+test_that("a stream in use refuses re-entry from a closure", {
+  set.seed(7)
+  # a score closure that pushes to the stream of the running sampler
+  tg <- kb_target(function(z) -sum(z^2) / 2, function(z) {
+    for (f in sys.frames()) {
+      if (exists("stream", envir = f, inherits = FALSE) &&
+          inherits(get("stream", envir = f), "kb_ksdt_stream")) {
+        ksdt_push(get("stream", envir = f), z, -z)
+      }
+    }
+    -z
+  }, 2)
+  # (before: "corrupted size vs. prev_size" and an abort)
+  expect_error(ksdt_sample(tg, c(0, 0), 50, step = 1), class = "kb_error_state",
+               regexp = "in use by a running")
+  # the hold is released by the error: the same stream can be used again
+  st <- ksdt_stream(2)
+  x <- matrix(rnorm(40), 20)
+  ksdt_push(st, x, -x)
+  expect_identical(ksdt_result(st)$n_offered, 20)
+})
+
+test_that("an interrupted push keeps whole steps, says how many rows, and resumes exactly", {
+  skip_on_cran()
+  skip_if(nzchar(Sys.getenv("KB_VALGRIND")), "subprocess and signals")
+  skip_on_os("windows")
+  dir <- tempfile("kb-intr")
+  dir.create(dir)
+  on.exit(unlink(dir, recursive = TRUE))
+  child <- file.path(dir, "child.R")
+  writeLines(c(
+    "library(kernbayes)",
+    "set.seed(1); n <- 30000; x <- matrix(rnorm(2 * n), n); s <- -x",
+    "mk <- function() ksdt_stream(2, min_size = 'linear', min_size_coef = 0.5, progress = FALSE)",
+    "st <- mk()",
+    sprintf("writeLines(as.character(Sys.getpid()), '%s')", file.path(dir, "pid")),
+    "msg <- ''",
+    "r <- withCallingHandlers(tryCatch(ksdt_push(st, x, s), interrupt = function(e) 'interrupted'),",
+    "  message = function(m) { msg <<- conditionMessage(m); invokeRestart('muffleMessage') })",
+    "k <- ksdt_result(st)$n_offered",
+    "cat('RESULT', identical(r, 'interrupted'), k, '\\n')",
+    "cat('MESSAGE', msg, '\\n')",
+    "if (k > 0 && k < n) {",
+    "  ksdt_push(st, x[-seq_len(k), ], s[-seq_len(k), ])",
+    "  ref <- mk(); ksdt_push(ref, x, s)",
+    "  cat('RESUMED', identical(ksdt_result(st), ksdt_result(ref)), '\\n')",
+    "}"), child)
+  out <- file.path(dir, "out")
+  libs <- paste(.libPaths(), collapse = .Platform$path.sep)
+  system2(file.path(R.home("bin"), "Rscript"), c("--vanilla", shQuote(child)),
+          stdout = out, stderr = out, wait = FALSE,
+          env = paste0("R_LIBS=", shQuote(libs)))
+  pidf <- file.path(dir, "pid")
+  for (i in 1:300) if (file.exists(pidf) && length(readLines(pidf)) == 1L) break else Sys.sleep(0.1)
+  pid <- as.integer(readLines(pidf))
+  Sys.sleep(1)
+  tools::pskill(pid, tools::SIGINT)
+  for (i in 1:600) if (file.exists(out) && any(grepl("^RESUMED|^RESULT FALSE", readLines(out)))) break else Sys.sleep(0.25)
+  txt <- readLines(out)
+  res <- strsplit(grep("^RESULT", txt, value = TRUE), " ")[[1]]
+  expect_identical(res[2], "TRUE")
+  k <- as.numeric(res[3])
+  expect_gt(k, 0)
+  expect_lt(k, 30000)
+  expect_match(grep("^MESSAGE", txt, value = TRUE),
+               sprintf("interrupted: %.0f of 30000 rows were taken.*x\\[-\\(1:%.0f\\), \\]", k, k))
+  expect_true(any(grepl("^RESUMED TRUE", txt)))
+})
