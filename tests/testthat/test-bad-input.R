@@ -674,6 +674,9 @@ bi_mcmc_cases <- function(fn) {
       bi_any(bi_warn("warning", "step", function(v) all(v$x == 0)), bi_arg("step"))),
     C("value_1iter", mk(n_iter = 1),
       bi_ok(function(v) all(dim(v$x) == c(1, 2)) && all(is.finite(v$x)))),
+    C("log_density_warns", mk(target = quote(kb_target(function(x) {
+        warning("careful"); -sum(x^2) / 2 }, function(x) -x, dim = 2))),
+      bi_warn("warning", "careful", function(v) all(dim(v$x) == c(5, 2)))),
     C("value_d1", mk(target = quote(tg1), x0 = 0, n_iter = 10),
       bi_ok(function(v) all(dim(v$x) == c(10, 1)))),
     C("value_scale_1e300_x0", mk(x0 = c(1e300, 0), n_iter = 20),
@@ -730,6 +733,9 @@ bi_add("ksdt_stream / ksdt_push / ksdt_result", list(
     bi_cb("score", "boom")),
   C("push_overflow_row", Q(ksdt_push(ksdt_stream(2, progress = FALSE), Xbig, Sbig)),
     bi_num("row")),
+  C("push_score_closure_warns", Q(ksdt_result(ksdt_push(ksdt_stream(2, progress = FALSE),
+                                                         X, sc_warn))),
+    bi_warn("warning", "careful", Q(same_as(ksdt(X, S, progress = FALSE))))),
   C("push_vector_point", Q(ksdt_result(ksdt_push(ksdt_stream(2, progress = FALSE),
                                                  c(1, 2), c(-1, -2)))),
     bi_ok(function(v) bi_near(v$points, c(1, 2)))),
@@ -741,7 +747,8 @@ bi_add("ksdt_stream / ksdt_push / ksdt_result", list(
     }), bi_ok(Q(same_as(ksdt(X, S, progress = FALSE))))),
   C("rejected_push_leaves_stream", Q({
       st <- ksdt_stream(2, kernel = imq_kernel(precon = "smpcov"), progress = FALSE)
-      e <- tryCatch(ksdt_push(st, X, S * 1.5e308), error = function(e) e)
+      e <- tryCatch(ksdt_push(st, X, S / max(abs(S)) * 1.5e308),
+                    error = function(e) e)
       ksdt_push(st, X, S)
       list(e = e, r = ksdt_result(st))
     }), bi_ok(function(v) {
@@ -901,6 +908,9 @@ bi_add("svgd", c(bi_flow_common("svgd", list(score = quote(tg2))), list(
   C("alpha_1", Q(svgd(X, tg2, alpha = 1)), bi_arg("alpha")),
   C("checked_first", Q(counted(svgd(X, sc_cnt, n_iter = 2, alpha = 2))),
     bi_ok(Q(before("alpha")))),
+  C("score_closure_warns", Q(svgd(X, sc_warn, n_iter = 2, progress = FALSE)),
+    bi_warn("warning", "careful", Q(function(v) bi_near(v$x, svgd(X, tg2, n_iter = 2,
+                                                                  progress = FALSE)$x)))),
   C("value_d1", Q(svgd(X1, tg1, n_iter = 3, progress = FALSE)),
     bi_ok(function(v) all(dim(v$x) == c(10, 1)) && all(is.finite(v$x)))),
   C("value_2_particles", Q(svgd(X[1:2, ], tg2, n_iter = 3, progress = FALSE)),
@@ -947,6 +957,9 @@ bi_add("mmd_flow", c(bi_flow_common("mmd_flow", list(y = quote(X))), list(
   C("kernel_bad", Q(mmd_flow(X, X, kernel = 1)), bi_arg("kernel")),
   C("y_rows_equal_med", Q(mmd_flow(X, Xsame, n_iter = 2, progress = FALSE)),
     bi_arg("precon")),
+  C("value_d1", Q(mmd_flow(X1, X1 + 1, n_iter = 3, progress = FALSE)),
+    bi_ok(function(v) all(dim(v$x) == c(10, 1)) && all(is.finite(v$x)) &&
+            mean(v$x) > mean(bi_env$X1))),
   C("value_at_target", Q(mmd_flow(X, X, n_iter = 2, progress = FALSE)),
     bi_ok(function(v) bi_near(v$x, bi_env$X) && bi_near(v$objective, c(0, 0))))
 )))
