@@ -115,7 +115,39 @@ check_target <- function(target, arg = "target") {
   if (!inherits(target, "kb_target")) {
     stop_arg(arg, "must be a kb_target object (see ?kb_target)")
   }
+  # a kb_target is a list the user can edit: check the fields C relies on
+  bad <- if (!is.function(target$log_density)) "log_density" else
+    if (!is.function(target$score)) "score" else
+    if (!is.numeric(target$dim) || length(target$dim) != 1L ||
+        !isTRUE(target$dim >= 1 && target$dim == round(target$dim) &&
+                target$dim <= .Machine$integer.max)) "dim" else
+    if (!is.logical(target$vectorized) || length(target$vectorized) != 1L ||
+        is.na(target$vectorized)) "vectorized"
+  if (!is.null(bad)) {
+    stop_arg(arg, sprintf(paste0("is not a valid kb_target: its field '%s' ",
+                                 "was changed (%s expected); build it again ",
+                                 "with kb_target()"), bad,
+                          switch(bad, log_density = , score = "a function",
+                                 dim = "a whole number >= 1",
+                                 vectorized = "TRUE or FALSE")))
+  }
   target
+}
+
+# A user closure of a target failed or returned something wrong: a
+# "kb_error_callback" condition naming it.  Errors that are already classed
+# kernbayes conditions (raised by kernbayes code the closure called) pass
+# through unchanged.
+target_callback_error <- function(...) {
+  stop(kb_error(paste0(...), "kb_error_callback"))
+}
+
+call_target_closure <- function(f, x, what) {
+  tryCatch(f(x), error = function(e) {
+    if (inherits(e, "kb_error")) stop(e)
+    target_callback_error(sprintf("'%s' failed: %s", what,
+                                  conditionMessage(e)))
+  })
 }
 
 points_for_target <- function(target, x) {
@@ -152,19 +184,18 @@ target_score <- function(target, x) {
     g <- eval_rows(target$score, x, ncol(x), "score")
     return(if (is.matrix(g)) g else matrix(g, ncol = 1L))
   }
-  g <- tryCatch(target$score(x), error = function(e) {
-    stop("'score' failed: ", conditionMessage(e), call. = FALSE)
-  })
+  g <- call_target_closure(target$score, x, "score")
   if (is.numeric(g) && is.null(dim(g)) && ncol(x) == 1L) g <- matrix(g, ncol = 1L)
   if (!is.matrix(g) || !is.numeric(g) || any(dim(g) != dim(x))) {
-    stop_arg("score", sprintf(paste0("(vectorised) must return a %d x %d ",
-                                     "numeric matrix for a %d x %d input"),
-                              nrow(x), ncol(x), nrow(x), ncol(x)))
+    target_callback_error(sprintf(paste0(
+      "'score' (vectorised) must return a %d x %d numeric matrix for a ",
+      "%d x %d input"), nrow(x), ncol(x), nrow(x), ncol(x)))
   }
   if (anyNA(g) || any(!is.finite(g))) {
     bad <- which(!is.finite(g), arr.ind = TRUE)[1L, 1L]
-    stop_arg("score", sprintf(paste0("returned a non-finite value (NA, NaN or ",
-                                     "Inf) at row %d of x"), bad))
+    target_callback_error(sprintf(paste0(
+      "'score' returned a non-finite value (NA, NaN or Inf) at row %d of x"),
+      bad))
   }
   storage.mode(g) <- "double"
   dimnames(g) <- if (is.null(colnames(x))) NULL else dimnames(x)
@@ -180,17 +211,16 @@ target_log_density <- function(target, x) {
     return(eval_rows(target$log_density, x, 1L, "log_density",
                      allow_neginf = TRUE))
   }
-  v <- tryCatch(target$log_density(x), error = function(e) {
-    stop("'log_density' failed: ", conditionMessage(e), call. = FALSE)
-  })
+  v <- call_target_closure(target$log_density, x, "log_density")
   if (!is.numeric(v) || length(v) != nrow(x)) {
-    stop_arg("log_density", sprintf(paste0("(vectorised) must return %d ",
-                                           "numbers for a %d-row input"),
-                                    nrow(x), nrow(x)))
+    target_callback_error(sprintf(paste0(
+      "'log_density' (vectorised) must return %d numbers for a %d-row ",
+      "input"), nrow(x), nrow(x)))
   }
   if (anyNA(v) || any(v == Inf)) {
-    stop_arg("log_density", sprintf("returned NA, NaN or +Inf at row %d of x",
-                                    which(is.na(v) | v == Inf)[1L]))
+    target_callback_error(sprintf(
+      "'log_density' returned NA, NaN or +Inf at row %d of x",
+      which(is.na(v) | v == Inf)[1L]))
   }
   as.double(v)
 }
@@ -276,7 +306,7 @@ gaussian_target <- function(mean, cov = NULL) {
     -sweep(x, 2L, mean) %*% prec
   }
   sampler <- function(n) {
-    z <- matrix(stats::rnorm(n * d), n, d) %*% cv$chol
+    z <- matrix(stats::rnorm(as.double(n) * d), n, d) %*% cv$chol
     sweep(z, 2L, mean, "+")
   }
   new_target(log_density, score, d, TRUE, FALSE, sampler,
@@ -349,7 +379,7 @@ gaussian_mixture_target <- function(means, covs = NULL, weights = NULL) {
   }
   sampler <- function(n) {
     comp <- sample.int(K, n, replace = TRUE, prob = weights)
-    z <- matrix(stats::rnorm(n * d), n, d)
+    z <- matrix(stats::rnorm(as.double(n) * d), n, d)
     out <- matrix(0, n, d)
     for (k in seq_len(K)) {
       idx <- which(comp == k)
@@ -429,7 +459,7 @@ logistic_regression_target <- function(X, y, prior_sd = 1, intercept = TRUE,
   if (scale) {
     ctr <- colMeans(X)
     scl <- apply(X, 2L, stats::sd)
-    scl[!(scl > 0)] <- 1
+    scl[is.na(scl) | !(scl > 0)] <- 1   # NA: a single row
   }
   prep <- function(Z) {
     Z <- sweep(sweep(Z, 2L, ctr), 2L, scl, "/")

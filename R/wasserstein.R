@@ -67,14 +67,33 @@ wasserstein2 <- function(x, y) {
     stop_arg("y", sprintf(paste0("must have as many points (rows) as x ",
                                  "(%d); it has %d"), nrow(x), nrow(y)))
   }
-  cost <- sq_dist_cross(x, y)
+  # W2 is homogeneous: W2(x, y) = s W2(x / s, y / s).  Working in units of
+  # the largest coordinate keeps squared distances finite and clear of
+  # underflow at any scale (1e300 or 1e-300).
+  s <- max(abs(x), abs(y))
+  if (!(s > 0)) return(structure(0, assignment = seq_len(nrow(x))))
+  cost <- sq_dist_cross(x / s, y / s)
   if (any(!is.finite(cost))) {
-    stop_arg("x", "and 'y' are too far apart: squared distances overflow")
+    stop_numeric("wasserstein2: the squared distances between 'x' and 'y' ",
+                 "are not finite")
   }
   perm <- .Call(C_kb_assign, cost)
-  # the distance from the matched pairs, free of any cancellation in cost
-  d2 <- mean(rowSums((x - y[perm, , drop = FALSE])^2))
-  structure(sqrt(d2), assignment = perm)
+  # the distance from the matched pairs, free of any cancellation in cost,
+  # with norms taken in units of the largest difference
+  yp <- y[perm, , drop = FALSE]
+  dif <- x - yp
+  unit <- 1
+  if (any(!is.finite(dif))) {
+    dif <- x / s - yp / s
+    unit <- s
+  }
+  m <- max(abs(dif))
+  d <- if (m > 0) unit * m * sqrt(mean(rowSums((dif / m)^2))) else 0
+  if (!is.finite(d)) {
+    stop_numeric("wasserstein2: the distance overflows (it exceeds the ",
+                 "largest double); scale 'x' and 'y' down")
+  }
+  structure(d, assignment = perm)
 }
 
 w2_points <- function(x, arg) {

@@ -87,16 +87,16 @@ static int assign_lsap(const double *C, int n, int *a)
 SEXP kb_assign(SEXP cost)
 {
     if (TYPEOF(cost) != REALSXP || !Rf_isMatrix(cost))
-        Rf_error(_("'cost' must be a double matrix"));
+        KB_INTERNAL("'cost' must be a double matrix");
     int n = Rf_nrows(cost);
     if (Rf_ncols(cost) != n)
-        Rf_error(_("'cost' must be a square matrix; it is %d x %d"), n,
-                 Rf_ncols(cost));
+        KB_INTERNAL("'cost' must be a square matrix");
     const double *C = REAL(cost);
     R_xlen_t nn = XLENGTH(cost);
     for (R_xlen_t k = 0; k < nn; k++)
         if (!R_FINITE(C[k]))
-            Rf_error(_("'cost' must not contain NA, NaN or Inf"));
+            kb_error_numeric(_("the assignment costs (squared distances) "
+                               "are not all finite"));
     SEXP out = PROTECT(Rf_allocVector(INTSXP, n));
     int *a = INTEGER(out);
     if (n > 0) {

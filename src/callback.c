@@ -12,7 +12,7 @@ void kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
         KB_INTERNAL("rho is not an environment");
     SEXP sym = Rf_install(what);
     if (!Rf_isFunction(Rf_findVarInFrame(rho, sym)))
-        Rf_error(_("'%s' must be a function"), what);
+        kb_error_class("kb_error_arg", _("'%s' must be a function"), what);
     cl->row_matrix = 0;
     cl->arg = Rf_allocVector(REALSXP, d);
     cl->call = PROTECT(Rf_lang2(sym, cl->arg));
@@ -37,22 +37,25 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
         res = Rf_coerceVector(res, REALSXP);
     UNPROTECT(1);
     PROTECT(res);
-    /* errors name the closure, not the internal function that called it */
+    /* errors name the closure, not the internal function that called it;
+     * they are "kb_error_callback" conditions */
     if (TYPEOF(res) != REALSXP)
-        Rf_errorcall(R_NilValue,
-                     _("'%s' must return a numeric vector (at row %lld of x)"),
-                     cl->what, (long long) row);
+        kb_error_class("kb_error_callback",
+                       _("'%s' must return a numeric vector (at row %lld of "
+                         "x); it returned an object of type '%s'"),
+                       cl->what, (long long) row, Rf_type2char(TYPEOF(res)));
     if (XLENGTH(res) != len_out)
-        Rf_errorcall(R_NilValue,
-                     _("'%s' returned a vector of length %lld at row %lld of "
-                       "x; expected length %d"), cl->what,
-                     (long long) XLENGTH(res), (long long) row, len_out);
+        kb_error_class("kb_error_callback",
+                       _("'%s' returned a vector of length %lld at row %lld "
+                         "of x; expected length %d"), cl->what,
+                       (long long) XLENGTH(res), (long long) row, len_out);
     const double *v = REAL(res);
     for (int k = 0; k < len_out; k++) {
         if (!R_FINITE(v[k]) && !(cl->allow_neginf && v[k] == R_NegInf))
-            Rf_errorcall(R_NilValue,
-                         _("'%s' returned a non-finite value (NA, NaN or Inf) "
-                           "at row %lld of x"), cl->what, (long long) row);
+            kb_error_class("kb_error_callback",
+                           _("'%s' returned a non-finite value (NA, NaN or "
+                             "Inf) at row %lld of x"), cl->what,
+                           (long long) row);
         out[k] = v[k];
     }
     UNPROTECT(1);
@@ -65,7 +68,7 @@ SEXP kb_eval_rows(SEXP x, SEXP len_out, SEXP what, SEXP rho,
                   SEXP allow_neginf)
 {
     if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x))
-        Rf_error(_("'x' must be a numeric matrix"));
+        KB_INTERNAL("'x' must be a double matrix");
     if (!Rf_isString(what) || XLENGTH(what) != 1)
         KB_INTERNAL("'what' must be a string");
     int n = Rf_nrows(x), d = Rf_ncols(x), lo = kb_scalar_int(len_out, "len_out");

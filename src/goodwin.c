@@ -197,30 +197,35 @@ static int goodwin_integrate(const double *th, int nt, const double *times,
     return GW_OK;
 }
 
-static void goodwin_fail(int code, const double *th, double t_fail)
+/* A solver failure is a numeric error ("kb_error_numeric") naming theta. */
+static void NORET goodwin_fail(int code, const double *th, double t_fail)
 {
     const char *why =
         code == GW_MAXSTEP ? "more than 100000 steps were needed" :
         code == GW_TINYSTEP ? "the step size fell below machine precision" :
         "the solution is not finite";
-    Rf_errorcall(R_NilValue,
-                 _("Goodwin ODE solver failed at theta = (a1 = %g, a2 = %g, "
-                   "k1 = %g, alpha = %g): %s (reached t = %g); the ODE may "
-                   "be stiff for these parameters, or 'rtol'/'atol' too "
-                   "small"), th[0], th[1], th[2], th[3], why, t_fail);
+    kb_error_numeric(_("Goodwin ODE solver failed at theta = (a1 = %g, "
+                       "a2 = %g, k1 = %g, alpha = %g): %s (reached t = %g); "
+                       "the ODE may be stiff for these parameters, or "
+                       "'rtol'/'atol' too small"),
+                     th[0], th[1], th[2], th[3], why, t_fail);
 }
 
+/* The R layer has checked these arguments; the checks below guard C and
+ * raise "kb_error_arg" conditions should they ever fire. */
 static const double *checked_times(SEXP times, int *nt)
 {
     if (TYPEOF(times) != REALSXP || XLENGTH(times) < 1 ||
         XLENGTH(times) > INT_MAX / 8)
-        Rf_error(_("'times' must be a non-empty double vector"));
+        kb_error_class("kb_error_arg",
+                       _("'times' must be a non-empty double vector"));
     const double *tt = REAL(times);
     *nt = (int) XLENGTH(times);
     for (int i = 0; i < *nt; i++)
         if (!R_FINITE(tt[i]) || tt[i] < 0.0 || (i > 0 && tt[i] < tt[i - 1]))
-            Rf_error(_("'times' must be finite, non-negative and "
-                       "non-decreasing"));
+            kb_error_class("kb_error_arg",
+                           _("'times' must be finite, non-negative and "
+                             "non-decreasing"));
     return tt;
 }
 
@@ -229,20 +234,22 @@ static void checked_tols(SEXP rtol, SEXP atol, double *rt, double *at)
     *rt = kb_scalar_real(rtol, "rtol");
     *at = kb_scalar_real(atol, "atol");
     if (!(*rt > 0.0) || !(*at > 0.0))
-        Rf_error(_("'rtol' and 'atol' must be positive"));
+        kb_error_class("kb_error_arg", _("'rtol' and 'atol' must be positive"));
 }
 
 static const double *checked_real(SEXP v, R_xlen_t len, int positive,
                                   const char *what)
 {
     if (TYPEOF(v) != REALSXP || XLENGTH(v) != len)
-        Rf_error(_("'%s' must be a double vector of length %d"), what,
-                 (int) len);
+        kb_error_class("kb_error_arg",
+                       _("'%s' must be a double vector of length %d"), what,
+                       (int) len);
     const double *p = REAL(v);
     for (R_xlen_t i = 0; i < len; i++)
         if (!R_FINITE(p[i]) || (positive && !(p[i] > 0.0)))
-            Rf_error(positive ? _("'%s' must be finite and positive")
-                              : _("'%s' must be finite"), what);
+            kb_error_class("kb_error_arg",
+                           positive ? _("'%s' must be finite and positive")
+                                    : _("'%s' must be finite"), what);
     return p;
 }
 
@@ -254,7 +261,8 @@ SEXP kb_goodwin_solve(SEXP theta, SEXP times, SEXP rtol, SEXP atol)
     const double *th = checked_real(theta, GW_NPAR, 0, "theta");
     for (int j = 0; j < GW_NPAR; j++)
         if (th[j] < 0.0)
-            Rf_error(_("'theta' must be non-negative"));
+            kb_error_class("kb_error_arg",
+                           _("'theta' must be non-negative"));
     int nt;
     const double *tt = checked_times(times, &nt);
     double rt, at;
@@ -328,7 +336,8 @@ SEXP kb_goodwin_logpost(SEXP logtheta, SEXP y, SEXP times, SEXP sd,
 {
     if (TYPEOF(logtheta) != REALSXP || !Rf_isMatrix(logtheta) ||
         Rf_ncols(logtheta) != GW_NPAR)
-        Rf_error(_("'x' must be a double matrix with 4 columns"));
+        kb_error_class("kb_error_arg",
+                       _("'x' must be a double matrix with 4 columns"));
     const int n = Rf_nrows(logtheta);
     const double *Q = REAL(logtheta);
     int nt;
@@ -353,7 +362,8 @@ SEXP kb_goodwin_logpost(SEXP logtheta, SEXP y, SEXP times, SEXP sd,
         for (int j = 0; j < GW_NPAR; j++) {
             q[j] = Q[r + (size_t) n * j];
             if (!R_FINITE(q[j]))
-                Rf_error(_("'x' must be finite (row %d)"), r + 1);
+                kb_error_class("kb_error_arg",
+                               _("'x' must be finite (row %d)"), r + 1);
         }
         double t_fail = 0.0;
         int code = goodwin_logpost_one(q, nt, tt, yy, sdv, pm, ps, rt, at,

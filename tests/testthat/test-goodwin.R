@@ -188,14 +188,23 @@ test_that("bad input gives errors naming the argument", {
                "'sensitivities' must be TRUE or FALSE")
   expect_error(goodwin_simulate(gw_theta0, t, sd = -0.1), "'sd' must be")
   # the C layer re-checks what it relies on
-  expect_error(gw_solve_c(c(1, -1, 2, 0.5), 1:2), "'theta' must be")
-  expect_error(gw_solve_c(gw_theta0, c(2, 1)), "'times' must be")
-  expect_error(gw_solve_c(gw_theta0, 1:2, rtol = 0), "'rtol' and 'atol'")
+  expect_error(gw_solve_c(c(1, -1, 2, 0.5), 1:2), "'theta' must be",
+               class = "kb_error_arg")
+  expect_error(gw_solve_c(gw_theta0, c(2, 1)), "'times' must be",
+               class = "kb_error_arg")
+  expect_error(gw_solve_c(gw_theta0, 1:2, rtol = 0), "'rtol' and 'atol'",
+               class = "kb_error_arg")
   tg <- goodwin_target(y, t)
   expect_error(target_log_density(tg, matrix(0, 2, 3)), "4 columns")
   # a stiff point exhausts the step budget: the error names the parameters
   expect_error(goodwin_solve(c(1, 3, 2, 1e6), t),
                "Goodwin ODE solver failed at theta = \\(a1 = 1, a2 = 3")
+  # ... as a classed numeric error (issue 12; it was a plain error)
+  expect_error(goodwin_solve(c(1, 3, 2, 1e6), t), class = "kb_error_numeric")
+  expect_error(goodwin_solve(c(1e300, 3, 2, 0.5), 1:2), "a1 = 1e\\+300",
+               class = "kb_error_numeric")
+  expect_error(goodwin_solve(gw_theta0, 1:2, rtol = 1e-300, atol = 1e-300),
+               "'rtol'/'atol' too small", class = "kb_error_numeric")
   # the target instead gives such points zero density (score 0), so a
   # sampler rejects them and the user's run goes on
   far <- rbind(c(0, 0, 0, 14), log(gw_theta0))

@@ -342,3 +342,74 @@ test_that("logistic_regression_target: data frames, factors and bad input", {
   expect_error(logistic_regression_target("a", 1), "'X'")
   expect_error(tg$predict(c(0, 0, 0), matrix(1, 2, 3)), "'newX'")
 })
+
+test_that("closures that fail or return the wrong thing give kb_error_callback (issue 12)", {
+  x <- rbind(c(1, 2), c(3, 4))
+  ld <- function(x) -sum(x^2) / 2
+  one <- function(score, ...) kb_target(ld, score, dim = 2, ...)
+  # one point per call (checked in C, src/callback.c)
+  expect_error(target_score(one(function(x) c(x, 0)), x),
+               "'score' returned a vector of length 3 at row 1",
+               class = "kb_error_callback")
+  expect_error(target_score(one(function(x) "a"), x),
+               "'score' must return a numeric vector .*type 'character'",
+               class = "kb_error_callback")
+  expect_error(target_score(one(function(x) NULL), x),
+               "type 'NULL'", class = "kb_error_callback")
+  expect_error(target_score(one(function(x) c(NA, 1)), x),
+               "non-finite value .* at row 1", class = "kb_error_callback")
+  expect_error(target_log_density(kb_target(function(x) Inf, dim = 2), x),
+               "'log_density' returned a non-finite", class = "kb_error_callback")
+  # the closure's own error passes through, its call naming the closure
+  e <- tryCatch(target_score(one(function(x) stop("boom")), x),
+                error = function(e) e)
+  expect_match(conditionMessage(e), "boom")
+  expect_match(deparse(conditionCall(e))[1], "^score\\(")
+  # vectorised closures (checked in R)
+  vec <- function(score) kb_target(function(x) -rowSums(x^2) / 2, score, dim = 2,
+                                   vectorized = TRUE)
+  expect_error(target_score(vec(function(x) x[, 1]), x),
+               "'score' \\(vectorised\\) must return a 2 x 2", class = "kb_error_callback")
+  expect_error(target_score(vec(function(x) x * NaN), x), "at row 1",
+               class = "kb_error_callback")
+  expect_error(target_score(vec(function(x) stop("boom")), x),
+               "'score' failed: boom", class = "kb_error_callback")
+  expect_error(target_log_density(kb_target(function(x) 1, dim = 2, vectorized = TRUE),
+                                  x), "must return 2 numbers", class = "kb_error_callback")
+  expect_error(target_log_density(kb_target(function(x) c(0, NaN), dim = 2,
+                                            vectorized = TRUE), x),
+               "at row 2", class = "kb_error_callback")
+  # a kernbayes condition raised inside a closure keeps its class
+  expect_error(target_score(vec(function(x) kernbayes:::stop_numeric("deep")), x),
+               "^deep$", class = "kb_error_numeric")
+})
+
+test_that("a kb_target with an edited field is rejected, naming the field (issue 12)", {
+  tg <- gaussian_target(c(0, 0))
+  x <- rbind(c(1, 2))
+  edit <- function(...) {
+    t2 <- tg
+    m <- list(...)
+    for (nm in names(m)) t2[nm] <- list(m[[nm]])
+    t2
+  }
+  expect_error(target_score(edit(dim = "a"), x), "field 'dim'", class = "kb_error_arg")
+  expect_error(target_score(edit(dim = 0), x), "field 'dim'", class = "kb_error_arg")
+  expect_error(target_score(edit(dim = 1.5), x), "field 'dim'", class = "kb_error_arg")
+  expect_error(target_score(edit(score = NULL), x), "field 'score'",
+               class = "kb_error_arg")
+  expect_error(target_log_density(edit(log_density = "f"), x), "field 'log_density'",
+               class = "kb_error_arg")
+  expect_error(target_score(edit(vectorized = NA), x), "field 'vectorized'",
+               class = "kb_error_arg")
+  expect_error(sample_target(edit(dim = NA), 2), "'target' is not a valid kb_target",
+               class = "kb_error_arg")
+  expect_error(mala(edit(dim = 0), c(0, 0), 5), "field 'dim'", class = "kb_error_arg")
+})
+
+test_that("logistic_regression_target() accepts a single row of X (issue 12)", {
+  # the column sd of one row is NA: it made the log density NaN
+  tg <- logistic_regression_target(matrix(c(1, 2), 1), 1)
+  expect_equal(target_log_density(tg, c(0, 0, 0)), -log(2))
+  expect_true(all(is.finite(target_score(tg, c(0.5, 1, -1)))))
+})

@@ -167,9 +167,36 @@ test_that("wasserstein2() rejects bad input, naming the argument", {
   expect_error(wasserstein2("a", x), "'x' must be a numeric matrix")
   expect_error(wasserstein2(x, list(1, 2)), "'y' must be a numeric matrix")
   expect_error(wasserstein2(x, matrix(numeric(0), 0, 2)), "'y' must have at least one row")
-  expect_error(wasserstein2(x * 1e200, -x * 1e200), "overflow")
+  expect_error(wasserstein2("a", x), class = "kb_error_arg")
+  expect_error(wasserstein2(x, x[-1, ]), class = "kb_error_arg")
   # the C entry re-checks what it relies on
   expect_error(.Call(kernbayes:::C_kb_assign, matrix(1:4, 2)), "double matrix")
   expect_error(.Call(kernbayes:::C_kb_assign, matrix(0, 2, 3)), "square")
-  expect_error(.Call(kernbayes:::C_kb_assign, matrix(c(0, NA, 1, 2), 2)), "NA")
+  expect_error(.Call(kernbayes:::C_kb_assign, matrix(c(0, NA, 1, 2), 2)),
+               "not all finite", class = "kb_error_numeric")
+})
+
+test_that("wasserstein2() is exact at any scale (issue 12: 1e300 overflowed, 1e-300 gave 0)", {
+  set.seed(3)
+  x <- matrix(rnorm(20), 10)
+  y <- matrix(rnorm(20, 1), 10)
+  w <- wasserstein2(x, y)
+  for (a in c(1e300, 1e200, 1e-300, 1e-310)) {
+    wa <- wasserstein2(x * a, y * a)
+    expect_equal(as.numeric(wa) / a, as.numeric(w), tolerance = 1e-12)
+    expect_identical(attr(wa, "assignment"), attr(w, "assignment"))
+  }
+  # opposite signs near the largest double: the differences overflow
+  expect_equal(as.numeric(wasserstein2(x * 1e200, -x * 1e200)) / 1e200,
+               as.numeric(wasserstein2(x, -x)), tolerance = 1e-12)
+  # points 1e300 apart and points 1 apart in the same sets
+  w <- wasserstein2(rbind(c(0, 0), c(1e300, 0)), rbind(c(1e300, 0), c(1, 0)))
+  expect_equal(as.numeric(w), sqrt(0.5))
+  expect_identical(attr(w, "assignment"), c(2L, 1L))
+  # identical sets at a tiny scale
+  expect_equal(as.numeric(wasserstein2(x * 1e-320, x * 1e-320)), 0)
+  expect_equal(as.numeric(wasserstein2(matrix(0, 3, 2), matrix(0, 3, 2))), 0)
+  # a distance beyond the largest double is a numeric error, not Inf
+  expect_error(wasserstein2(c(-1.7e308, 1.7e308), c(1.7e308, 1.7e308)),
+               "overflows", class = "kb_error_numeric")
 })

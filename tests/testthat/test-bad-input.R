@@ -1,0 +1,1315 @@
+# The standing bad-input campaign (issue 12, item 6): every exported
+# function against wrong types and shapes, NA/NaN/Inf, 0/1/2 rows, d = 1,
+# duplicated rows, extreme scales, bad counts and thread counts, closures
+# that misbehave, objects of the wrong class or with edited fields, and
+# "every argument is checked before expensive work".  Each case expects a
+# classed error (kb_error_*, the argument or the cause named), an error of
+# the user's closure passed through with the closure named, or a correct
+# result.  The machinery is in helper-bad-input.R; crash-prone cases run in
+# a fresh R process (skipped on CRAN and under valgrind).
+
+bi_env <- new.env(parent = environment())
+local(envir = bi_env, {
+  set.seed(1)
+  X <- matrix(rnorm(40), 20)            # 20 x 2
+  S <- -X                               # scores of N(0, I)
+  X1 <- matrix(rnorm(10), 10)           # d = 1
+  S1 <- -X1
+  Xna <- X; Xna[3, 2] <- NA
+  Xnan <- X; Xnan[4, 1] <- NaN
+  Xinf <- X; Xinf[5, 1] <- Inf
+  Sna <- S; Sna[6, 1] <- NA
+  X0 <- matrix(numeric(0), 0, 2)
+  Xdup <- X[c(1, 1, 2), ]               # a repeated row
+  Sdup <- S[c(1, 1, 2), ]
+  Xsame <- X[rep(1, 5), ]               # all rows equal
+  Ssame <- S[rep(1, 5), ]
+  Xbig <- X; Xbig[7, ] <- c(1e155, 0)   # issue 12, item 3
+  Sbig <- -Xbig
+  tg2 <- gaussian_target(c(0, 0))
+  tg1 <- gaussian_target(0)
+  # closures that misbehave
+  sc_err <- function(x) stop("boom")
+  sc_warn <- function(x) { warning("careful"); -x }
+  sc_len <- function(x) c(-x, 0)
+  sc_chr <- function(x) as.character(-x)
+  sc_na <- function(x) rep(NA_real_, length(x))
+  sc_null <- function(x) NULL
+  sc_int <- function(x) -round(x) * 0L + 0L
+  # counting closures: how often a closure ran before an error
+  cnt <- new.env()
+  cnt$n <- 0
+  sc_cnt <- function(x) { cnt$n <- cnt$n + 1; -x }
+  ld_cnt <- function(x) { cnt$n <- cnt$n + 1; -sum(x^2) / 2 }
+  tg_cnt <- kb_target(ld_cnt, sc_cnt, dim = 2)
+  # run a call that must fail on argument `arg` without calling the
+  # counting closures
+  counted <- function(expr) {
+    cnt$n <- 0
+    e <- tryCatch(expr, error = function(e) e)
+    list(calls = cnt$n, cond = e)
+  }
+  before <- function(arg) function(v) {
+    if (v$calls != 0) return(sprintf("the closure ran %d times before the error",
+                                     v$calls))
+    if (!inherits(v$cond, "kb_error_arg")) {
+      return(paste("no kb_error_arg:", if (inherits(v$cond, "condition"))
+        conditionMessage(v$cond) else "no error"))
+    }
+    if (!grepl(paste0("'", arg, "'"), conditionMessage(v$cond), fixed = TRUE)) {
+      return(paste("message does not name", arg, ":", conditionMessage(v$cond)))
+    }
+    TRUE
+  }
+  # ksd of one row, IMQ(c = 1, beta = -1/2), L = I: sqrt(|s|^2 + d)
+  ksd1 <- function(s) sqrt(sum(s^2) + length(s))
+  same_as <- function(call) {
+    call <- substitute(call)
+    function(v) {
+      b <- eval(call, bi_env)
+      a <- all.equal(v, b, tolerance = 1e-8, check.attributes = FALSE)
+      if (isTRUE(a)) TRUE else paste(a, collapse = "; ")
+    }
+  }
+  near <- function(b, tol = 1e-8) function(v) bi_near(v, b, tol)
+  kmod <- function(...) {
+    k <- imq_kernel()
+    m <- list(...)
+    for (nm in names(m)) k[nm] <- list(m[[nm]])
+    k
+  }
+})
+
+bi_total <- 0L
+bi_add <- function(group, cases) {
+  bi_total <<- bi_total + bi_run_group(group, cases, bi_env)
+}
+Q <- quote
+C <- bi_case
+
+# ---- the x / score battery shared by the Stein-kernel functions -------------
+
+bi_xs_cases <- function(fn, extra = list(), standardize = TRUE,
+                        nthreads = TRUE) {
+  mk <- function(...) {
+    a <- utils::modifyList(c(list(x = quote(X), score = quote(S)), extra),
+                           list(...))
+    as.call(c(as.name(fn), a))
+  }
+  base <- mk()
+  same <- function(call) {
+    force(call)
+    function(v) {
+      b <- eval(call, bi_env)
+      a <- all.equal(v, b, tolerance = 1e-8, check.attributes = FALSE)
+      if (isTRUE(a)) TRUE else paste(a, collapse = "; ")
+    }
+  }
+  cs <- list(
+    C("x_chr", mk(x = "a"), bi_arg("x")),
+    C("x_list", mk(x = list(1, 2)), bi_arg("x")),
+    C("x_NA", mk(x = quote(Xna)), bi_arg("x", "NA")),
+    C("x_NaN", mk(x = quote(Xnan)), bi_arg("x", "NaN")),
+    C("x_Inf", mk(x = quote(Xinf)), bi_arg("x", "Inf")),
+    C("x_0rows", mk(x = quote(X0), score = quote(X0)), bi_arg("x")),
+    C("x_0cols", mk(x = quote(matrix(numeric(0), 20, 0)),
+                    score = quote(matrix(numeric(0), 20, 0))), bi_arg("x")),
+    C("score_missing", mk(score = NULL), bi_arg("score")),
+    C("score_rows", mk(score = quote(S[-1, ])), bi_arg("score")),
+    C("score_cols", mk(score = quote(S[, 1, drop = FALSE])), bi_arg("score")),
+    C("score_NA", mk(score = quote(Sna)), bi_arg("score", "NA")),
+    C("score_chr", mk(score = "a"), bi_arg("score")),
+    C("score_closure_error", mk(score = quote(sc_err)), bi_cb("score", "boom")),
+    C("score_closure_warns", mk(score = quote(sc_warn)),
+      bi_warn("warning", "careful", same(base))),
+    C("score_closure_length", mk(score = quote(sc_len)),
+      bi_err("kb_error_callback", "'score'.*length")),
+    C("score_closure_chr", mk(score = quote(sc_chr)),
+      bi_err("kb_error_callback", "'score'.*numeric")),
+    C("score_closure_NA", mk(score = quote(sc_na)),
+      bi_err("kb_error_callback", "'score'.*(NA|non-finite)")),
+    C("score_closure_NULL", mk(score = quote(sc_null)),
+      bi_err("kb_error_callback", "'score'")),
+    C("score_target_dim", mk(score = quote(tg1)),
+      bi_any(bi_arg("score"), bi_arg("x", "dimension"))),
+    C("score_is_target", mk(score = quote(tg2)), bi_ok(same(base))),
+    C("row_overflow", mk(x = quote(Xbig), score = quote(Sbig)),
+      bi_num("row")),
+    C("scale_1e300", mk(x = quote(X * 1e300), score = quote(S * 1e300)),
+      bi_num()),
+    C("kernel_chr", mk(kernel = "imq"), bi_arg("kernel")),
+    C("kernel_unclassed", mk(kernel = quote(unclass(imq_kernel()))),
+      bi_arg("kernel")),
+    C("kernel_edit_beta", mk(kernel = quote(kmod(beta = 2))), bi_arg("kernel")),
+    C("kernel_edit_type", mk(kernel = quote(kmod(type = "foo"))),
+      bi_arg("kernel")),
+    C("kernel_edit_c", mk(kernel = quote(kmod(c = NA_real_))), bi_arg("kernel")),
+    C("kernel_edit_precon", mk(kernel = quote(kmod(precon = "bogus"))),
+      bi_any(bi_arg("kernel"), bi_arg("precon"))),
+    C("kernel_precon_tiny", mk(kernel = quote(imq_kernel(precon = 1e-320))),
+      bi_any(bi_arg("precon"), bi_num())),
+    C("kernel_precon_matrix_dim", mk(kernel = quote(imq_kernel(precon = diag(3)))),
+      bi_arg("precon")),
+    C("kernel_precon_not_pd",
+      mk(kernel = quote(imq_kernel(precon = matrix(c(1, 2, 2, 1), 2)))),
+      bi_arg("precon", "positive definite")),
+    C("kernel_smpcov_2rows", mk(x = quote(X[1:2, ]), score = quote(S[1:2, ]),
+                                kernel = quote(imq_kernel(precon = "smpcov"))),
+      bi_arg("precon")),
+    C("kernel_med_same_rows", mk(x = quote(Xsame), score = quote(Ssame),
+                                 kernel = quote(imq_kernel(precon = "med"))),
+      bi_any(bi_arg("precon"), bi_arg("x", "constant"))),
+    C("kernel_smpcov_1e300", mk(x = quote(X * 1e300), score = quote(S / 1e300),
+                                kernel = quote(imq_kernel(precon = "smpcov"))),
+      bi_any(bi_ok(function(v) bi_all_finite(v)), bi_num()))
+  )
+  if (nthreads) {
+    cs <- c(cs, list(
+      C("nthreads_0", mk(nthreads = 0), bi_arg("nthreads")),
+      C("nthreads_neg", mk(nthreads = -1), bi_arg("nthreads")),
+      C("nthreads_frac", mk(nthreads = 2.5), bi_arg("nthreads")),
+      C("nthreads_NA", mk(nthreads = NA), bi_arg("nthreads")),
+      C("nthreads_chr", mk(nthreads = "2"), bi_arg("nthreads")),
+      C("nthreads_too_big", mk(nthreads = 1e10), bi_arg("nthreads")),
+      C("nthreads_huge_capped", mk(nthreads = 1e6), bi_ok(same(base))),
+      C("nthreads_checked_first", as.call(list(quote(counted),
+                                               mk(score = quote(sc_cnt),
+                                                  nthreads = 0))),
+        bi_ok(quote(before("nthreads"))))
+    ))
+  }
+  if (standardize) {
+    cs <- c(cs, list(
+      C("standardize_NA", mk(standardize = NA), bi_arg("standardize")),
+      C("standardize_chr", mk(standardize = "yes"), bi_arg("standardize")),
+      C("standardize_const_col", mk(x = quote(cbind(X[, 1], 1)),
+                                    score = quote(S), standardize = TRUE),
+        bi_arg("x", "constant"))
+    ))
+  }
+  # the checkers given as quoted calls are built in bi_env
+  lapply(cs, function(z) {
+    if (z$expect$type == "value" && is.call(z$expect$check)) {
+      z$expect$check <- eval(z$expect$check, bi_env)
+    }
+    z
+  })
+}
+
+# ---- Stein kernels, KSD, thinning -------------------------------------------
+
+bi_add("stein_kernel_matrix", c(bi_xs_cases("stein_kernel_matrix"), list(
+  C("value_1row", Q(stein_kernel_matrix(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+    bi_ok(Q(near(ksd1(S[1, ])^2)))),
+  C("value_dup_rows", Q(stein_kernel_matrix(Xdup, Sdup)),
+    bi_ok(function(v) bi_near(v[1, ], v[2, ]))),
+  C("value_d1", Q(stein_kernel_matrix(X1, S1)),
+    bi_ok(function(v) if (!isSymmetric(v)) "not symmetric" else
+      bi_near(diag(v), bi_env$S1^2 + 1))),
+  C("value_vector_x_d1", Q(stein_kernel_matrix(as.vector(X1), as.vector(S1))),
+    bi_ok(Q(same_as(stein_kernel_matrix(X1, S1))))),
+  C("scale_1e-300", Q(stein_kernel_matrix(X * 1e-300, S * 1e-300)),
+    bi_ok(Q(near(matrix(2, 20, 20))))),
+  C("data_frame_x", Q(stein_kernel_matrix(as.data.frame(X), S)),
+    bi_ok(Q(same_as(stein_kernel_matrix(X, S))))),
+  C("data_frame_chr_col", Q(stein_kernel_matrix(data.frame(a = 1:3, b = letters[1:3]),
+                                                 S[1:3, ])),
+    bi_arg("x", "numeric"))
+)))
+
+bi_add("ksd", c(bi_xs_cases("ksd"), list(
+  C("value_1row", Q(ksd(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+    bi_ok(Q(near(ksd1(S[1, ]))))),
+  C("value_2rows", Q(ksd(X[1:2, ], S[1:2, ])),
+    bi_ok(Q(near(sqrt(mean(stein_kernel_matrix(X[1:2, ], S[1:2, ]))))))),
+  C("value_dup_rows_as_weights", Q(ksd(Xdup, Sdup)),
+    bi_ok(Q(same_as(ksd(X[1:2, ], S[1:2, ], weights = c(2, 1)))))),
+  C("value_d1", Q(ksd(X1, S1)),
+    bi_ok(Q(near(sqrt(mean(stein_kernel_matrix(X1, S1))))))),
+  C("scale_1e-300", Q(ksd(X * 1e-300, S * 1e-300)), bi_ok(Q(near(sqrt(2))))),
+  C("U_1row", Q(ksd(X[1, , drop = FALSE], S[1, , drop = FALSE], type = "U")),
+    bi_arg("x")),
+  C("U_value", Q(ksd(X, S, type = "U")),
+    bi_ok(Q(near({K <- stein_kernel_matrix(X, S); (sum(K) - sum(diag(K))) / 380})))),
+  C("type_bad", Q(ksd(X, S, type = "W")), bi_arg("type")),
+  C("type_NA", Q(ksd(X, S, type = NA)), bi_arg("type")),
+  C("weights_length", Q(ksd(X, S, weights = 1:3)), bi_arg("weights", "length")),
+  C("weights_length_first", Q(counted(ksd(X, sc_cnt, weights = 1:3))),
+    bi_ok(Q(before("weights")))),
+  C("weights_NA", Q(ksd(X, S, weights = c(NA, rep(1, 19)))), bi_arg("weights")),
+  C("weights_negative", Q(ksd(X, S, weights = c(-1, rep(1, 19)))),
+    bi_arg("weights")),
+  C("weights_zero", Q(ksd(X, S, weights = rep(0, 20))), bi_arg("weights")),
+  C("weights_chr", Q(ksd(X, S, weights = rep("1", 20))), bi_arg("weights")),
+  C("weights_1e308", Q(ksd(X, S, weights = rep(1e308, 20))),
+    bi_ok(Q(same_as(ksd(X, S))))),
+  C("weights_1e-310", Q(ksd(X, S, weights = rep(1e-310, 20))),
+    bi_ok(Q(same_as(ksd(X, S))))),
+  C("weights_one_row_U", Q(ksd(X, S, weights = c(1, rep(0, 19)), type = "U")),
+    bi_arg("weights")),
+  C("blocks_0", Q(ksd(X, S, blocks = 0)), bi_arg("blocks")),
+  C("blocks_with_weights", Q(ksd(X, S, blocks = 2, weights = rep(1, 20))),
+    bi_arg("blocks")),
+  C("blocks_value", Q(ksd(X, S, blocks = 3)), bi_ok(Q(same_as(ksd(X, S)))))
+)))
+
+bi_add("ksd_path", c(bi_xs_cases("ksd_path"), list(
+  C("value_last_is_ksd", Q(ksd_path(X, S)),
+    bi_ok(function(v) bi_near(v$ksd[20], ksd(bi_env$X, bi_env$S)))),
+  C("value_1row", Q(ksd_path(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+    bi_ok(Q(function(v) bi_near(v$ksd, ksd1(S[1, ]))))),
+  C("value_d1", Q(ksd_path(X1, S1)),
+    bi_ok(function(v) bi_near(v$ksd[10], ksd(bi_env$X1, bi_env$S1))))
+)))
+
+bi_add("ksd_blocks", c(bi_xs_cases("ksd_blocks"), list(
+  C("blocks_0", Q(ksd_blocks(X, S, blocks = 0)), bi_arg("blocks")),
+  C("blocks_frac", Q(ksd_blocks(X, S, blocks = 1.5)), bi_arg("blocks")),
+  C("blocks_NA", Q(ksd_blocks(X, S, blocks = NA)), bi_arg("blocks")),
+  C("blocks_more_than_rows", Q(ksd_blocks(X[1:3, ], S[1:3, ], blocks = 10)),
+    bi_ok(Q(same_as(ksd(X[1:3, ], S[1:3, ]))))),
+  C("blocks_value", Q(ksd_blocks(X, S, blocks = 4)), bi_ok(Q(same_as(ksd(X, S))))),
+  C("blocks_checked_first", Q(counted(ksd_blocks(X, sc_cnt, blocks = 0))),
+    bi_ok(Q(before("blocks"))))
+)))
+
+bi_add("ksd_weights", c(bi_xs_cases("ksd_weights"), list(
+  C("nonneg_NA", Q(ksd_weights(X, S, nonneg = NA)), bi_arg("nonneg")),
+  C("value_simplex", Q(ksd_weights(X, S)),
+    bi_ok(function(v) isTRUE(all(v >= 0)) && bi_near(sum(v), 1))),
+  C("value_affine_sum1", Q(ksd_weights(X, S, nonneg = FALSE)),
+    bi_ok(function(v) bi_near(sum(v), 1))),
+  C("value_1row", Q(ksd_weights(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+    bi_ok(Q(function(v) bi_near(c(v, attr(v, "ksd")), c(1, ksd1(S[1, ])))))),
+  C("value_all_rows_equal", Q(ksd_weights(Xsame, Ssame)),
+    bi_ok(function(v) bi_near(v, rep(0.2, 5)))),
+  C("value_dup_rows_share", Q(ksd_weights(Xdup, Sdup)),
+    bi_ok(function(v) bi_near(v[1], v[2]))),
+  C("value_d1", Q(ksd_weights(X1, S1)), bi_ok(function(v) bi_near(sum(v), 1)))
+)))
+
+bi_add("stein_thin", c(bi_xs_cases("stein_thin", list(m = 3)), list(
+  C("m_0", Q(stein_thin(X, S, 0)), bi_arg("m")),
+  C("m_frac", Q(stein_thin(X, S, 2.5)), bi_arg("m")),
+  C("m_NA", Q(stein_thin(X, S, NA)), bi_arg("m")),
+  C("m_missing", Q(stein_thin(X, S)), bi_arg("m")),
+  C("m_gt_n_unique", Q(stein_thin(X, S, 21, unique = TRUE)), bi_arg("m")),
+  C("m_checked_first", Q(counted(stein_thin(X, sc_cnt, 0))), bi_ok(Q(before("m")))),
+  C("unique_NA", Q(stein_thin(X, S, 3, unique = NA)), bi_arg("unique")),
+  C("value_m_gt_n", Q(stein_thin(X[1:3, ], S[1:3, ], 7)),
+    bi_ok(function(v) length(v$index) == 7 && all(v$index %in% 1:3))),
+  C("value_first_is_best_diag", Q(stein_thin(X, S, 1, standardize = FALSE)),
+    bi_ok(function(v) v$index == which.min(diag(stein_kernel_matrix(bi_env$X, bi_env$S))))),
+  C("value_dup_rows", Q(stein_thin(Xsame, Ssame, 3, standardize = FALSE)),
+    bi_ok(function(v) all(v$index %in% 1:5) && length(v$index) == 3)),
+  C("value_1row", Q(stein_thin(X[1, , drop = FALSE], S[1, , drop = FALSE], 2,
+                               standardize = FALSE)),
+    bi_ok(function(v) identical(as.numeric(v$index), c(1, 1)))),
+  C("value_d1", Q(stein_thin(X1, S1, 4)),
+    bi_ok(function(v) length(unique(v$index)) >= 1 && all(v$index %in% 1:10)))
+)))
+
+bi_add("stein_thin_gf", list(
+  C("dots_bad_name", Q(stein_thin_gf(X, rep(0, 20), rep(0, 20), S, 3, foo = 1)),
+    bi_arg("...")),
+  C("dots_unnamed", Q(stein_thin_gf(X, rep(0, 20), rep(0, 20), S, 3, 1)),
+    bi_arg("...")),
+  C("log_p_length", Q(stein_thin_gf(X, rep(0, 3), rep(0, 20), S, 3)),
+    bi_arg("log_p", "length")),
+  C("log_p_NA", Q(stein_thin_gf(X, c(NA, rep(0, 19)), rep(0, 20), S, 3)),
+    bi_arg("log_p")),
+  C("log_p_chr", Q(stein_thin_gf(X, rep("0", 20), rep(0, 20), S, 3)),
+    bi_arg("log_p")),
+  C("log_q_closure_error", Q(stein_thin_gf(X, rep(0, 20), sc_err, S, 3)),
+    bi_cb("log_q", "boom")),
+  C("log_q_closure_length", Q(stein_thin_gf(X, rep(0, 20), function(x) 1:2, S, 3)),
+    bi_err("kb_error_callback", "'log_q'.*length")),
+  C("log_q_closure_NaN", Q(stein_thin_gf(X, rep(0, 20), function(x) NaN, S, 3)),
+    bi_err("kb_error_callback", "'log_q'")),
+  C("score_q_missing", Q(stein_thin_gf(X, rep(0, 20), rep(0, 20), NULL, 3)),
+    bi_arg("score_q")),
+  C("score_q_dims", Q(stein_thin_gf(X, rep(0, 20), rep(0, 20), S[-1, ], 3)),
+    bi_arg("score_q")),
+  C("m_0", Q(stein_thin_gf(X, rep(0, 20), rep(0, 20), S, 0)), bi_arg("m")),
+  C("range_cap_0", Q(stein_thin_gf(X, rep(0, 20), rep(0, 20), S, 3, range_cap = 0)),
+    bi_arg("range_cap")),
+  C("range_cap_checked_first",
+    Q(counted(stein_thin_gf(X, ld_cnt, rep(0, 20), S, 3, range_cap = -1))),
+    bi_ok(Q(before("range_cap")))),
+  C("kernel_checked_first",
+    Q(counted(stein_thin_gf(X, ld_cnt, rep(0, 20), S, 3, kernel = "imq"))),
+    bi_ok(Q(before("kernel")))),
+  C("nthreads_checked_first",
+    Q(counted(stein_thin_gf(X, ld_cnt, rep(0, 20), S, 3, nthreads = 0))),
+    bi_ok(Q(before("nthreads")))),
+  C("standardize_NA", Q(stein_thin_gf(X, rep(0, 20), rep(0, 20), S, 3,
+                                      standardize = NA)), bi_arg("standardize")),
+  C("value_equal_weights_is_stein_thin",
+    Q(stein_thin_gf(X, rep(0, 20), rep(0, 20), S, 5)),
+    bi_ok(function(v) identical(v$index, stein_thin(bi_env$X, bi_env$S, 5)$index))),
+  C("wide_log_weights_warn", Q(stein_thin_gf(X, rep(0, 20), c(20, rep(0, 19)), S, 3)),
+    bi_warn("warning", "range_cap"))
+))
+
+bi_add("mmd_thin", list(
+  C("x_chr", Q(mmd_thin("a", 2)), bi_arg("x")),
+  C("x_NA", Q(mmd_thin(Xna, 2)), bi_arg("x")),
+  C("m_0", Q(mmd_thin(X, 0)), bi_arg("m")),
+  C("m_gt_n", Q(mmd_thin(X, 21)), bi_arg("m")),
+  C("embed_size_0", Q(mmd_thin(X, 2, embed_size = 0)), bi_arg("embed_size")),
+  C("embed_size_frac", Q(mmd_thin(X, 2, embed_size = 2.5)), bi_arg("embed_size")),
+  C("embed_size_NA", Q(mmd_thin(X, 2, embed_size = NA)), bi_arg("embed_size")),
+  C("standardize_NA", Q(mmd_thin(X, 2, standardize = NA)), bi_arg("standardize")),
+  C("unique_NA", Q(mmd_thin(X, 2, unique = NA)), bi_arg("unique")),
+  C("kernel_bad", Q(mmd_thin(X, 2, kernel = list())), bi_arg("kernel")),
+  C("nthreads_0", Q(mmd_thin(X, 2, nthreads = 0)), bi_arg("nthreads")),
+  C("nthreads_NA", Q(mmd_thin(X, 2, nthreads = NA)), bi_arg("nthreads")),
+  C("med_all_rows_equal", Q(mmd_thin(Xsame, 2)), bi_arg("precon")),
+  C("value_unique", Q(mmd_thin(X, 20)),
+    bi_ok(function(v) setequal(v$index, 1:20) && v$mmd[20] < 1e-6)),
+  C("value_1row", Q(mmd_thin(X[1, , drop = FALSE], 1,
+                             kernel = gaussian_kernel(bandwidth = 1))),
+    bi_ok(function(v) v$index == 1 && bi_near(v$mmd, 0))),
+  C("value_d1", Q(mmd_thin(X1, 3)), bi_ok(function(v) all(v$index %in% 1:10))),
+  C("scale_1e300", Q(mmd_thin(X * 1e300, 5)),
+    bi_any(bi_ok(function(v) identical(v$index, mmd_thin(bi_env$X, 5)$index)),
+           bi_num())),
+  C("scale_1e-300", Q(mmd_thin(X * 1e-300, 5)),
+    bi_any(bi_ok(function(v) identical(v$index, mmd_thin(bi_env$X, 5)$index)),
+           bi_num()))
+))
+
+# ---- kernels -----------------------------------------------------------------
+
+bi_add("imq_kernel / gaussian_kernel", list(
+  C("c_0", Q(imq_kernel(c = 0)), bi_arg("c")),
+  C("c_NA", Q(imq_kernel(c = NA)), bi_arg("c")),
+  C("c_chr", Q(imq_kernel(c = "1")), bi_arg("c")),
+  C("c_vector", Q(imq_kernel(c = 1:2)), bi_arg("c")),
+  C("c_Inf", Q(imq_kernel(c = Inf)), bi_arg("c")),
+  C("beta_0", Q(imq_kernel(beta = 0)), bi_arg("beta")),
+  C("beta_-1", Q(imq_kernel(beta = -1)), bi_arg("beta")),
+  C("beta_NaN", Q(imq_kernel(beta = NaN)), bi_arg("beta")),
+  C("precon_name", Q(imq_kernel(precon = "foo")), bi_arg("precon")),
+  C("precon_NA_chr", Q(imq_kernel(precon = NA_character_)), bi_arg("precon")),
+  C("precon_two_names", Q(imq_kernel(precon = c("id", "med"))), bi_arg("precon")),
+  C("precon_0", Q(imq_kernel(precon = 0)), bi_arg("precon")),
+  C("precon_neg", Q(imq_kernel(precon = -1)), bi_arg("precon")),
+  C("precon_list", Q(imq_kernel(precon = list(1))), bi_arg("precon")),
+  C("precon_matrix_nonsquare", Q(imq_kernel(precon = matrix(1, 2, 3))),
+    bi_arg("precon")),
+  C("precon_matrix_NA", Q(imq_kernel(precon = matrix(NA_real_, 2, 2))),
+    bi_arg("precon")),
+  C("precon_1e-320", Q(imq_kernel(precon = 1e-320)),
+    bi_any(bi_arg("precon"),
+           bi_ok(function(v) isTRUE(tryCatch(is.finite(ksd(bi_env$X, bi_env$S, v)),
+                                             error = function(e) FALSE))))),
+  C("bandwidth_0", Q(gaussian_kernel(bandwidth = 0)), bi_arg("bandwidth")),
+  C("bandwidth_neg", Q(gaussian_kernel(bandwidth = -1)), bi_arg("bandwidth")),
+  C("bandwidth_NA", Q(gaussian_kernel(bandwidth = NA)), bi_arg("bandwidth")),
+  C("bandwidth_chr", Q(gaussian_kernel(bandwidth = "1")), bi_arg("bandwidth")),
+  C("bandwidth_1e-200", Q(gaussian_kernel(bandwidth = 1e-200)), bi_arg("bandwidth")),
+  C("bandwidth_1e300", Q(gaussian_kernel(bandwidth = 1e300)), bi_arg("bandwidth")),
+  C("gaussian_precon_bad", Q(gaussian_kernel(precon = "foo")), bi_arg("precon")),
+  C("value_imq", Q(imq_kernel(c = 2, beta = -0.25)),
+    bi_ok(function(v) inherits(v, "kb_kernel") && v$c == 2 && v$beta == -0.25))
+))
+
+bi_add("kernel_matrix", list(
+  C("x_chr", Q(kernel_matrix("a")), bi_arg("x")),
+  C("x_NA", Q(kernel_matrix(Xna)), bi_arg("x")),
+  C("x_0rows", Q(kernel_matrix(X0)), bi_arg("x")),
+  C("y_cols", Q(kernel_matrix(X, X1)), bi_arg("y")),
+  C("y_NaN", Q(kernel_matrix(X, Xnan)), bi_arg("y")),
+  C("kernel_bad", Q(kernel_matrix(X, kernel = "gaussian")), bi_arg("kernel")),
+  C("kernel_edit_type", Q(kernel_matrix(X, kernel = kmod(type = "foo"))),
+    bi_arg("kernel")),
+  C("med_1row", Q(kernel_matrix(X[1, , drop = FALSE])), bi_arg("precon")),
+  C("med_rows_equal", Q(kernel_matrix(Xsame)), bi_arg("precon")),
+  C("nthreads_0", Q(kernel_matrix(X, nthreads = 0)), bi_arg("nthreads")),
+  C("nthreads_-1", Q(kernel_matrix(X, nthreads = -1)), bi_arg("nthreads")),
+  C("nthreads_2.5", Q(kernel_matrix(X, nthreads = 2.5)), bi_arg("nthreads")),
+  C("nthreads_NA", Q(kernel_matrix(X, nthreads = NA)), bi_arg("nthreads")),
+  C("nthreads_1e10", Q(kernel_matrix(X, nthreads = 1e10)), bi_arg("nthreads")),
+  C("nthreads_huge", Q(kernel_matrix(X, nthreads = 1e6)),
+    bi_ok(Q(same_as(kernel_matrix(X))))),
+  C("value_2rows_med", Q(kernel_matrix(X[1:2, ])),
+    bi_ok(function(v) bi_near(v, matrix(c(1, exp(-0.5), exp(-0.5), 1), 2)))),
+  C("value_d1", Q(kernel_matrix(X1, kernel = gaussian_kernel(bandwidth = 1))),
+    bi_ok(function(v) bi_near(v, exp(-as.matrix(dist(bi_env$X1))^2 / 2)))),
+  C("value_vector_x", Q(kernel_matrix(c(0, 1, 3), kernel = gaussian_kernel(bandwidth = 1))),
+    bi_ok(function(v) bi_near(v[1, 2], exp(-0.5)))),
+  C("scale_1e300_med", Q(kernel_matrix(X * 1e300)),
+    bi_any(bi_ok(Q(same_as(kernel_matrix(X)))), bi_num())),
+  C("scale_1e-300_med", Q(kernel_matrix(X * 1e-300)),
+    bi_any(bi_ok(Q(same_as(kernel_matrix(X)))), bi_num())),
+  C("precon_not_pd", Q(kernel_matrix(X, kernel = imq_kernel(precon = -diag(2)))),
+    bi_arg("precon")),
+  C("precon_not_symmetric",
+    Q(kernel_matrix(X, kernel = imq_kernel(precon = matrix(c(1, 0, 0.5, 1), 2)))),
+    bi_arg("precon", "symmetric"))
+))
+
+# ---- targets -----------------------------------------------------------------
+
+bi_add("kb_target", list(
+  C("log_density_not_fn", Q(kb_target(1, dim = 2)), bi_arg("log_density")),
+  C("score_not_fn", Q(kb_target(ld_cnt, score = 1, dim = 2)), bi_arg("score")),
+  C("dim_missing", Q(kb_target(ld_cnt, sc_cnt)), bi_arg("dim")),
+  C("dim_0", Q(kb_target(ld_cnt, sc_cnt, dim = 0)), bi_arg("dim")),
+  C("dim_frac", Q(kb_target(ld_cnt, sc_cnt, dim = 1.5)), bi_arg("dim")),
+  C("dim_NA", Q(kb_target(ld_cnt, sc_cnt, dim = NA)), bi_arg("dim")),
+  C("dim_chr", Q(kb_target(ld_cnt, sc_cnt, dim = "2")), bi_arg("dim")),
+  C("vectorized_NA", Q(kb_target(ld_cnt, sc_cnt, dim = 2, vectorized = NA)),
+    bi_arg("vectorized")),
+  C("name_number", Q(kb_target(ld_cnt, sc_cnt, dim = 2, name = 1)), bi_arg("name")),
+  C("value_fd_score", Q(target_score(kb_target(function(x) -sum(x^2) / 2, dim = 2),
+                                     X[1:3, ])),
+    bi_ok(Q(near(S[1:3, ], 1e-6)))),
+  C("value_fd_score_vectorized",
+    Q(target_score(kb_target(function(x) -rowSums(x^2) / 2, dim = 2,
+                             vectorized = TRUE), X[1:3, ])),
+    bi_ok(Q(near(S[1:3, ], 1e-6))))
+))
+
+bi_add("target_score / target_log_density", list(
+  C("target_list", Q(target_score(list(dim = 2), X)), bi_arg("target")),
+  C("target_edit_dim_chr", Q(target_score(modifyList(tg2, list(dim = "a")), X)),
+    bi_arg("target")),
+  C("target_edit_dim_3",
+    Q(target_score(structure(modifyList(unclass(tg2), list(dim = 3L)),
+                             class = "kb_target"), cbind(X, 0))),
+    bi_any(bi_cb("score"), bi_arg("target"))),
+  C("target_edit_score_NULL",
+    Q(target_score(structure(modifyList(unclass(tg2), list(score = NULL)),
+                             class = "kb_target"), X)),
+    bi_arg("target")),
+  C("target_edit_vectorized_NA",
+    Q(target_score(structure(modifyList(unclass(tg2), list(vectorized = NA)),
+                             class = "kb_target"), X)),
+    bi_arg("target")),
+  C("target_edit_ld_chr",
+    Q(target_log_density(structure(modifyList(unclass(tg2), list(log_density = "f")),
+                                   class = "kb_target"), X)),
+    bi_arg("target")),
+  C("x_cols", Q(target_score(tg2, X1)), bi_arg("x", "columns")),
+  C("x_NA", Q(target_score(tg2, Xna)), bi_arg("x")),
+  C("x_0rows", Q(target_score(tg2, X0)), bi_arg("x")),
+  C("x_chr", Q(target_log_density(tg2, "a")), bi_arg("x")),
+  C("value_vector_point", Q(target_score(tg2, c(1, 2))),
+    bi_ok(function(v) bi_near(v, matrix(c(-1, -2), 1)))),
+  C("value_vector_d1", Q(target_score(tg1, c(1, 2, 3))),
+    bi_ok(function(v) is.matrix(v) && bi_near(v, -(1:3)))),
+  C("value_log_density_d1", Q(target_log_density(tg1, 0)),
+    bi_ok(function(v) bi_near(v, dnorm(0, log = TRUE)))),
+  C("value_scale_1e300", Q(target_score(tg2, X * 1e300)),
+    bi_ok(Q(near(-X * 1e300)))),
+  C("score_closure_error", Q(target_score(kb_target(ld_cnt, sc_err, dim = 2), X)),
+    bi_cb("score", "boom")),
+  C("score_closure_length", Q(target_score(kb_target(ld_cnt, sc_len, dim = 2), X)),
+    bi_err("kb_error_callback", "'score'.*length")),
+  C("score_closure_NA", Q(target_score(kb_target(ld_cnt, sc_na, dim = 2), X)),
+    bi_err("kb_error_callback", "'score'.*row 1")),
+  C("score_closure_chr", Q(target_score(kb_target(ld_cnt, sc_chr, dim = 2), X)),
+    bi_err("kb_error_callback", "'score'")),
+  C("score_closure_int", Q(target_score(kb_target(ld_cnt, function(x) c(1L, 2L),
+                                                  dim = 2), X[1:2, ])),
+    bi_ok(function(v) bi_near(v, matrix(c(1, 1, 2, 2), 2)))),
+  C("score_closure_warns", Q(target_score(kb_target(ld_cnt, sc_warn, dim = 2), X)),
+    bi_warn("warning", "careful", Q(near(S)))),
+  C("log_density_NA", Q(target_log_density(kb_target(function(x) NA, dim = 1), 1)),
+    bi_err("kb_error_callback", "'log_density'")),
+  C("log_density_plus_Inf", Q(target_log_density(kb_target(function(x) Inf, dim = 1), 1)),
+    bi_err("kb_error_callback", "'log_density'")),
+  C("log_density_minus_Inf", Q(target_log_density(kb_target(function(x) -Inf, dim = 1), 1:2)),
+    bi_ok(function(v) identical(v, c(-Inf, -Inf)))),
+  C("log_density_length2", Q(target_log_density(kb_target(function(x) 1:2, dim = 1), 1)),
+    bi_err("kb_error_callback", "'log_density'.*length")),
+  C("log_density_error", Q(target_log_density(kb_target(sc_err, dim = 1), 1)),
+    bi_cb("log_density", "boom")),
+  C("vec_score_dims", Q(target_score(kb_target(ld_cnt, function(x) x[, 1], dim = 2,
+                                               vectorized = TRUE), X)),
+    bi_err("kb_error_callback", "'score'")),
+  C("vec_score_NaN", Q(target_score(kb_target(ld_cnt, function(x) x * NaN, dim = 2,
+                                              vectorized = TRUE), X)),
+    bi_err("kb_error_callback", "'score'.*row 1")),
+  C("vec_score_error", Q(target_score(kb_target(ld_cnt, sc_err, dim = 2,
+                                                vectorized = TRUE), X)),
+    bi_cb("score", "boom")),
+  C("vec_log_density_length", Q(target_log_density(kb_target(function(x) 1, dim = 2,
+                                                             vectorized = TRUE), X)),
+    bi_err("kb_error_callback", "'log_density'")),
+  C("vec_log_density_NaN", Q(target_log_density(kb_target(function(x) x[, 1] * NaN,
+                                                          dim = 2, vectorized = TRUE), X)),
+    bi_err("kb_error_callback", "'log_density'.*row 1"))
+))
+
+bi_add("sample_target", list(
+  C("target_bad", Q(sample_target(list(), 2)), bi_arg("target")),
+  C("n_0", Q(sample_target(tg2, 0)), bi_arg("n")),
+  C("n_frac", Q(sample_target(tg2, 2.5)), bi_arg("n")),
+  C("n_NA", Q(sample_target(tg2, NA)), bi_arg("n")),
+  C("n_neg", Q(sample_target(tg2, -1)), bi_arg("n")),
+  C("n_1e10", Q(sample_target(tg2, 1e10)), bi_arg("n")),
+  C("no_sampler", Q(sample_target(tg_cnt, 2)), bi_arg("target", "sampler")),
+  C("value_1", Q(sample_target(tg2, 1)),
+    bi_ok(function(v) is.matrix(v) && all(dim(v) == c(1, 2)) && all(is.finite(v)))),
+  C("value_d1", Q(sample_target(tg1, 3)),
+    bi_ok(function(v) is.matrix(v) && all(dim(v) == c(3, 1))))
+))
+
+bi_add("gaussian_target / gaussian_mixture_target", list(
+  C("mean_NA", Q(gaussian_target(c(0, NA))), bi_arg("mean")),
+  C("mean_chr", Q(gaussian_target("0")), bi_arg("mean")),
+  C("mean_empty", Q(gaussian_target(numeric(0))), bi_arg("mean")),
+  C("mean_Inf", Q(gaussian_target(Inf)), bi_arg("mean")),
+  C("cov_not_pd", Q(gaussian_target(c(0, 0), matrix(c(1, 2, 2, 1), 2))),
+    bi_arg("cov", "positive definite")),
+  C("cov_zero", Q(gaussian_target(0, 0)), bi_arg("cov")),
+  C("cov_neg", Q(gaussian_target(0, -1)), bi_arg("cov")),
+  C("cov_dims", Q(gaussian_target(c(0, 0), diag(3))), bi_arg("cov")),
+  C("cov_asym", Q(gaussian_target(c(0, 0), matrix(c(1, 0, 0.5, 1), 2))),
+    bi_arg("cov", "symmetric")),
+  C("cov_NA", Q(gaussian_target(c(0, 0), c(1, NA))), bi_arg("cov")),
+  C("value_cov_1e-300", Q(target_score(gaussian_target(0, 1e-300), 1)),
+    bi_ok(function(v) bi_near(v, -1e300))),
+  C("value_cov_1e300", Q(target_log_density(gaussian_target(0, 1e300), 0)),
+    bi_ok(function(v) bi_near(v, dnorm(0, sd = 1e150, log = TRUE)))),
+  C("means_chr", Q(gaussian_mixture_target("a")), bi_arg("means")),
+  C("means_ragged", Q(gaussian_mixture_target(list(0, c(0, 0)))), bi_arg("means")),
+  C("means_NA", Q(gaussian_mixture_target(matrix(c(0, NA), 1))), bi_arg("means")),
+  C("covs_count", Q(gaussian_mixture_target(rbind(0, 1), covs = list(1, 1, 1))),
+    bi_arg("covs")),
+  C("covs_not_pd", Q(gaussian_mixture_target(rbind(0, 1), covs = list(1, -1))),
+    bi_arg("covs[[2]]")),
+  C("weights_length", Q(gaussian_mixture_target(rbind(0, 1), weights = 1)),
+    bi_arg("weights")),
+  C("weights_neg", Q(gaussian_mixture_target(rbind(0, 1), weights = c(1, -1))),
+    bi_arg("weights")),
+  C("weights_zero", Q(gaussian_mixture_target(rbind(0, 1), weights = c(0, 0))),
+    bi_arg("weights")),
+  C("weights_1e308", Q(target_log_density(gaussian_mixture_target(rbind(0, 1),
+                                          weights = c(1e308, 1e308)), 0.5)),
+    bi_ok(Q(same_as(target_log_density(gaussian_mixture_target(rbind(0, 1)), 0.5))))),
+  C("value_one_component", Q(target_log_density(gaussian_mixture_target(matrix(0, 1, 2)), X)),
+    bi_ok(Q(same_as(target_log_density(tg2, X))))),
+  C("value_far_point", Q(target_score(gaussian_mixture_target(rbind(0, 1)), 1e5)),
+    bi_ok(function(v) is.finite(v) && v < 0))
+))
+
+bi_add("logistic_regression_target", list(
+  C("X_chr", Q(logistic_regression_target("a", 1)), bi_arg("X")),
+  C("X_NA", Q(logistic_regression_target(Xna, rep(0:1, 10))), bi_arg("X")),
+  C("X_0rows", Q(logistic_regression_target(X0, integer(0))), bi_arg("X")),
+  C("y_length", Q(logistic_regression_target(X, 0:1)), bi_arg("y")),
+  C("y_values", Q(logistic_regression_target(X, rep(1:2, 10))), bi_arg("y")),
+  C("y_NA", Q(logistic_regression_target(X, c(NA, rep(0:1, length.out = 19)))),
+    bi_arg("y")),
+  C("y_factor3", Q(logistic_regression_target(X, factor(rep(1:3, length.out = 20)))),
+    bi_arg("y")),
+  C("prior_sd_0", Q(logistic_regression_target(X, rep(0:1, 10), prior_sd = 0)),
+    bi_arg("prior_sd")),
+  C("intercept_NA", Q(logistic_regression_target(X, rep(0:1, 10), intercept = NA)),
+    bi_arg("intercept")),
+  C("scale_NA", Q(logistic_regression_target(X, rep(0:1, 10), scale = NA)),
+    bi_arg("scale")),
+  C("X_1row", Q(target_log_density(logistic_regression_target(X[1, , drop = FALSE], 1),
+                                   c(0, 0, 0))),
+    bi_any(bi_ok(function(v) bi_near(v, -log(2))), bi_arg("X"))),
+  C("value_const_column", Q(target_score(logistic_regression_target(cbind(X, 1),
+                                                                    rep(0:1, 10)),
+                                         rep(0, 4))),
+    bi_ok(function(v) all(is.finite(v)) && all(dim(v) == c(1, 4)))),
+  C("value_logical_y", Q(logistic_regression_target(X, rep(c(TRUE, FALSE), 10))$y),
+    bi_ok(function(v) bi_near(v, rep(1:0, 10)))),
+  C("value_large_eta", Q(target_log_density(logistic_regression_target(X, rep(0:1, 10),
+                                                                     scale = FALSE),
+                                            c(0, 1e300, 0))),
+    bi_ok(function(v) identical(v, -Inf) || (is.finite(v) && v < -1e299)))
+))
+
+# ---- samplers ------------------------------------------------------------------
+
+bi_mcmc_cases <- function(fn) {
+  mk <- function(...) {
+    a <- utils::modifyList(list(target = quote(tg2), x0 = c(0, 0), n_iter = 5,
+                                step = 0.5), list(...))
+    as.call(c(as.name(fn), a))
+  }
+  list(
+    C("target_list", mk(target = quote(list(dim = 2))), bi_arg("target")),
+    C("target_edit_dim", mk(target = quote(modifyList(tg2, list(dim = 0)))),
+      bi_arg("target")),
+    C("x0_length", mk(x0 = c(0, 0, 0)), bi_arg("x0")),
+    C("x0_NA", mk(x0 = c(0, NA)), bi_arg("x0")),
+    C("x0_chr", mk(x0 = c("0", "0")), bi_arg("x0")),
+    C("n_iter_0", mk(n_iter = 0), bi_arg("n_iter")),
+    C("n_iter_frac", mk(n_iter = 2.5), bi_arg("n_iter")),
+    C("n_iter_NA", mk(n_iter = NA), bi_arg("n_iter")),
+    C("n_iter_1e10", mk(n_iter = 1e10), bi_arg("n_iter")),
+    C("step_0", mk(step = 0), bi_arg("step")),
+    C("step_Inf", mk(step = Inf), bi_arg("step")),
+    C("step_NA", mk(step = NA), bi_arg("step")),
+    C("warmup_neg", mk(warmup = -1), bi_arg("warmup")),
+    C("warmup_0_adapt", mk(step = NULL, warmup = 0), bi_arg("warmup")),
+    C("target_accept_1", mk(target_accept = 1), bi_arg("target_accept")),
+    C("target_accept_checked_first",
+      as.call(list(quote(counted), mk(target = quote(tg_cnt), target_accept = 2))),
+      bi_ok(quote(before("target_accept")))),
+    C("log_density_error", mk(target = quote(kb_target(sc_err, function(x) -x, dim = 2))),
+      bi_cb("log_density", "boom")),
+    C("log_density_NA_at_x0", mk(target = quote(kb_target(function(x) NA_real_,
+                                                          function(x) -x, dim = 2))),
+      bi_err("kb_error_callback", "'log_density'")),
+    C("log_density_-Inf_at_x0", mk(target = quote(kb_target(function(x) -Inf,
+                                                            function(x) -x, dim = 2))),
+      bi_any(bi_arg("x0"), bi_err("kb_error_callback", "'log_density'"))),
+    C("score_length", mk(target = quote(kb_target(ld_cnt, sc_len, dim = 2))),
+      bi_err("kb_error_callback", "'score'.*length")),
+    C("vec_log_density_length", mk(target = quote(kb_target(function(x) 1:3,
+                                                            function(x) -x, dim = 2,
+                                                            vectorized = TRUE))),
+      bi_err("kb_error_callback", "'log_density'")),
+    C("step_1e300", mk(step = 1e300, n_iter = 100),
+      bi_any(bi_warn("warning", "step", function(v) all(v$x == 0)), bi_arg("step"))),
+    C("value_1iter", mk(n_iter = 1),
+      bi_ok(function(v) all(dim(v$x) == c(1, 2)) && all(is.finite(v$x)))),
+    C("log_density_warns", mk(target = quote(kb_target(function(x) {
+        warning("careful"); -sum(x^2) / 2 }, function(x) -x, dim = 2))),
+      bi_warn("warning", "careful", function(v) all(dim(v$x) == c(5, 2)))),
+    C("value_d1", mk(target = quote(tg1), x0 = 0, n_iter = 10),
+      bi_ok(function(v) all(dim(v$x) == c(10, 1)))),
+    C("value_scale_1e300_x0", mk(x0 = c(1e300, 0), n_iter = 20),
+      bi_any(bi_ok(function(v) all(is.finite(v$x)), warn = TRUE), bi_arg("x0"),
+             bi_num()))
+  )
+}
+bi_add("rwm", bi_mcmc_cases("rwm"))
+bi_add("mala", bi_mcmc_cases("mala"))
+
+# ---- KSDT ----------------------------------------------------------------------
+
+bi_add("ksdt", c(bi_xs_cases("ksdt", list(progress = FALSE), standardize = FALSE), list(
+  C("budget_neg", Q(ksdt(X, S, budget = -1)), bi_arg("budget")),
+  C("budget_NA", Q(ksdt(X, S, budget = NA)), bi_arg("budget")),
+  C("budget_fn_NA", Q(ksdt(X, S, budget = function(t) NA, progress = FALSE)),
+    bi_err("kb_error_callback", "'budget'")),
+  C("budget_fn_error", Q(ksdt(X, S, budget = sc_err, progress = FALSE)),
+    bi_cb("budget", "boom")),
+  C("budget_fn_chr", Q(ksdt(X, S, budget = function(t) "a", progress = FALSE)),
+    bi_err("kb_error_callback", "'budget'")),
+  C("min_size_name", Q(ksdt(X, S, min_size = "cubic")), bi_arg("min_size")),
+  C("min_size_fn_neg", Q(ksdt(X, S, min_size = function(t) -t, progress = FALSE)),
+    bi_err("kb_error_callback", "'min_size'")),
+  C("min_size_coef_neg", Q(ksdt(X, S, min_size_coef = -1)), bi_arg("min_size_coef")),
+  C("min_size_floor_0", Q(ksdt(X, S, min_size_floor = 0)), bi_arg("min_size_floor")),
+  C("progress_NA", Q(ksdt(X, S, progress = NA)), bi_arg("progress")),
+  C("budget_checked_first", Q(counted(ksdt(X, sc_cnt, budget = -1))),
+    bi_ok(Q(before("budget")))),
+  C("value_1row", Q(ksdt(X[1, , drop = FALSE], S[1, , drop = FALSE], progress = FALSE)),
+    bi_ok(Q(function(v) v$index == 1 && bi_near(v$ksd, ksd1(S[1, ]))))),
+  C("value_ksd_is_dictionary_ksd", Q(ksdt(X, S, progress = FALSE)),
+    bi_ok(function(v) bi_near(v$ksd[20], ksd(v$points, v$score)))),
+  C("value_dup_rows", Q(ksdt(Xsame, Ssame, progress = FALSE)),
+    bi_ok(function(v) bi_near(v$ksd[5], ksd(v$points, v$score)))),
+  C("value_d1", Q(ksdt(X1, S1, progress = FALSE)),
+    bi_ok(function(v) bi_near(v$ksd[10], ksd(v$points, v$score))))
+)))
+
+bi_add("ksdt_stream / ksdt_push / ksdt_result", list(
+  C("dim_0", Q(ksdt_stream(0)), bi_arg("dim")),
+  C("dim_NA", Q(ksdt_stream(NA)), bi_arg("dim")),
+  C("budget_chr", Q(ksdt_stream(2, budget = "a")), bi_arg("budget")),
+  C("kernel_chr", Q(ksdt_stream(2, kernel = "imq")), bi_arg("kernel")),
+  C("kernel_edit", Q(ksdt_stream(2, kernel = kmod(beta = 3))), bi_arg("kernel")),
+  C("nthreads_0", Q(ksdt_stream(2, nthreads = 0)), bi_arg("nthreads")),
+  C("nthreads_NA", Q(ksdt_stream(2, nthreads = NA)), bi_arg("nthreads")),
+  C("progress_chr", Q(ksdt_stream(2, progress = "no")), bi_arg("progress")),
+  C("push_not_stream", Q(ksdt_push(list(), X, S)), bi_arg("stream")),
+  C("push_x_cols", Q(ksdt_push(ksdt_stream(2), X1, S1)), bi_arg("x")),
+  C("push_x_NA", Q(ksdt_push(ksdt_stream(2), Xna, S)), bi_arg("x")),
+  C("push_score_dims", Q(ksdt_push(ksdt_stream(2), X, S[-1, ])), bi_arg("score")),
+  C("push_score_closure_error", Q(ksdt_push(ksdt_stream(2), X, sc_err)),
+    bi_cb("score", "boom")),
+  C("push_overflow_row", Q(ksdt_push(ksdt_stream(2, progress = FALSE), Xbig, Sbig)),
+    bi_num("row")),
+  C("push_score_closure_warns", Q(ksdt_result(ksdt_push(ksdt_stream(2, progress = FALSE),
+                                                         X, sc_warn))),
+    bi_warn("warning", "careful", Q(same_as(ksdt(X, S, progress = FALSE))))),
+  C("push_vector_point", Q(ksdt_result(ksdt_push(ksdt_stream(2, progress = FALSE),
+                                                 c(1, 2), c(-1, -2)))),
+    bi_ok(function(v) bi_near(v$points, c(1, 2)))),
+  C("push_in_pieces", Q({
+      st <- ksdt_stream(2, progress = FALSE)
+      ksdt_push(st, X[1:7, ], S[1:7, ])
+      ksdt_push(st, X[8:20, ], S[8:20, ])
+      ksdt_result(st)
+    }), bi_ok(Q(same_as(ksdt(X, S, progress = FALSE))))),
+  C("rejected_push_leaves_stream", Q({
+      st <- ksdt_stream(2, kernel = imq_kernel(precon = "smpcov"), progress = FALSE)
+      e <- tryCatch(ksdt_push(st, X, S / max(abs(S)) * 1.5e308),
+                    error = function(e) e)
+      ksdt_push(st, X, S)
+      list(e = e, r = ksdt_result(st))
+    }), bi_ok(function(v) {
+      if (!inherits(v$e, "kb_error")) return("the bad push was not a kb_error")
+      bi_near(v$r$ksd, ksdt(bi_env$X, bi_env$S, kernel = imq_kernel(precon = "smpcov"),
+                            progress = FALSE)$ksd)
+    })),
+  C("rejected_closure_push_leaves_stream", Q({
+      st <- ksdt_stream(2, progress = FALSE)
+      ksdt_push(st, X[1:5, ], S[1:5, ])
+      e <- tryCatch(ksdt_push(st, X[6:20, ], sc_err), error = function(e) e)
+      ksdt_push(st, X[6:20, ], S[6:20, ])
+      ksdt_result(st)
+    }), bi_ok(Q(same_as(ksdt(X, S, progress = FALSE))))),
+  C("push_stream_edit_dim", Q({
+      st <- ksdt_stream(2, progress = FALSE)
+      st$dim <- "two"
+      ksdt_push(st, X, S)
+    }), bi_any(bi_arg("stream"), bi_state())),
+  C("result_empty", Q(ksdt_result(ksdt_stream(2))),
+    bi_any(bi_arg("stream"), bi_state())),
+  C("result_not_stream", Q(ksdt_result(ksdt(X, S, progress = FALSE))), bi_arg("stream"))
+))
+
+bi_ksdt_sample_cases <- function(fn) {
+  mk <- function(...) {
+    a <- utils::modifyList(list(target = quote(tg2), x0 = c(0, 0), n_iter = 10,
+                                step = 0.5, progress = FALSE), list(...))
+    as.call(c(as.name(fn), a))
+  }
+  cs <- list(
+    C("target_bad", mk(target = 1), bi_arg("target")),
+    C("x0_length", mk(x0 = 1), bi_arg("x0")),
+    C("n_iter_0", mk(n_iter = 0), bi_arg("n_iter")),
+    C("n_iter_NA", mk(n_iter = NA), bi_arg("n_iter")),
+    C("sampler_bad", mk(sampler = "hmc"), bi_arg("sampler")),
+    C("start_bad", mk(start = "first"), bi_arg("start")),
+    C("step_neg", mk(step = -1), bi_arg("step")),
+    C("warmup_1", mk(step = NULL, warmup = 1), bi_arg("warmup")),
+    C("target_accept_0", mk(target_accept = 0), bi_arg("target_accept")),
+    C("kernel_bad", mk(kernel = "imq"), bi_arg("kernel")),
+    C("nthreads_0", mk(nthreads = 0), bi_arg("nthreads")),
+    C("nthreads_checked_first",
+      as.call(list(quote(counted), mk(target = quote(tg_cnt), nthreads = 0))),
+      bi_ok(quote(before("nthreads")))),
+    C("n_iter_checked_first",
+      as.call(list(quote(counted), mk(target = quote(tg_cnt), step = NULL, n_iter = 0))),
+      bi_ok(quote(before("n_iter")))),
+    C("score_error", mk(target = quote(kb_target(ld_cnt, sc_err, dim = 2))),
+      bi_cb("score", "boom")),
+    C("score_NA", mk(target = quote(kb_target(ld_cnt, sc_na, dim = 2))),
+      bi_err("kb_error_callback", "'score'")),
+    C("value_1iter", mk(n_iter = 1),
+      bi_ok(Q(function(v) if (nrow(v$points) != 1) "not one point" else
+        bi_near(v$ksd, ksd1(v$score))))),
+    C("value_d1", mk(target = quote(tg1), x0 = 0),
+      bi_ok(function(v) bi_near(v$ksd[length(v$ksd)], ksd(v$points, v$score))))
+  )
+  if (fn == "ksdt_sample") {
+    cs <- c(cs, list(
+      C("candidates_0", mk(candidates = 0), bi_arg("candidates")),
+      C("budget_neg", mk(budget = -1), bi_arg("budget")),
+      C("min_size_floor_0", mk(min_size_floor = 0), bi_arg("min_size_floor"))))
+  } else {
+    cs <- c(cs, list(C("m_0", mk(m = 0), bi_arg("m")),
+                     C("m_NA", mk(m = NA), bi_arg("m"))))
+  }
+  cs
+}
+bi_add("ksdt_sample", bi_ksdt_sample_cases("ksdt_sample"))
+bi_add("sp_mcmc", bi_ksdt_sample_cases("sp_mcmc"))
+
+# ---- chains and merging -------------------------------------------------------
+
+local(envir = bi_env, {
+  set.seed(2)
+  r1 <- ksdt(X[1:10, ], S[1:10, ], progress = FALSE)
+  r2 <- ksdt(X[11:20, ], S[11:20, ], progress = FALSE)
+  r3 <- ksdt(cbind(X, 0)[1:5, ], cbind(S, 0)[1:5, ], progress = FALSE)
+})
+
+bi_add("ksdt_chains", list(
+  C("target_bad", Q(ksdt_chains(1, rbind(c(0, 0)), 5)), bi_arg("target")),
+  C("x0_cols", Q(ksdt_chains(tg2, matrix(0, 2, 3), 5)), bi_arg("x0")),
+  C("x0_NA", Q(ksdt_chains(tg2, rbind(c(0, NA)), 5)), bi_arg("x0")),
+  C("n_iter_0", Q(ksdt_chains(tg2, rbind(c(0, 0)), 0)), bi_arg("n_iter")),
+  C("merge_bad", Q(ksdt_chains(tg2, rbind(c(0, 0)), 5, merge = "all")), bi_arg("merge")),
+  C("nthreads_0", Q(ksdt_chains(tg2, rbind(c(0, 0)), 5, nthreads = 0)),
+    bi_arg("nthreads")),
+  C("merge_size_0_first", Q(counted(ksdt_chains(tg_cnt, rbind(c(0, 0), c(1, 1)), 5,
+                                                 step = 0.5, progress = FALSE,
+                                                 merge = "stein_thin",
+                                                 merge_size = 0))),
+    bi_ok(Q(before("merge_size")))),
+  C("dots_bad_value_first", Q(counted(ksdt_chains(tg_cnt, rbind(c(0, 0), c(1, 1)), 5,
+                                                   step = 0.5, candidates = 0))),
+    bi_ok(Q(before("candidates")))),
+  C("dots_unknown_name", Q(ksdt_chains(tg2, rbind(c(0, 0)), 5, step = 0.5, foo = 1)),
+    bi_any(bi_arg("foo"), bi_arg("..."))),
+  C("value_two_chains", Q(ksdt_chains(tg2, rbind(c(0, 0), c(1, 1)), 10, step = 0.5,
+                                      merge = "none")),
+    bi_ok(function(v) length(v$chains) == 2 && !length(v$errors)))
+))
+
+bi_add("c / merge (kb_ksdt)", list(
+  C("c_not_ksdt", Q(c(r1, "a")), bi_arg("...")),
+  C("c_dims", Q(c(r1, r3)), bi_any(bi_arg("..."), bi_arg("y"))),
+  C("merge_not_ksdt", Q(merge(r1, list())), bi_arg("y")),
+  C("how_bad", Q(c(r1, r2, how = "union")), bi_arg("how")),
+  C("size_0", Q(c(r1, r2, how = "stein_thin", size = 0)), bi_arg("size")),
+  C("nthreads_0", Q(c(r1, r2, nthreads = 0)), bi_arg("nthreads")),
+  C("budget_neg", Q(c(r1, r2, budget = -1)), bi_arg("budget")),
+  C("edited_points", Q(c(r1, modifyList(r2, list(points = r2$points[, 1, drop = FALSE])))),
+    bi_any(bi_arg("..."), bi_state())),
+  C("value_single", Q(c(r1)), bi_ok(Q(same_as(r1)))),
+  C("value_merge", Q(c(r1, r2)),
+    bi_ok(function(v) bi_near(v$ksd[length(v$ksd)], ksd(v$points, v$score)))),
+  C("value_merge_self", Q(merge(r1, r1)),
+    bi_ok(function(v) nrow(v$points) == nrow(bi_env$r1$points)))
+))
+
+# ---- particle flows ------------------------------------------------------------
+
+bi_flow_common <- function(fn, extra) {
+  mk <- function(...) {
+    a <- utils::modifyList(c(list(x0 = quote(X[1:8, ])), extra,
+                             list(n_iter = 3, progress = FALSE)), list(...))
+    as.call(c(as.name(fn), a))
+  }
+  list(
+    C("x0_1row", mk(x0 = quote(X[1, , drop = FALSE])), bi_arg("x0")),
+    C("x0_NA", mk(x0 = quote(Xna[1:8, ])), bi_arg("x0")),
+    C("x0_chr", mk(x0 = "a"), bi_arg("x0")),
+    C("n_iter_0", mk(n_iter = 0), bi_arg("n_iter")),
+    C("n_iter_frac", mk(n_iter = 1.5), bi_arg("n_iter")),
+    C("keep_every_neg", mk(keep_every = -1), bi_arg("keep_every")),
+    C("progress_NA", mk(progress = NA), bi_arg("progress")),
+    C("nthreads_0", mk(nthreads = 0), bi_arg("nthreads")),
+    C("nthreads_NA", mk(nthreads = NA), bi_arg("nthreads")),
+    C("value_trace", mk(keep_every = 1),
+      bi_ok(function(v) all(dim(v$trace)[1:2] == c(8, 2)) && dim(v$trace)[3] >= 2 &&
+              all(is.finite(v$trace))))
+  )
+}
+
+bi_add("svgd", c(bi_flow_common("svgd", list(score = quote(tg2))), list(
+  C("score_missing", Q(svgd(X, n_iter = 2)), bi_arg("score")),
+  C("score_matrix", Q(svgd(X, S, n_iter = 2)), bi_arg("score")),
+  C("score_target_dim", Q(svgd(X, tg1, n_iter = 2)), bi_arg("score")),
+  C("score_closure_error", Q(svgd(X, sc_err, n_iter = 2)), bi_cb("score", "boom")),
+  C("score_closure_length", Q(svgd(X, sc_len, n_iter = 2)),
+    bi_err("kb_error_callback", "'score'.*length")),
+  C("step_0", Q(svgd(X, tg2, step = 0)), bi_arg("step")),
+  C("bandwidth_chr", Q(svgd(X, tg2, bandwidth = "silverman")), bi_arg("bandwidth")),
+  C("bandwidth_0", Q(svgd(X, tg2, bandwidth = 0)), bi_arg("bandwidth")),
+  C("optimizer_bad", Q(svgd(X, tg2, optimizer = "rmsprop")), bi_arg("optimizer")),
+  C("alpha_1", Q(svgd(X, tg2, alpha = 1)), bi_arg("alpha")),
+  C("checked_first", Q(counted(svgd(X, sc_cnt, n_iter = 2, alpha = 2))),
+    bi_ok(Q(before("alpha")))),
+  C("score_closure_warns", Q(svgd(X, sc_warn, n_iter = 2, progress = FALSE)),
+    bi_warn("warning", "careful", Q(function(v) bi_near(v$x, svgd(X, tg2, n_iter = 2,
+                                                                  progress = FALSE)$x)))),
+  C("value_d1", Q(svgd(X1, tg1, n_iter = 3, progress = FALSE)),
+    bi_ok(function(v) all(dim(v$x) == c(10, 1)) && all(is.finite(v$x)))),
+  C("value_2_particles", Q(svgd(X[1:2, ], tg2, n_iter = 3, progress = FALSE)),
+    bi_ok(function(v) all(is.finite(v$x)))),
+  C("particles_coincide", Q(svgd(Xsame, tg2, n_iter = 3, progress = FALSE)),
+    bi_any(bi_ok(function(v) all(is.finite(v$x))), bi_arg("x0"), bi_arg("bandwidth"))),
+  C("scale_1e300", Q(svgd(X * 1e300, tg2, n_iter = 2, progress = FALSE)),
+    bi_any(bi_ok(function(v) all(is.finite(v$x))), bi_num()))
+)))
+
+bi_add("ksd_descent", c(bi_flow_common("ksd_descent", list(score = quote(tg2))), list(
+  C("score_jacobian_not_fn", Q(ksd_descent(X, tg2, score_jacobian = 1)),
+    bi_arg("score_jacobian")),
+  C("score_jacobian_length", Q(ksd_descent(X, tg2, score_jacobian = function(x) 1,
+                                           n_iter = 2, progress = FALSE)),
+    bi_err("kb_error_callback", "'score_jacobian'.*length")),
+  C("score_jacobian_error", Q(ksd_descent(X, tg2, score_jacobian = sc_err,
+                                          n_iter = 2, progress = FALSE)),
+    bi_cb("score_jacobian", "boom")),
+  C("method_bad", Q(ksd_descent(X, tg2, method = "newton")), bi_arg("method")),
+  C("step_neg", Q(ksd_descent(X, tg2, method = "gd", step = -1)), bi_arg("step")),
+  C("kernel_smpcov", Q(ksd_descent(X, tg2, kernel = imq_kernel(precon = "smpcov"))),
+    bi_arg("kernel")),
+  C("checked_first", Q(counted(ksd_descent(X, sc_cnt, n_iter = 0))),
+    bi_ok(Q(before("n_iter")))),
+  C("value_gd_decreases", Q(ksd_descent(X[1:6, ] + 2, tg2, method = "gd", n_iter = 5,
+                                        progress = FALSE)),
+    bi_ok(function(v) v$objective[length(v$objective)] < v$objective[1]))
+)))
+
+bi_add("mmd_flow", c(bi_flow_common("mmd_flow", list(y = quote(X))), list(
+  C("y_cols", Q(mmd_flow(X, X1, n_iter = 2)), bi_arg("y")),
+  C("y_NA", Q(mmd_flow(X, Xna, n_iter = 2)), bi_arg("y")),
+  C("step_0", Q(mmd_flow(X, X, step = 0)), bi_arg("step")),
+  C("noise_neg", Q(mmd_flow(X, X, noise = -1)), bi_arg("noise")),
+  C("noise_fn_NA", Q(mmd_flow(X, X + 1, n_iter = 2, noise = function(t) NA,
+                              progress = FALSE)),
+    bi_err("kb_error_callback", "'noise'")),
+  C("noise_fn_error", Q(mmd_flow(X, X + 1, n_iter = 2, noise = sc_err,
+                                 progress = FALSE)),
+    bi_cb("noise", "boom")),
+  C("kernel_smpcov", Q(mmd_flow(X, X, kernel = gaussian_kernel(precon = "smpcov"))),
+    bi_arg("kernel")),
+  C("kernel_bad", Q(mmd_flow(X, X, kernel = 1)), bi_arg("kernel")),
+  C("y_rows_equal_med", Q(mmd_flow(X, Xsame, n_iter = 2, progress = FALSE)),
+    bi_arg("precon")),
+  C("value_d1", Q(mmd_flow(X1, X1 + 1, n_iter = 3, progress = FALSE)),
+    bi_ok(function(v) all(dim(v$x) == c(10, 1)) && all(is.finite(v$x)) &&
+            mean(v$x) > mean(bi_env$X1))),
+  C("value_at_target", Q(mmd_flow(X, X, n_iter = 2, progress = FALSE)),
+    bi_ok(function(v) bi_near(v$x, bi_env$X) && bi_near(v$objective, c(0, 0))))
+)))
+
+bi_add("dmmd_flow", c(bi_flow_common("dmmd_flow", list(y = quote(X))), list(
+  C("lambda_0", Q(dmmd_flow(X, X, lambda = 0)), bi_arg("lambda")),
+  C("lambda_NA", Q(dmmd_flow(X, X, lambda = NA)), bi_arg("lambda")),
+  C("lambda_tiny", Q(dmmd_flow(X, X[c(1, 1, 2:20), ], lambda = 1e-300, n_iter = 2,
+                               progress = FALSE)),
+    bi_arg("lambda")),
+  C("lambda_1e300", Q(dmmd_flow(X + 1, X, lambda = 1e300, n_iter = 3, progress = FALSE)),
+    bi_any(bi_ok(function(v) max(abs(v$x)) < 10), bi_num(), bi_arg("lambda"))),
+  C("step_0", Q(dmmd_flow(X, X, step = 0)), bi_arg("step"))
+)))
+
+bi_add("mied", c(bi_flow_common("mied", list(target = quote(tg2))), list(
+  C("target_bad", Q(mied(X, function(x) -x)), bi_arg("target")),
+  C("target_dim", Q(mied(X, tg1)), bi_arg("target")),
+  C("s_le_d", Q(mied(X, tg2, s = 2)), bi_arg("s")),
+  C("eps_neg", Q(mied(X, tg2, eps = -1)), bi_arg("eps")),
+  C("step_0", Q(mied(X, tg2, step = 0)), bi_arg("step")),
+  C("optimizer_bad", Q(mied(X, tg2, optimizer = "adagrad")), bi_arg("optimizer")),
+  C("checked_first", Q(counted(mied(X, tg_cnt, n_iter = 2, eps = -1))),
+    bi_ok(Q(before("eps")))),
+  C("log_density_-Inf", Q(mied(X[1:5, ], kb_target(function(x) if (x[1] > 0) -Inf else 0,
+                                                     function(x) 0 * x, dim = 2),
+                               n_iter = 2, progress = FALSE)),
+    bi_any(bi_arg("x0", "row"), bi_err("kb_error_callback", "'log_density'.*row"))),
+  C("particles_coincide", Q(mied(Xsame, tg2, n_iter = 2, progress = FALSE)),
+    bi_any(bi_ok(function(v) all(is.finite(v$x))), bi_arg("x0")))
+)))
+
+# ---- kernel Bayes' rule ---------------------------------------------------------
+
+local(envir = bi_env, {
+  set.seed(21)
+  kx <- rnorm(40)
+  ky <- kx + rnorm(40, sd = 0.5)
+  fit <- kbr(kx, ky, eps = 0.01, delta = 0.01)
+  fit_lr <- kbr(kx, ky, eps = 0.01, delta = 0.01, rank = 10)
+  kx200 <- rnorm(200)
+  ky200 <- kx200 + rnorm(200, sd = 0.5)
+})
+
+bi_add("kbr", list(
+  C("x_chr", Q(kbr("a", ky, eps = 0.01, delta = 0.01)), bi_arg("x")),
+  C("x_NA", Q(kbr(c(NA, kx[-1]), ky, eps = 0.01, delta = 0.01)), bi_arg("x")),
+  C("y_rows", Q(kbr(kx, ky[-1], eps = 0.01, delta = 0.01)), bi_arg("y")),
+  C("prior_cols", Q(kbr(kx, ky, prior = X, eps = 0.01, delta = 0.01)), bi_arg("prior")),
+  C("prior_weights_length", Q(kbr(kx, ky, prior_weights = 1, eps = 0.01, delta = 0.01)),
+    bi_arg("prior_weights")),
+  C("prior_weights_NA", Q(kbr(kx, ky, prior_weights = c(NA, rep(1, 39)), eps = 0.01,
+                              delta = 0.01)), bi_arg("prior_weights")),
+  C("prior_weights_zero", Q(kbr(kx, ky, prior_weights = rep(0, 40), eps = 0.01,
+                                delta = 0.01)), bi_arg("prior_weights")),
+  C("prior_weights_1e308", Q(posterior_mean(kbr(kx, ky, prior_weights = rep(1e308, 40),
+                                                eps = 0.01, delta = 0.01), 0.5)),
+    bi_any(bi_ok(Q(same_as(posterior_mean(kbr(kx, ky, prior_weights = rep(1, 40) / 40,
+                                               eps = 0.01, delta = 0.01), 0.5)))),
+           bi_arg("prior_weights"))),
+  C("eps_0", Q(kbr(kx, ky, eps = 0, delta = 0.01)), bi_arg("eps")),
+  C("delta_neg", Q(kbr(kx, ky, eps = 0.01, delta = -1)), bi_arg("delta")),
+  C("delta_NA", Q(kbr(kx, ky, eps = 0.01, delta = NA)), bi_arg("delta")),
+  C("rank_0", Q(kbr(kx, ky, eps = 0.01, delta = 0.01, rank = 0)), bi_arg("rank")),
+  C("rank_gt_n", Q(kbr(kx, ky, eps = 0.01, delta = 0.01, rank = 41)), bi_arg("rank")),
+  C("tol_neg", Q(kbr(kx, ky, eps = 0.01, delta = 0.01, tol = -1)), bi_arg("tol")),
+  C("method_bad", Q(kbr(kx, ky, method = "exact")), bi_arg("method")),
+  C("kernel_x_imq", Q(kbr(kx, ky, kernel_x = imq_kernel(), eps = 0.01, delta = 0.01)),
+    bi_arg("kernel_x")),
+  C("kernel_y_chr", Q(kbr(kx, ky, kernel_y = "gauss", eps = 0.01, delta = 0.01)),
+    bi_arg("kernel_y")),
+  C("nthreads_0", Q(kbr(kx, ky, eps = 0.01, delta = 0.01, nthreads = 0)),
+    bi_arg("nthreads")),
+  C("nthreads_0_cv", Q(kbr(kx, ky, nthreads = 0)), bi_arg("nthreads")),
+  C("n4_default_eps", Q(kbr(kx[1:4], ky[1:4])),
+    bi_any(bi_arg("eps"), bi_arg("x"))),
+  C("x_1row", Q(kbr(1, 1, eps = 0.01, delta = 0.01)),
+    bi_any(bi_arg("x"), bi_arg("precon"), bi_arg("kernel_x"))),
+  C("x_rows_equal", Q(kbr(rep(1, 5), 1:5, eps = 0.01, delta = 0.01)),
+    bi_any(bi_arg("x"), bi_arg("precon"), bi_arg("kernel_x"))),
+  C("lowrank_tiny_delta", Q(posterior_mean(kbr(kx200, ky200, eps = 1e-2, delta = 1e-10,
+                                                method = "iw", rank = 50), 1)),
+    bi_any(bi_ok(Q(function(v) abs(v - posterior_mean(kbr(kx200, ky200, eps = 1e-2,
+                                                         delta = 1e-10, method = "iw"),
+                                                     1)) < 0.2)),
+           bi_num())),
+  C("scale_1e300", Q(posterior_mean(kbr(kx * 1e300, ky, eps = 0.01, delta = 0.01), 0.5)),
+    bi_any(bi_ok(Q(function(v) bi_near(v / 1e300, posterior_mean(fit, 0.5), 1e-6))),
+           bi_num())),
+  C("value_posterior_mean_d1", Q(posterior_mean(fit, c(-1, 1))),
+    bi_ok(function(v) all(dim(v) == c(2, 1)) && v[1] < v[2]))
+))
+
+bi_add("posterior_mean / posterior_expect / preimage / predict", list(
+  C("fit_bad", Q(posterior_mean(list(), 1)), bi_arg("fit")),
+  C("y_new_cols", Q(posterior_mean(fit, X)), bi_arg("y_new")),
+  C("y_new_NA", Q(posterior_mean(fit, NA_real_)), bi_arg("y_new")),
+  C("y_new_chr", Q(posterior_mean(fit, "a")), bi_arg("y_new")),
+  C("y_new_far_warns", Q(posterior_mean(fit, 1e6)), bi_warn("warning", "far")),
+  C("lowrank_value", Q(posterior_mean(fit_lr, 0.5)),
+    bi_ok(Q(function(v) abs(v - posterior_mean(fit, 0.5)) < 0.1))),
+  C("f_not_fn", Q(posterior_expect(fit, 1, 2)), bi_arg("f")),
+  C("f_error", Q(posterior_expect(fit, 1, sc_err)), bi_cb("f", "boom")),
+  C("f_NULL", Q(posterior_expect(fit, 1, sc_null)),
+    bi_err("kb_error_callback", "'f'")),
+  C("f_NA", Q(posterior_expect(fit, 1, function(x) NA)),
+    bi_err("kb_error_callback", "'f'")),
+  C("f_chr", Q(posterior_expect(fit, 1, function(x) "a")),
+    bi_err("kb_error_callback", "'f'")),
+  C("f_ragged", Q(posterior_expect(fit, 1, function(x) seq_len(1 + (x > 0)))),
+    bi_err("kb_error_callback", "'f'")),
+  C("f_value_identity", Q(posterior_expect(fit, c(-1, 1), function(x) x)),
+    bi_ok(Q(same_as(posterior_mean(fit, c(-1, 1)))))),
+  C("preimage_max_iter_0", Q(preimage(fit, 1, max_iter = 0)), bi_arg("max_iter")),
+  C("preimage_tol_NA", Q(preimage(fit, 1, tol = NA)), bi_arg("tol")),
+  C("preimage_fit_bad", Q(preimage(1, 1)), bi_arg("fit")),
+  C("preimage_value", Q(preimage(fit, 0.5)),
+    bi_ok(function(v) all(dim(v) == c(1, 1)) && is.finite(v) && abs(v) < 3)),
+  C("predict_weights_columns", Q(predict(fit, c(0, 1, 2))),
+    bi_ok(function(v) all(dim(v) == c(40, 3)))),
+  C("fit_edit_method", Q(posterior_mean(modifyList(fit, list(method = "foo")), 1)),
+    bi_any(bi_arg("fit"), bi_state())),
+  C("fit_edit_x_rows", Q(posterior_mean(modifyList(fit, list(x = fit$x[1:5, , drop = FALSE])), 1)),
+    bi_any(bi_arg("fit"), bi_state()))
+))
+
+bi_add("kbr_cv", list(
+  C("folds_1", Q(kbr_cv(kx, ky, folds = 1)), bi_arg("folds")),
+  C("folds_gt_n", Q(kbr_cv(kx, ky, folds = 41)), bi_arg("folds")),
+  C("folds_NA", Q(kbr_cv(kx, ky, folds = NA)), bi_arg("folds")),
+  C("grid_list", Q(kbr_cv(kx, ky, grid = list(eps = 1, delta = 1))), bi_arg("grid")),
+  C("grid_eps_0", Q(kbr_cv(kx, ky, grid = data.frame(eps = 0, delta = 1))), bi_arg("grid")),
+  C("grid_empty", Q(kbr_cv(kx, ky, grid = data.frame(eps = numeric(0), delta = numeric(0)))),
+    bi_arg("grid")),
+  C("grid_sigma_chr", Q(kbr_cv(kx, ky, grid = data.frame(eps = 1, delta = 1, sigma_x = "a"))),
+    bi_arg("grid")),
+  C("criterion_bad", Q(kbr_cv(kx, ky, criterion = "aic")), bi_arg("criterion")),
+  C("method_bad", Q(kbr_cv(kx, ky, method = "x")), bi_arg("method")),
+  C("seed_NA", Q(kbr_cv(kx, ky, grid = data.frame(eps = 0.1, delta = 0.1), seed = "a")),
+    bi_arg("seed")),
+  C("fit_NA", Q(kbr_cv(kx, ky, grid = data.frame(eps = 0.1, delta = 0.1), fit = NA)),
+    bi_any(bi_arg("fit"), bi_ok(function(v) is.null(v$fit)))),
+  C("dots_bad_first", Q(kbr_cv(kx, ky, grid = data.frame(eps = 0.1, delta = 0.1),
+                               rank = 0)),
+    bi_arg("rank")),
+  C("y_rows", Q(kbr_cv(kx, ky[-1])), bi_arg("y")),
+  C("value_best_in_grid", Q(kbr_cv(kx, ky, grid = data.frame(eps = c(0.1, 0.01), delta = 0.1),
+                                   folds = 2, fit = FALSE)),
+    bi_ok(function(v) v$best$eps %in% c(0.1, 0.01) && all(is.finite(v$table$criterion))))
+))
+
+bi_add("kbr_filter", list(
+  C("x_train_2rows", Q(kbr_filter(1:2, 1:2, 1)), bi_arg("x_train")),
+  C("y_train_rows", Q(kbr_filter(kx, ky[-1], 1)), bi_arg("y_train")),
+  C("y_obs_cols", Q(kbr_filter(kx, ky, X)), bi_arg("y_obs")),
+  C("y_obs_NA", Q(kbr_filter(kx, ky, NA_real_)), bi_arg("y_obs")),
+  C("eps_0", Q(kbr_filter(kx, ky, 1, eps = 0)), bi_arg("eps")),
+  C("delta_Inf", Q(kbr_filter(kx, ky, 1, delta = Inf)), bi_arg("delta")),
+  C("rank_0", Q(kbr_filter(kx, ky, 1, rank = 0)), bi_arg("rank")),
+  C("method_bad", Q(kbr_filter(kx, ky, 1, method = "ukf")), bi_arg("method")),
+  C("kernel_x_imq", Q(kbr_filter(kx, ky, 1, kernel_x = imq_kernel())), bi_arg("kernel_x")),
+  C("nthreads_0", Q(kbr_filter(kx, ky, 1, nthreads = 0)), bi_arg("nthreads")),
+  C("value", Q(kbr_filter(kx, ky, c(0, 1))),
+    bi_ok(function(v) all(dim(v$mean) == c(2, 1)) && all(is.finite(v$mean))))
+))
+
+bi_add("kalman_filter", list(
+  C("y_NA", Q(kalman_filter(c(1, NA), 1, 1, 1, 1)), bi_arg("y")),
+  C("A_nonsquare", Q(kalman_filter(1:3, matrix(1, 1, 2), 1, 1, 1)), bi_arg("A")),
+  C("A_chr", Q(kalman_filter(1:3, "a", 1, 1, 1)), bi_arg("A")),
+  C("C_dims", Q(kalman_filter(1:3, 1, matrix(1, 1, 2), 1, 1)), bi_arg("C")),
+  C("Q_neg", Q(kalman_filter(1:3, 1, 1, -5, 1)), bi_arg("Q")),
+  C("Q_asym", Q(kalman_filter(1:3, diag(2), matrix(1, 1, 2), matrix(c(1, 0, 1, 1), 2), 1)),
+    bi_arg("Q")),
+  C("R_neg", Q(kalman_filter(1:3, 1, 1, 1, -1)), bi_arg("R")),
+  C("R_dims", Q(kalman_filter(1:3, 1, 1, 1, diag(2))), bi_arg("R")),
+  C("m0_length", Q(kalman_filter(1:3, 1, 1, 1, 1, m0 = c(0, 0))), bi_arg("m0")),
+  C("P0_neg", Q(kalman_filter(1:3, 1, 1, 1, 1, P0 = -1)), bi_arg("P0")),
+  C("value_one_step", Q(kalman_filter(1, 1, 1, 1, 1, m0 = 0, P0 = 1)$mean),
+    bi_ok(function(v) bi_near(v, 0.5))),
+  C("value_unstable_A", Q(kalman_filter(1:3, 2, 1, 1, 1)$mean),
+    bi_ok(function(v) all(is.finite(v))))
+))
+
+# ---- Goodwin oscillator ---------------------------------------------------------
+
+local(envir = bi_env, {
+  th0 <- c(1, 3, 2, 0.5)
+  gy <- goodwin_solve(th0, 1:5) + 0.01
+  gw <- goodwin_target(gy, 1:5)
+})
+
+bi_add("goodwin_solve / goodwin_simulate / goodwin_target", list(
+  C("theta_length", Q(goodwin_solve(c(1, 3, 2), 1:5)), bi_arg("theta")),
+  C("theta_neg", Q(goodwin_solve(c(1, 3, -2, 0.5), 1:5)), bi_arg("theta")),
+  C("theta_NA", Q(goodwin_solve(c(1, 3, NA, 0.5), 1:5)), bi_arg("theta")),
+  C("theta_chr", Q(goodwin_solve(as.character(th0), 1:5)), bi_arg("theta")),
+  C("times_unsorted", Q(goodwin_solve(th0, c(2, 1))), bi_arg("times")),
+  C("times_dup", Q(goodwin_solve(th0, c(1, 1))), bi_arg("times")),
+  C("times_neg", Q(goodwin_solve(th0, -1)), bi_arg("times")),
+  C("times_empty", Q(goodwin_solve(th0, numeric(0))), bi_arg("times")),
+  C("times_Inf", Q(goodwin_solve(th0, Inf)), bi_arg("times")),
+  C("sensitivities_NA", Q(goodwin_solve(th0, 1:5, sensitivities = NA)),
+    bi_arg("sensitivities")),
+  C("rtol_0", Q(goodwin_solve(th0, 1:5, rtol = 0)), bi_arg("rtol")),
+  C("rtol_1", Q(goodwin_solve(th0, 1:5, rtol = 1)), bi_arg("rtol")),
+  C("atol_neg", Q(goodwin_solve(th0, 1:5, atol = -1)), bi_arg("atol")),
+  C("stiff_theta", Q(goodwin_solve(c(1e6, 3, 2, 1e6), 1:5)),
+    bi_num("theta")),
+  C("huge_theta", Q(goodwin_solve(c(1e300, 3, 2, 0.5), 1:2)), bi_num("theta")),
+  C("tiny_tols", Q(goodwin_solve(th0, 1:5, rtol = 1e-300, atol = 1e-300)),
+    bi_any(bi_num("rtol"), bi_ok(function(v) all(is.finite(v))))),
+  C("times_1e300", Q(goodwin_solve(th0, c(1, 1e300))),
+    bi_any(bi_num(), bi_ok(function(v) all(is.finite(v))))),
+  C("value_time_0", Q(goodwin_solve(th0, 0)),
+    bi_ok(function(v) all(v == 0) && all(dim(v) == c(1, 2)))),
+  C("value_sens", Q(goodwin_solve(th0, 1:3, sensitivities = TRUE)),
+    bi_ok(function(v) all(dim(v$sens) == c(3, 2, 4)) && all(is.finite(v$sens)))),
+  C("simulate_sd_0", Q(goodwin_simulate(th0, 1:5, sd = 0)), bi_arg("sd")),
+  C("simulate_sd_3", Q(goodwin_simulate(th0, 1:5, sd = c(1, 1, 1))), bi_arg("sd")),
+  C("simulate_theta_bad", Q(goodwin_simulate(1, 1:5)), bi_arg("theta")),
+  C("target_y_rows", Q(goodwin_target(gy[-1, ], 1:5)), bi_arg("y")),
+  C("target_y_cols", Q(goodwin_target(gy[, 1], 1:5)), bi_arg("y")),
+  C("target_y_NA", Q(goodwin_target(rbind(gy[-1, ], NA), 1:5)), bi_arg("y")),
+  C("target_prior_sd_0", Q(goodwin_target(gy, 1:5, prior_sd = 0)), bi_arg("prior_sd")),
+  C("target_prior_mean_3", Q(goodwin_target(gy, 1:5, prior_mean = 1:3)),
+    bi_arg("prior_mean")),
+  C("target_sd_NA", Q(goodwin_target(gy, 1:5, sd = NA)), bi_arg("sd")),
+  C("target_atol_0", Q(goodwin_target(gy, 1:5, atol = 0)), bi_arg("atol")),
+  C("target_far_point", Q(target_log_density(gw, rbind(log(th0), c(40, 0, 0, 40)))),
+    bi_ok(function(v) is.finite(v[1]) && identical(v[2], -Inf))),
+  C("target_inf_theta", Q(target_log_density(gw, rbind(c(1000, 0, 0, 0)))),
+    bi_ok(function(v) identical(v, -Inf))),
+  C("target_score_far_point", Q(target_score(gw, rbind(c(40, 0, 0, 40)))),
+    bi_ok(function(v) all(v == 0))),
+  C("target_x_cols", Q(target_score(gw, X)), bi_arg("x")),
+  C("target_value", Q(target_score(gw, rbind(log(th0)))),
+    bi_ok(function(v) all(dim(v) == c(1, 4)) && all(is.finite(v))))
+))
+
+# ---- Wasserstein ------------------------------------------------------------------
+
+bi_add("wasserstein2", list(
+  C("x_chr", Q(wasserstein2("a", 1)), bi_arg("x")),
+  C("x_NA", Q(wasserstein2(Xna, X)), bi_arg("x")),
+  C("y_Inf", Q(wasserstein2(X, Xinf)), bi_arg("y")),
+  C("x_0rows", Q(wasserstein2(X0, X0)), bi_arg("x")),
+  C("y_cols", Q(wasserstein2(X, cbind(X, 0))), bi_arg("y", "column")),
+  C("y_rows", Q(wasserstein2(X, X[-1, ])), bi_arg("y", "rows")),
+  C("x_particles_edited", Q(wasserstein2(structure(list(x = NULL), class = "kb_particles"), X)),
+    bi_arg("x")),
+  C("value_self_permuted", Q(wasserstein2(X, X[20:1, ])),
+    bi_ok(function(v) bi_near(v, 0) && identical(attr(v, "assignment"), 20:1))),
+  C("value_vectors_are_columns", Q(wasserstein2(c(0, 0), c(3, 4))),
+    bi_ok(function(v) bi_near(v, sqrt(12.5)))),
+  C("value_1point", Q(wasserstein2(matrix(c(0, 0), 1), matrix(c(3, 4), 1))),
+    bi_ok(function(v) bi_near(v, 5))),
+  C("value_d1_sorted", Q(wasserstein2(X1, X1^2)),
+    bi_ok(function(v) bi_near(v, sqrt(mean((sort(bi_env$X1) - sort(bi_env$X1^2))^2))))),
+  C("value_dup_rows", Q(wasserstein2(Xsame, Xsame + 1)),
+    bi_ok(function(v) bi_near(v, sqrt(2)))),
+  C("value_particles", Q(wasserstein2(svgd(X, tg2, n_iter = 1, progress = FALSE), X)),
+    bi_ok(function(v) is.finite(v) && v < 0.1)),
+  C("scale_1e300", Q(wasserstein2(X * 1e300, (X + 1) * 1e300)),
+    bi_ok(function(v) bi_near(v / 1e300, sqrt(2)))),
+  C("scale_1e-300", Q(wasserstein2(X * 1e-300, (X + 1) * 1e-300)),
+    bi_ok(function(v) bi_near(v / 1e-300, sqrt(2)))),
+  C("scale_mixed", Q(wasserstein2(rbind(c(0, 0), c(1e300, 0)), rbind(c(1e300, 0), c(1, 0)))),
+    bi_ok(function(v) bi_near(v, sqrt(0.5))))
+))
+
+# ---- crash-prone cases, each in its own R process ----------------------------------
+
+bi_add("subprocess: external pointers, re-entry, sizes", list(
+  bi_sub("stream_reloaded_push", "
+    st <- ksdt_stream(2, progress = FALSE); ksdt_push(st, X, S)
+    f <- tempfile(); saveRDS(st, f); st2 <- readRDS(f)
+    ksdt_push(st2, X, S)", bi_any(bi_state(), bi_arg("stream"))),
+  bi_sub("stream_reloaded_result", "
+    st <- ksdt_stream(2, progress = FALSE); ksdt_push(st, X, S)
+    f <- tempfile(); saveRDS(st, f); st2 <- readRDS(f)
+    ksdt_result(st2)", bi_any(bi_state(), bi_arg("stream"))),
+  bi_sub("stream_reloaded_print", "
+    st <- ksdt_stream(2, progress = FALSE); ksdt_push(st, X, S)
+    f <- tempfile(); saveRDS(st, f); st2 <- readRDS(f)
+    print(st2)", bi_any(bi_state(), bi_arg("stream"),
+                        bi_ok(function(v) TRUE))),
+  bi_sub("stream_ptr_edited", "
+    st <- ksdt_stream(2, progress = FALSE); ksdt_push(st, X, S)
+    st$ptr <- 'junk'
+    ksdt_push(st, X, S)", bi_any(bi_state(), bi_arg("stream"))),
+  bi_sub("stream_ptr_other_object", "
+    st <- ksdt_stream(2, progress = FALSE); ksdt_push(st, X, S)
+    st$ptr <- new.env()
+    ksdt_result(st)", bi_any(bi_state(), bi_arg("stream"))),
+  bi_sub("stream_reentry_from_closure", "
+    grab <- function() {
+      for (f in rev(sys.frames()))
+        if (exists('stream', envir = f, inherits = FALSE) &&
+            inherits(get('stream', envir = f), 'kb_ksdt_stream'))
+          return(get('stream', envir = f))
+      NULL
+    }
+    tgr <- kb_target(function(x) -sum(x^2) / 2, function(x) {
+      s <- grab()
+      if (!is.null(s) && !is.null(s$ptr)) ksdt_push(s, rbind(x), rbind(-x))
+      -x
+    }, dim = 2)
+    ksdt_sample(tgr, c(0, 0), 20, step = 0.5, progress = FALSE)",
+    bi_any(bi_state(), bi_cb("score", "(in use|busy|re-?ent)"))),
+  bi_sub("kbr_fit_edited_mu", "
+    set.seed(1); x <- rnorm(30); y <- x + rnorm(30)
+    fit <- kbr(x, y, eps = 0.01, delta = 0.01)
+    fit$mu <- fit$mu[1:3]
+    posterior_mean(fit, 0)", bi_any(bi_arg("fit"), bi_state())),
+  bi_sub("kbr_fit_edited_factor", "
+    set.seed(1); x <- rnorm(30); y <- x + rnorm(30)
+    fit <- kbr(x, y, eps = 0.01, delta = 0.01)
+    fit$factor <- NULL; fit$ipiv <- 1:2
+    posterior_mean(fit, 0)", bi_any(bi_arg("fit"), bi_state())),
+  bi_sub("kbr_fit_reloaded", "
+    set.seed(1); x <- rnorm(30); y <- x + rnorm(30)
+    fit <- kbr(x, y, eps = 0.01, delta = 0.01)
+    f <- tempfile(); saveRDS(fit, f); fit2 <- readRDS(f)
+    c(posterior_mean(fit2, 0) - posterior_mean(fit, 0))",
+    bi_ok(function(v) v == 0)),
+  bi_sub("ksdt_result_reloaded", "
+    r <- ksdt(X, S, progress = FALSE)
+    f <- tempfile(); saveRDS(r, f); r2 <- readRDS(f)
+    c(r, r2)$ksd", bi_ok(function(v) all(is.finite(v)))),
+  bi_sub("resolved_kernel_edited", "
+    p <- ksd_path(X, S)
+    k <- p$kernel; k$lambda <- numeric(0)
+    kernbayes:::ksd_resolved(X, S, k)", bi_any(bi_arg("kernel"), bi_state(),
+                                               bi_err("kb_error", ""))),
+  bi_sub("svgd_70000_particles", "
+    svgd(matrix(rnorm(140000), 70000), tg2, n_iter = 1, progress = FALSE)",
+    bi_any(bi_arg("x0"), bi_err("kb_error", "(particles|memory|too many|large)"))),
+  bi_sub("sample_target_2e9", "sample_target(tg2, 2e9)",
+    bi_any(bi_arg("n"), bi_err("error", "cannot allocate"))),
+  bi_sub("nthreads_max_int", "
+    c(ksd(X, S, nthreads = .Machine$integer.max) - ksd(X, S))",
+    bi_ok(function(v) v == 0)),
+  bi_sub("closure_longjmp_in_thread_region", "
+    tgw <- kb_target(function(x) -sum(x^2) / 2, function(x) { if (x[1] > 1) stop('late'); -x },
+                     dim = 2)
+    ksd(X, tgw, nthreads = 2)", bi_cb("score", "late"))
+))
+
+test_that("the campaign has its cases", {
+  # the count is reported in the closing note of issue 12
+  expect_gt(bi_total, 400L)
+})
