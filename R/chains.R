@@ -84,22 +84,37 @@ ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
 
 # ---- merging dictionaries ---------------------------------------------------
 
-check_dicts <- function(dicts) {
+# `args`: the name of each dictionary's argument, for messages.
+check_dicts <- function(dicts, args = rep("...", length(dicts))) {
   ok <- vapply(dicts, inherits, TRUE, "kb_ksdt")
   if (!all(ok)) {
-    stop_arg("...", sprintf("must be KSDT results (kb_ksdt objects) to be merged; argument %d is a %s",
-                            which(!ok)[1L], class(dicts[[which(!ok)[1L]]])[1L]))
+    i <- which(!ok)[1L]
+    stop_arg(args[i], sprintf("must be KSDT results (kb_ksdt objects) to be merged; argument %d is a %s",
+                              i, class(dicts[[i]])[1L]))
+  }
+  for (i in seq_along(dicts)) {
+    z <- dicts[[i]]
+    p <- z$points
+    s <- z$score
+    if (!is.matrix(p) || !is.numeric(p) || !is.matrix(s) || !is.numeric(s) ||
+        !identical(dim(p), dim(s)) || !is.numeric(z$d) || length(z$d) != 1L ||
+        ncol(p) != z$d || anyNA(p) || anyNA(s) || any(!is.finite(p)) ||
+        any(!is.finite(s)) || !is.list(z$kernel)) {
+      stop_arg(args[i], sprintf(paste0("has been edited: dictionary %d's points, scores, ",
+                                       "dimension or kernel do not fit together"), i))
+    }
   }
   d <- vapply(dicts, function(z) as.integer(z$d), 1L)
   if (any(d != d[1L])) {
-    stop_arg("...", sprintf(paste0("must be dictionaries of one dimension; they have %s: ",
-                                   "they cannot come from the same target"),
-                            paste(d, collapse = ", ")))
+    i <- which(d != d[1L])[1L]
+    stop_arg(args[i], sprintf(paste0("must be dictionaries of one dimension; they have %s: ",
+                                     "they cannot come from the same target"),
+                              paste(d, collapse = ", ")))
   }
   sz <- vapply(dicts, function(z) nrow(z$points), 1L)
   if (any(sz == 0L)) {
-    stop_arg("...", sprintf("must be non-empty dictionaries; dictionary %d is empty",
-                            which(sz == 0L)[1L]))
+    i <- which(sz == 0L)[1L]
+    stop_arg(args[i], sprintf("must be non-empty dictionaries; dictionary %d is empty", i))
   }
   invisible(dicts)
 }
@@ -116,9 +131,12 @@ same_kernel <- function(a, b) {
 # every later point is kept only if it does not raise the KSD by more than
 # the budget.  how = "stein_thin" instead picks `size` points greedily.
 merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
-                        budget = 0, nthreads = 1L) {
-  how <- check_choice(how, c("ksdt", "stein_thin"), "merge")
-  check_dicts(dicts)
+                        budget = 0, nthreads = 1L, args = NULL,
+                        how_arg = "how", size_arg = "size") {
+  how <- check_choice(how, c("ksdt", "stein_thin"), how_arg)
+  check_dicts(dicts, args %||% rep("...", length(dicts)))
+  if (how == "stein_thin" && !is.null(size)) size <- check_count(size, size_arg)
+  budget <- check_number(budget, "budget", lower = 0)
   rk <- dicts[[1L]]$kernel
   if (!all(vapply(dicts, function(z) same_kernel(z$kernel, rk), TRUE))) {
     # heuristic preconditioners were resolved per run: one kernel for all
@@ -157,7 +175,7 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
     rownames(res$source) <- NULL
   } else {
     if (is.null(size)) size <- best_n
-    size <- check_count(size, "merge_size", max = nrow(pts))
+    size <- check_count(size, size_arg, max = nrow(pts))
     th <- stein_thin(pts, scr, size, kernel = rk$kernel, standardize = FALSE,
                      unique = TRUE, nthreads = nthreads)
     res <- structure(list(points = pts[th$index, , drop = FALSE],
@@ -226,8 +244,10 @@ c.kb_ksdt <- function(..., how = c("ksdt", "stein_thin"), size = NULL,
 #' @export
 merge.kb_ksdt <- function(x, y, ..., how = c("ksdt", "stein_thin"),
                           size = NULL, budget = 0, nthreads = 1) {
-  merge_dicts(c(list(x, y), list(...)), how = how, size = size,
-              budget = budget, nthreads = check_count(nthreads, "nthreads"))
+  dicts <- c(list(x, y), list(...))
+  merge_dicts(dicts, how = how, size = size, budget = budget,
+              nthreads = check_count(nthreads, "nthreads"),
+              args = c("x", "y", rep("...", length(dicts) - 2L)))
 }
 
 # ---- many chains ---------------------------------------------------------------
@@ -348,7 +368,8 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   chains <- lapply(res, function(z) if (inherits(z, "error")) NULL else z)
   ok <- chains[!failed]
   merged <- if (merge == "none") NULL else if (length(ok) == 1L) ok[[1L]] else
-    merge_dicts(ok, how = merge, size = merge_size, nthreads = nthreads)
+    merge_dicts(ok, how = merge, size = merge_size, nthreads = nthreads,
+                how_arg = "merge", size_arg = "merge_size")
   if (!is.null(merged$source)) {
     merged$source$dictionary <- which(!failed)[merged$source$dictionary]
   }

@@ -37,22 +37,27 @@ eval_schedule <- function(f, t, arg) {
   if (!(is.numeric(v) && length(v) == length(t))) {
     v <- vapply(t, function(ti) {
       vi <- tryCatch(f(ti), error = function(e) {
-        stop(sprintf("'%s' failed at t = %s: %s", arg, format(ti),
-                     conditionMessage(e)), call. = FALSE)
+        stop_callback(arg, sprintf("failed at t = %s: %s", format(ti),
+                                   conditionMessage(e)))
       })
       if (!is.numeric(vi) || length(vi) != 1L) {
-        stop_arg(arg, sprintf("must return one number for each t; got %s at t = %s",
-                              class(vi)[1L], format(ti)))
+        stop_callback(arg, sprintf("must return one number for each t; got %s at t = %s",
+                                   class(vi)[1L], format(ti)))
       }
       vi
     }, 0)
   }
   if (anyNA(v) || any(!is.finite(v)) || any(v < 0)) {
     bad <- which(is.na(v) | !is.finite(v) | v < 0)[1L]
-    stop_arg(arg, sprintf("must return finite numbers >= 0; got %s at t = %s",
-                          format(v[bad]), format(t[bad])))
+    stop_callback(arg, sprintf("must return finite numbers >= 0; got %s at t = %s",
+                               format(v[bad]), format(t[bad])))
   }
   as.double(v)
+}
+
+# A user function given as an argument returned something unusable.
+stop_callback <- function(arg, ...) {
+  stop(kb_error(sprintf("'%s' %s", arg, paste0(...)), "kb_error_callback", arg))
 }
 
 #' Online KSD thinning (KSDT)
@@ -218,8 +223,19 @@ with_stream <- function(stream, expr, announce = NULL) {
 }
 
 check_stream <- function(stream) {
-  if (!inherits(stream, "kb_ksdt_stream")) {
+  if (!inherits(stream, "kb_ksdt_stream") || !is.environment(stream)) {
     stop_arg("stream", "must be a KSDT stream from ksdt_stream()")
+  }
+  d <- stream$dim
+  if (!is.numeric(d) || length(d) != 1L || is.na(d) || d < 1 || d != round(d) ||
+      !is.function(stream$budget_fun) || !is.function(stream$min_size_fun) ||
+      !inherits(stream$kernel, "kb_kernel")) {
+    stop_arg("stream", "has been edited: its dimension, schedules or kernel ",
+             "are not those of a stream from ksdt_stream()")
+  }
+  if (!is.null(stream$ptr) && .Call(C_kb_ksdt_dim, stream$ptr) != d) {
+    stop_arg("stream", sprintf("has been edited: its dimension is %s but its states have %d",
+                               format(d), .Call(C_kb_ksdt_dim, stream$ptr)))
   }
   stream
 }

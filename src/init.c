@@ -22,6 +22,7 @@ SEXP kb_mmd_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksdt_new(SEXP, SEXP);
 SEXP kb_ksdt_push(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksdt_fail_alloc(SEXP, SEXP);
+SEXP kb_ksdt_dim(SEXP);
 SEXP kb_ksdt_result(SEXP);
 SEXP kb_ksdt_info(SEXP);
 SEXP kb_mcmc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
@@ -55,6 +56,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_ksdt_new, 2),
     CALLDEF(kb_ksdt_push, 10),
     CALLDEF(kb_ksdt_fail_alloc, 2),
+    CALLDEF(kb_ksdt_dim, 1),
     CALLDEF(kb_ksdt_result, 1),
     CALLDEF(kb_ksdt_info, 1),
     CALLDEF(kb_mcmc, 10),

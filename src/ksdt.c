@@ -63,14 +63,22 @@ static void finalizer(SEXP ptr)
     R_ClearExternalPtr(ptr);
 }
 
+static SEXP ksdt_tag(void)
+{
+    return Rf_install("kernbayes_ksdt_stream");
+}
+
 static ksdt_state *get_state(SEXP ptr)
 {
-    if (TYPEOF(ptr) != EXTPTRSXP)
-        Rf_error(_("'stream' must be a KSDT stream"));
+    if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrTag(ptr) != ksdt_tag())
+        kb_error_class("kb_error_arg", _("'stream' must be a KSDT stream from "
+                                         "ksdt_stream(); its state has been "
+                                         "replaced by something else"));
     ksdt_state *st = (ksdt_state *) R_ExternalPtrAddr(ptr);
     if (!st)
-        Rf_error(_("the KSDT stream is no longer valid (saved and reloaded?); "
-                   "create a new one"));
+        kb_error_class("kb_error_state",
+                       _("the KSDT stream is no longer valid (saved and "
+                         "reloaded?); create a new one"));
     return st;
 }
 
@@ -595,7 +603,7 @@ SEXP kb_ksdt_new(SEXP kern, SEXP dim)
     ksdt_state *st = (ksdt_state *) calloc(1, sizeof(ksdt_state));
     if (!st)
         Rf_error(_("KSDT: cannot allocate the stream"));
-    SEXP ptr = PROTECT(R_MakeExternalPtr(st, R_NilValue, R_NilValue));
+    SEXP ptr = PROTECT(R_MakeExternalPtr(st, ksdt_tag(), R_NilValue));
     R_RegisterCFinalizerEx(ptr, finalizer, TRUE);
     int nl = K.iso ? 1 : d;
     st->lam = (double *) malloc((size_t) nl * sizeof(double));
@@ -971,6 +979,12 @@ SEXP kb_ksdt_info(SEXP ptr)
     REAL(ans)[3] = st->offered;
     UNPROTECT(1);
     return ans;
+}
+
+/* .Call entry: the stream's dimension. */
+SEXP kb_ksdt_dim(SEXP ptr)
+{
+    return Rf_ScalarInteger(get_state(ptr)->d);
 }
 
 /* .Call entry, for tests: make the n-th next allocation of the stream fail

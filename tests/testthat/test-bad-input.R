@@ -785,7 +785,7 @@ bi_ksdt_sample_cases <- function(fn) {
     C("n_iter_0", mk(n_iter = 0), bi_arg("n_iter")),
     C("n_iter_NA", mk(n_iter = NA), bi_arg("n_iter")),
     C("sampler_bad", mk(sampler = "hmc"), bi_arg("sampler")),
-    C("start_bad", mk(start = "first"), bi_arg("start")),
+    if (fn == "sp_mcmc") C("start_bad", mk(start = "first"), bi_arg("start")),
     C("step_neg", mk(step = -1), bi_arg("step")),
     C("warmup_1", mk(step = NULL, warmup = 1), bi_arg("warmup")),
     C("target_accept_0", mk(target_accept = 0), bi_arg("target_accept")),

@@ -210,6 +210,6 @@ test_that("ksdt_chains() checks every argument before any chain runs", {
                class = "kb_error_arg")
   expect_error(ksdt_chains(tg, x0, 200, step = 1,
                            budget = function(t) if (t > 100) NA else 0),
-               "'budget' must return", class = "kb_error_arg")
+               "'budget' must return", class = "kb_error_callback")
   expect_identical(calls, 0)
 })
