@@ -85,7 +85,7 @@ test_that("merging: bad input (dimension, empty dictionary, wrong class)", {
   e$score <- e$score[0, , drop = FALSE]
   expect_error(c(a, e), "dictionary 2 is empty")
   expect_error(merge(a, list(1)), "kb_ksdt")
-  expect_error(c(a, a, how = "stein_thin", size = 10^6), "'merge_size'")
+  expect_error(c(a, a, how = "stein_thin", size = 10^6), "'size' must be at most", class = "kb_error_arg")
 })
 
 test_that("ksdt_chains(): sequential and multisession plans give identical results", {
