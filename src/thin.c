@@ -2,7 +2,9 @@
  * thinning (Riabiz et al. 2022), its gradient-free variant (Fisher et al.
  * 2021) and MMD thinning / kernel herding.  O(n m) kernel evaluations and
  * O(n) memory: never an n x m or n x n matrix. */
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include "stein.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -40,17 +42,24 @@ static void add_point(const greedy_problem *g, const double *xl,
     }
 }
 
-/* First index of the smallest obj_i - coef mu_i over eligible i in [i0, i1). */
+/* First index of the smallest obj_i - coef mu_i over eligible i in [i0, i1).
+ * An overflowed objective (NaN or +-Inf; NaN and Inf persist once added)
+ * stops the scan: *bad is then its index, else -1. */
 static R_xlen_t local_argmin(const greedy_problem *g, const double *obj,
                              const int *taken, double coef, R_xlen_t i0,
-                             R_xlen_t i1, double *best)
+                             R_xlen_t i1, double *best, R_xlen_t *bad)
 {
     R_xlen_t bi = -1;
     double bv = R_PosInf;
+    *bad = -1;
     for (R_xlen_t i = i0; i < i1; i++) {
         if (taken && taken[i])
             continue;
         double v = g->mu ? obj[i] - coef * g->mu[i] : obj[i];
+        if (!(fabs(v) <= DBL_MAX)) {
+            *bad = i;
+            break;
+        }
         if (v < bv || bi < 0) {
             bv = v;
             bi = i;
@@ -60,10 +69,55 @@ static R_xlen_t local_argmin(const greedy_problem *g, const double *obj,
     return bi;
 }
 
+/* Second pass, only after the objective of point i overflowed at step j
+ * (after the points idx[0..j-1] were added): find the first non-finite
+ * term, the diagonal k(x_i, x_i) [e^{2 w_i}] first, and raise its error.
+ * Called outside the parallel region. */
+static void NORET locate_overflow(const greedy_problem *g, R_xlen_t i,
+                                  const int *idx, int j)
+{
+    const int d = g->K->d;
+    R_xlen_t n = g->n;
+    const char *what = g->S ? "Stein kernel" : "kernel";
+    double *xi = (double *) R_alloc((size_t) 2 * d, sizeof(double)),
+        *si = xi + d, kv, p1, p2, zero = 0.0;
+    kb_get_row(g->X, n, i, d, xi);
+    if (g->S) {
+        kb_get_row(g->S, n, i, d, si);
+        kv = kb_stein_diag(g->K, si);
+    } else {
+        kb_phi_block(g->K, 1, &zero, &kv, &p1, &p2);
+    }
+    for (int l = -1; l < j; l++) {
+        R_xlen_t o = l < 0 ? i : idx[l];
+        if (l >= 0) {
+            if (g->S)
+                kb_stein_row(g->K, xi, si, g->X, g->S, n, o, o + 1, &kv);
+            else
+                kb_kernel_row(g->K, xi, g->X, n, o, o + 1, &kv);
+        }
+        double a = (double) (i < o ? i : o) + 1, b = (double) (i < o ? o : i) + 1;
+        if (!R_FINITE(kv))
+            kb_error_numeric(_("the %s of rows %.0f and %.0f overflows (%s): "
+                               "scale the data or the kernel"), what, a, b,
+                             ISNAN(kv) ? "NaN" : (kv > 0 ? "Inf" : "-Inf"));
+        if (g->ew && !R_FINITE(kv * (g->ew[i] * g->ew[o])))
+            kb_error_numeric(_("the %s of rows %.0f and %.0f times the weights "
+                               "exp(w_i + w_j) overflows: the log weights "
+                               "log q - log p span too much; set 'range_cap'"),
+                             what, a, b);
+    }
+    kb_error_numeric(_("the greedy objective of row %.0f overflows after %d "
+                       "selected points (its terms are finite but too large "
+                       "to add): scale the data or the kernel"),
+                     (double) i + 1, j);
+}
+
 /* The greedy loop.  obj must hold the diagonal terms on entry.  Writes the
  * 0-based selection into idx and, for each step, obj at the selected point
  * before its own row is added (the increase of the sum over the selected
- * set), into gain. */
+ * set), into gain.  An objective that overflows is an error naming the
+ * pair of rows. */
 static void greedy(const greedy_problem *g, int m, int unique, int nt,
                    double *obj, int *idx, double *gain)
 {
@@ -75,7 +129,8 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
     double *xl = (double *) R_alloc((size_t) 2 * d, sizeof(double)),
         *sl = xl + d;
     double *tv = (double *) R_alloc((size_t) nt, sizeof(double));
-    R_xlen_t *ti = (R_xlen_t *) R_alloc((size_t) nt, sizeof(R_xlen_t));
+    R_xlen_t *ti = (R_xlen_t *) R_alloc((size_t) nt, sizeof(R_xlen_t)),
+        *tb = (R_xlen_t *) R_alloc((size_t) nt, sizeof(R_xlen_t));
     R_xlen_t last = -1, since_check = 0;
     for (int j = 0; j < m; j++) {
         double ewl = 1.0, coef = 2.0 * (j + 1);
@@ -87,7 +142,7 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
                 ewl = g->ew[last];
         }
         for (int t = 0; t < nt; t++) {
-            ti[t] = -1;
+            ti[t] = tb[t] = -1;
             tv[t] = R_PosInf;
         }
 #ifdef _OPENMP
@@ -102,8 +157,14 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
             R_xlen_t i0 = n * tid / nth, i1 = n * (tid + 1) / nth;
             if (last >= 0)
                 add_point(g, xl, sl, ewl, i0, i1, obj);
-            ti[tid] = local_argmin(g, obj, taken, coef, i0, i1, tv + tid);
+            ti[tid] = local_argmin(g, obj, taken, coef, i0, i1, tv + tid,
+                                   tb + tid);
         }
+        /* ranges are in thread order: the first thread that met an
+         * overflow has the first overflowed point */
+        for (int t = 0; t < nt; t++)
+            if (tb[t] >= 0)
+                locate_overflow(g, tb[t], idx, j);
         /* ranges are in thread order, so strict < keeps the first index */
         R_xlen_t bi = -1;
         double bv = R_PosInf;
