@@ -30,7 +30,9 @@
 #'   `"smpcov"`, a positive number or a symmetric positive definite matrix.
 #' @param bandwidth Gaussian bandwidth \eqn{\sigma}; when given, it overrides
 #'   `precon` with \eqn{L = I / \sigma^2}. Both \eqn{\sigma^2} and
-#'   \eqn{1/\sigma^2} must be finite doubles (about `1e-154` to `1e154`).
+#'   \eqn{1/\sigma^2} must be finite normal doubles (\eqn{\sigma} from
+#'   about `7.5e-155` to `6.7e153`); a numeric `precon` likewise from about
+#'   `5.6e-309` to `4.5e307`.
 #' @return An object of class `kb_kernel`.
 #' @references Riabiz, M., Chen, W. Y., Cockayne, J., Swietach, P., Niederer,
 #'   S. A., Mackey, L. and Oates, C. J. (2022). Optimal thinning of MCMC
@@ -56,12 +58,15 @@ gaussian_kernel <- function(precon = "med", bandwidth = NULL) {
     bandwidth <- check_number(bandwidth, "bandwidth", lower = 0,
                               lower_open = TRUE)
     precon <- bandwidth^2
-    if (!is.finite(precon) || !is.finite(1 / precon)) {
+    if (!is.finite(precon) || !is.finite(1 / precon) ||
+        1 / precon < .Machine$double.xmin) {
       stop_arg("bandwidth", sprintf(paste0(
         "= %s is out of range: L = I / bandwidth^2 %s; give a bandwidth ",
-        "between 1e-154 and 1e154 (rescale the data if needed)"),
-        format(bandwidth), if (is.finite(precon)) "overflows" else
-          "underflows to 0"))
+        "between %s and %s (rescale the data if needed)"),
+        format(bandwidth, digits = 3),
+        if (!is.finite(1 / precon)) "overflows" else "underflows",
+        format(sqrt(1 / .Machine$double.xmax), digits = 3),
+        format(sqrt(1 / .Machine$double.xmin), digits = 3)))
     }
   }
   structure(list(type = "gaussian", precon = check_precon(precon),
@@ -82,11 +87,13 @@ check_precon <- function(precon) {
   }
   if (is.numeric(precon) && is.null(dim(precon))) {
     precon <- check_number(precon, "precon", lower = 0, lower_open = TRUE)
-    if (!is.finite(1 / precon)) {
+    if (!is.finite(1 / precon) || 1 / precon < .Machine$double.xmin) {
       stop_arg("precon", sprintf(paste0(
-        "= %s is too small: L = I / precon overflows; give a number of at ",
-        "least %s (rescale the data if needed)"), format(precon, digits = 3),
-        format(1 / .Machine$double.xmax, digits = 3)))
+        "= %s is out of range: L = I / precon %s; give a number between ",
+        "%s and %s (rescale the data if needed)"), format(precon, digits = 3),
+        if (is.finite(1 / precon)) "underflows" else "overflows",
+        format(1 / .Machine$double.xmax, digits = 3),
+        format(1 / .Machine$double.xmin, digits = 3)))
     }
     return(precon)
   }
@@ -181,11 +188,11 @@ resolve_kernel <- function(kernel, x, arg = "x") {
                                             "rows"), precon, arg))
         }
         l <- if (precon == "med") 1 / m^2 else log(min(1000, n)) / m^2
-        if (!is.finite(l) || !(l > 0)) {
+        if (!is.finite(l) || !(l >= .Machine$double.xmin)) {
           stop_arg(arg, sprintf(paste0(
             "has a median pairwise distance of %s: L = I / median^2 of ",
             "precon = \"%s\" %s; rescale %s"), format(m, digits = 3), precon,
-            if (l > 0) "overflows" else "underflows to 0", arg))
+            if (is.finite(l)) "underflows" else "overflows", arg))
         }
         l
       },
@@ -199,13 +206,13 @@ resolve_kernel <- function(kernel, x, arg = "x") {
         iso <- FALSE
         Q <- e$vectors
         l <- 1 / e$values / e$p2 / e$p2
-        if (!all(is.finite(l) & l > 0)) {
+        if (!all(is.finite(l) & l >= .Machine$double.xmin)) {
           stop_arg(arg, sprintf(paste0(
             "has sample variances of %s to %s: the inverse covariance of ",
             "precon = \"smpcov\" %s; rescale %s"),
             format(min(e$values) * e$p2^2, digits = 3),
             format(max(e$values) * e$p2^2, digits = 3),
-            if (any(!is.finite(l))) "overflows" else "underflows to 0", arg))
+            if (any(!is.finite(l))) "overflows" else "underflows", arg))
         }
         l
       })
@@ -217,11 +224,8 @@ resolve_kernel <- function(kernel, x, arg = "x") {
     if (max(abs(precon - t(precon))) > 1e-10 * max(abs(precon))) {
       stop_arg("precon", "must be a symmetric matrix")
     }
-    precon <- (precon + t(precon)) / 2
-    if (any(!is.finite(precon))) {
-      stop_arg("precon", "has entries too large to symmetrise (they ",
-               "overflow); rescale it")
-    }
+    # halves first: the sum of two huge entries would overflow
+    precon <- precon / 2 + t(precon) / 2
     dg <- diag(precon)
     if (all(precon[upper.tri(precon)] == 0)) {
       lambda <- dg
@@ -237,7 +241,7 @@ resolve_kernel <- function(kernel, x, arg = "x") {
     lambda <- 1 / precon
   }
   # the C layer relies on a finite positive L with a finite trace
-  if (!all(is.finite(lambda) & lambda > 0) ||
+  if (!all(is.finite(lambda) & lambda >= .Machine$double.xmin) ||
       !is.finite(if (iso) lambda * d else sum(lambda))) {
     stop_arg("precon", sprintf(paste0(
       "gives a preconditioner L whose eigenvalues (%s to %s) or trace ",

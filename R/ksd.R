@@ -46,17 +46,13 @@ resolve_score <- function(score, x) {
 # huge or tiny numbers are scaled by a power of two (exact) first, so that
 # their means neither overflow nor underflow.
 standardize_columns <- function(x) {
-  scale <- vapply(seq_len(ncol(x)), function(k) {
-    col <- x[, k]
-    sc <- max(abs(col))
-    if (sc > 0 && (sc > 1e150 || sc < 1e-150)) {
-      p2 <- 2^floor(log2(sc))
-      col <- col / p2
-      mean(abs(col - mean(col))) * p2
-    } else {
-      mean(abs(col - mean(col)))
-    }
-  }, 0)
+  scale <- colMeans(abs(sweep(x, 2L, colMeans(x))))
+  big <- apply(abs(x), 2L, max)
+  for (k in which(big > 1e150 | (big > 0 & big < 1e-150))) {
+    p2 <- 2^floor(log2(big[k]))
+    col <- x[, k] / p2
+    scale[k] <- mean(abs(col - mean(col))) * p2
+  }
   if (any(!(scale > 0))) {
     stop_arg("x", sprintf(paste0("has a constant column (%d); it cannot ",
                                  "be standardised"), which(!(scale > 0))[1L]))
@@ -221,8 +217,7 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
     return(sqrt(max(v, 0)))
   }
   off <- check_total(tot - sum(sums$diag))
-  # as.double: n * (n - 1) overflows R's integers from n = 46342
-  if (is.null(weights)) return(off / (as.double(n) * (n - 1)))
+  if (is.null(weights)) return(off / (n * (n - 1)))
   off / (1 - sum(weights^2))
 }
 
