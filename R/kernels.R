@@ -207,11 +207,12 @@ resolve_kernel <- function(kernel, x, arg = "x") {
         Q <- e$vectors
         l <- 1 / e$values / e$p2 / e$p2
         if (!all(is.finite(l) & l >= .Machine$double.xmin)) {
+          # standard deviations are representable when the data are
           stop_arg(arg, sprintf(paste0(
-            "has sample variances of %s to %s: the inverse covariance of ",
-            "precon = \"smpcov\" %s; rescale %s"),
-            format(min(e$values) * e$p2^2, digits = 3),
-            format(max(e$values) * e$p2^2, digits = 3),
+            "has principal standard deviations of %s to %s: the inverse ",
+            "sample covariance of precon = \"smpcov\" %s; rescale %s"),
+            format(sqrt(min(e$values)) * e$p2, digits = 3),
+            format(sqrt(max(e$values)) * e$p2, digits = 3),
             if (any(!is.finite(l))) "overflows" else "underflows", arg))
         }
         l
@@ -325,6 +326,7 @@ kernel_matrix <- function(x, y = NULL, kernel = gaussian_kernel(),
     stop_arg("y", sprintf("must have %d columns, like x; it has %d", ncol(x),
                           ncol(y)))
   }
+  nthreads <- resolve_nthreads(nthreads)
   rk <- resolve_kernel(kernel, x)
   gram(rk, x, y, nthreads)
 }

@@ -55,7 +55,8 @@ standardize_columns <- function(x) {
   }
   if (any(!(scale > 0))) {
     stop_arg("x", sprintf(paste0("has a constant column (%d); it cannot ",
-                                 "be standardised"), which(!(scale > 0))[1L]))
+                                 "be standardised (use standardize = FALSE)"),
+                          which(!(scale > 0))[1L]))
   }
   list(x = sweep(x, 2L, scale, "/"), scale = scale)
 }
@@ -205,8 +206,9 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
     stop_arg("x", "must have at least two rows for the U-statistic")
   }
   if (type == "U" && !is.null(weights) && !(1 - sum(weights^2) > 1e-12)) {
-    stop_arg("weights", "must give positive weight to at least two rows for ",
-             "the U-statistic")
+    stop_arg("weights", "must give non-negligible weight to at least two ",
+             "rows for the U-statistic (1 - sum of the squared normalised ",
+             "weights is below 1e-12)")
   }
   nthreads <- resolve_nthreads(nthreads)
   st <- stein_setup(x, score, kernel, standardize)

@@ -262,25 +262,33 @@ typedef struct {
     const double *X, *S;
     R_xlen_t n;
     double *out;
+    unsigned char *bad;    /* bad[j]: column j has a non-finite value */
 } matrix_ctx;
 
-/* column j, rows 0..j; the strict upper part is mirrored into row j */
+/* column j, rows 0..j; the strict upper part is mirrored into row j.
+ * v - v is 0 for a finite v and NaN otherwise: summed while the column is
+ * still in cache, it flags overflow without a second pass over memory. */
 static void matrix_row(void *ctx, R_xlen_t j, const double *xj,
                        const double *sj)
 {
     matrix_ctx *q = (matrix_ctx *) ctx;
     R_xlen_t nn = q->n;
-    kb_stein_row(q->K, xj, sj, q->X, q->S, nn, 0, j + 1, q->out + j * nn);
-    for (R_xlen_t i = 0; i < j; i++)
-        q->out[i * nn + j] = q->out[j * nn + i];
+    double *col = q->out + j * nn, z = 0.0;
+    kb_stein_row(q->K, xj, sj, q->X, q->S, nn, 0, j + 1, col);
+    for (R_xlen_t i = 0; i < j; i++) {
+        double v = col[i];
+        q->out[i * nn + j] = v;
+        z += v - v;
+    }
+    z += col[j] - col[j];
+    q->bad[j] = !(z == 0.0);
 }
 
-/* first column j in [j0, j1) with a non-finite value in rows 0..j */
 static R_xlen_t matrix_check(void *ctx, R_xlen_t j0, R_xlen_t j1)
 {
     matrix_ctx *q = (matrix_ctx *) ctx;
     for (R_xlen_t j = j0; j < j1; j++)
-        if (first_nonfinite(q->out + j * q->n, 0, j + 1) >= 0)
+        if (q->bad[j])
             return j;
     return -1;
 }
@@ -310,7 +318,8 @@ SEXP kb_stein_matrix(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
     kb_kernel K;
     kb_kernel_from_sexp(kern, d, &K);
     SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, n, n));
-    matrix_ctx q = {&K, REAL(x), REAL(s), n, REAL(ans)};
+    unsigned char *flags = (unsigned char *) R_alloc((size_t) n + 1, 1);
+    matrix_ctx q = {&K, REAL(x), REAL(s), n, REAL(ans), flags};
     R_xlen_t bad = visit_rows(&K, REAL(x), REAL(s), n, 0, n, nt, matrix_row,
                               matrix_check, &q);
     if (bad >= 0) {

@@ -388,9 +388,9 @@ test_that("heuristics on data too large or too small for L name 'x' with its sca
                  regexp = "^'x' has a median pairwise distance of [0-9.]+e-170.*overflows; rescale x")
   }
   expect_error(rk("smpcov", X * 1e200), class = "kb_error_arg",
-               regexp = "^'x' has sample variances.*underflows; rescale x")
+               regexp = "^'x' has principal standard deviations of [0-9.]+e\\+200 to [0-9.]+e\\+200.*underflows; rescale x")
   expect_error(rk("smpcov", X * 1e-170), class = "kb_error_arg",
-               regexp = "^'x' has sample variances.*overflows; rescale x")
+               regexp = "^'x' has principal standard deviations of [0-9.]+e-170 to [0-9.]+e-170.*overflows; rescale x")
   # through the user functions, with the reported example
   expect_error(ksd(X * 1e200, -X, imq_kernel(precon = "med")),
                class = "kb_error_arg", regexp = "^'x'.*rescale x")

@@ -623,6 +623,32 @@ test_that("a Stein kernel that overflows is a kb_error_numeric naming the rows",
                class = "kb_error_numeric", regexp = "rows 1 and 4")
 })
 
+test_that("overflow past a C block and a chunk of rows is found and named", {
+  # n = 3000: rows are summed in chunks of 2796 rows between interrupt
+  # checks, and in blocks of 256 points
+  set.seed(12)
+  n <- 3000
+  x <- matrix(stats::rnorm(2 * n), n)
+  s <- -x
+  s[2900, ] <- c(1e200, 0)
+  x[2950, ] <- c(0, 1e155)
+  for (nt in 1:2) {
+    expect_error(ksd(x, s, nthreads = nt), class = "kb_error_numeric",
+                 regexp = "rows 2900 and 2900 overflows")
+    expect_error(ksd(x[-2900, ], s[-2900, ], nthreads = nt),
+                 class = "kb_error_numeric", regexp = "rows 1 and 2949 ")
+    expect_error(ksd_path(x[1:2899, ], s[1:2899, ], nthreads = nt), NA)
+  }
+  expect_error(ksd_blocks(x, s, blocks = 3), class = "kb_error_numeric",
+               regexp = "rows 2900 and 2900")
+  xm <- x[2600:2960, ]
+  sm <- s[2600:2960, ]
+  expect_error(stein_kernel_matrix(xm, sm, nthreads = 2),
+               class = "kb_error_numeric", regexp = "rows 301 and 301 ")
+  expect_error(stein_kernel_matrix(xm[-301, ], sm[-301, ], nthreads = 2),
+               class = "kb_error_numeric", regexp = "rows 1 and 350 ")
+})
+
 test_that("finite Stein kernel values whose sum overflows are an error too", {
   # k_p(x_i, x_j) = s^2 + 1 ~ 1.4e308 for coinciding points: every value is
   # finite, row 2's sum k_p(x_2, x_2) + 2 k_p(x_1, x_2) is not
