@@ -162,10 +162,15 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' \eqn{\sum_{i \ne j} w_i w_j k_p / \sum_{i \ne j} w_i w_j}.
 #'
 #' The sum visits each pair once: \eqn{n(n+1)/2} kernel evaluations, in C,
-#' on `nthreads` threads.
+#' on `nthreads` threads. A Stein kernel value or sum that overflows (data,
+#' scores or preconditioner on an extreme scale) is an error of class
+#' `kb_error_numeric` naming the first pair of rows concerned, never a `NaN`,
+#' `Inf` or 0 result.
 #'
 #' @inheritParams stein_kernel_matrix
-#' @param weights Optional non-negative weights on the rows of `x`.
+#' @param weights Optional non-negative weights on the rows of `x`, not all
+#'   zero; only their ratios matter (a total beyond the double range is
+#'   fine).
 #' @param type `"V"` (the discrepancy, default) or `"U"` (unbiased estimate
 #'   of its square).
 #' @param blocks `NULL`, or a number of row blocks: the V-statistic is then
