@@ -167,9 +167,22 @@ resolve_kernel <- function(kernel, x, arg = "x") {
     stop_arg("kernel", "must be a kernel object such as imq_kernel() or ",
              "gaussian_kernel()")
   }
+  # an edited kernel object must still be one the C layer can use
+  if (!(identical(kernel$type, "imq") || identical(kernel$type, "gaussian"))) {
+    stop_arg("kernel", "has an unknown type; make it with imq_kernel() or ",
+             "gaussian_kernel()")
+  }
+  if (kernel$type == "imq") {
+    ok <- function(v) is.numeric(v) && length(v) == 1L && is.finite(v)
+    if (!ok(kernel$c) || !(kernel$c > 0) || !ok(kernel$beta) ||
+        !(kernel$beta < 0)) {
+      stop_arg("kernel", "has IMQ parameters out of range (c > 0 and ",
+               "beta < 0 are needed); make it with imq_kernel()")
+    }
+  }
   n <- nrow(x)
   d <- ncol(x)
-  precon <- kernel$precon
+  precon <- check_precon(kernel$precon)
   iso <- TRUE
   Q <- NULL
   if (is.character(precon)) {

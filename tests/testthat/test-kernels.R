@@ -410,3 +410,28 @@ test_that("heuristics on data too large or too small for L name 'x' with its sca
   expect_error(rk(diag(c(1e308, 1e308)), X), class = "kb_error_arg",
                regexp = "^'precon'.*trace")
 })
+
+test_that("edited kernel objects are rejected, naming 'kernel' or 'precon'", {
+  x <- matrix(stats::rnorm(20), 10)
+  s <- -x
+  k <- imq_kernel()
+  for (edit in list(list(type = "foo"), list(type = NULL), list(c = 0),
+                    list(c = NULL), list(c = "1"), list(beta = 0.5),
+                    list(beta = NA_real_), list(beta = c(-1, -2)))) {
+    ke <- utils::modifyList(k, edit)
+    class(ke) <- class(k)
+    expect_error(ksd(x, s, ke), class = "kb_error_arg", regexp = "^'kernel'")
+    expect_error(stein_thin(x, s, 3, ke), class = "kb_error_arg",
+                 regexp = "^'kernel'")
+  }
+  ke <- k
+  ke$precon <- 1e-320
+  expect_error(ksd(x, s, ke), class = "kb_error_arg", regexp = "^'precon'")
+  ke$precon <- "median"
+  expect_error(kernel_matrix(x, kernel = ke), class = "kb_error_arg",
+               regexp = "^'precon'")
+  kg <- gaussian_kernel()
+  kg$precon <- -1
+  expect_error(mmd_thin(x, 3, kernel = kg), class = "kb_error_arg",
+               regexp = "^'precon'")
+})
