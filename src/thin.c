@@ -2,9 +2,7 @@
  * thinning (Riabiz et al. 2022), its gradient-free variant (Fisher et al.
  * 2021) and MMD thinning / kernel herding.  O(n m) kernel evaluations and
  * O(n) memory: never an n x m or n x n matrix. */
-#include <float.h>
 #include <limits.h>
-#include <math.h>
 #include "stein.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -18,12 +16,16 @@ typedef struct {
     const double *mu;      /* MMD: mean embedding at each point, or NULL */
 } greedy_problem;
 
-/* obj_i += 2 k(x_i, x_last) [e^{w_i + w_last}] for i in [i0, i1). */
-static void add_point(const greedy_problem *g, const double *xl,
-                      const double *sl, double ewl, R_xlen_t i0, R_xlen_t i1,
-                      double *obj)
+/* obj_i += 2 k(x_i, x_last) [e^{w_i + w_last}] for i in [i0, i1).
+ * Returns 1 if an updated obj_i is not finite (an overflow), else 0: o - o
+ * is 0 for a finite o and NaN otherwise, and its sum vectorises (omp simd
+ * may reorder the reduction, never fold o - o), so the check costs next to
+ * nothing in the loop that already touches obj. */
+static int add_point(const greedy_problem *g, const double *xl,
+                     const double *sl, double ewl, R_xlen_t i0, R_xlen_t i1,
+                     double *obj)
 {
-    double buf[KB_BLOCK];
+    double buf[KB_BLOCK], z = 0.0;
     for (R_xlen_t i = i0; i < i1; i += KB_BLOCK) {
         int m = (int) (i1 - i < KB_BLOCK ? i1 - i : KB_BLOCK);
         if (g->S)
@@ -33,33 +35,44 @@ static void add_point(const greedy_problem *g, const double *xl,
         double *o = obj + i;
         if (g->ew) {
             const double *e = g->ew + i;
-            for (int t = 0; t < m; t++)
-                o[t] += 2.0 * buf[t] * (e[t] * ewl);
+#pragma omp simd reduction(+:z)
+            for (int t = 0; t < m; t++) {
+                double v = o[t] + 2.0 * buf[t] * (e[t] * ewl);
+                o[t] = v;
+                z += v - v;
+            }
         } else {
-            for (int t = 0; t < m; t++)
-                o[t] += 2.0 * buf[t];
+#pragma omp simd reduction(+:z)
+            for (int t = 0; t < m; t++) {
+                double v = o[t] + 2.0 * buf[t];
+                o[t] = v;
+                z += v - v;
+            }
         }
     }
+    return !(z == 0.0);
 }
 
-/* First index of the smallest obj_i - coef mu_i over eligible i in [i0, i1).
- * An overflowed objective (NaN or +-Inf; NaN and Inf persist once added)
- * stops the scan: *bad is then its index, else -1. */
+/* First i in [0, n) with a non-finite obj_i, or -1. */
+static R_xlen_t first_nonfinite_obj(const double *obj, R_xlen_t n)
+{
+    for (R_xlen_t i = 0; i < n; i++)
+        if (!R_FINITE(obj[i]))
+            return i;
+    return -1;
+}
+
+/* First index of the smallest obj_i - coef mu_i over eligible i in [i0, i1). */
 static R_xlen_t local_argmin(const greedy_problem *g, const double *obj,
                              const int *taken, double coef, R_xlen_t i0,
-                             R_xlen_t i1, double *best, R_xlen_t *bad)
+                             R_xlen_t i1, double *best)
 {
     R_xlen_t bi = -1;
     double bv = R_PosInf;
-    *bad = -1;
     for (R_xlen_t i = i0; i < i1; i++) {
         if (taken && taken[i])
             continue;
         double v = g->mu ? obj[i] - coef * g->mu[i] : obj[i];
-        if (!(fabs(v) <= DBL_MAX)) {
-            *bad = i;
-            break;
-        }
         if (v < bv || bi < 0) {
             bv = v;
             bi = i;
@@ -156,15 +169,13 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
 #endif
             R_xlen_t i0 = n * tid / nth, i1 = n * (tid + 1) / nth;
             if (last >= 0)
-                add_point(g, xl, sl, ewl, i0, i1, obj);
-            ti[tid] = local_argmin(g, obj, taken, coef, i0, i1, tv + tid,
-                                   tb + tid);
+                tb[tid] = add_point(g, xl, sl, ewl, i0, i1, obj);
+            ti[tid] = local_argmin(g, obj, taken, coef, i0, i1, tv + tid);
         }
-        /* ranges are in thread order: the first thread that met an
-         * overflow has the first overflowed point */
+        /* an overflow: name the first point whose objective it reached */
         for (int t = 0; t < nt; t++)
-            if (tb[t] >= 0)
-                locate_overflow(g, tb[t], idx, j);
+            if (tb[t] > 0)
+                locate_overflow(g, first_nonfinite_obj(obj, n), idx, j);
         /* ranges are in thread order, so strict < keeps the first index */
         R_xlen_t bi = -1;
         double bv = R_PosInf;
@@ -257,6 +268,9 @@ SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
         if (ew)
             obj[i] *= ew[i] * ew[i];
     }
+    R_xlen_t bad = first_nonfinite_obj(obj, n);
+    if (bad >= 0)
+        locate_overflow(&g, bad, NULL, 0);
     int *idx = (int *) R_alloc((size_t) m, sizeof(int));
     double *gain = (double *) R_alloc((size_t) m, sizeof(double));
     greedy(&g, m, unique, nt, obj, idx, gain);
