@@ -822,6 +822,24 @@ test_that("an overflowing Stein kernel in thinning is a kb_error_numeric naming 
   expect_true(all(is.finite(th$mmd)))
 })
 
+test_that("overflow in the second thread's range of points is found and named", {
+  # n >= 8192: the greedy step runs on 2 threads, each over half the points
+  set.seed(4)
+  n <- 9000
+  x <- matrix(stats::rnorm(2 * n), n)
+  s <- -x
+  x[8000, ] <- c(0, 1e155)
+  first <- stein_thin(x[-8000, ], s[-8000, ], 1, standardize = FALSE)$index
+  for (nt in 1:2) {
+    expect_error(stein_thin(x, s, 3, standardize = FALSE, nthreads = nt),
+                 class = "kb_error_numeric",
+                 regexp = sprintf("rows %d and 8000 overflows", first))
+  }
+  s[8500, ] <- c(1e200, 0)
+  expect_error(stein_thin(x, s, 3, standardize = FALSE, nthreads = 2),
+               class = "kb_error_numeric", regexp = "rows 8500 and 8500 ")
+})
+
 test_that("gradient-free weights that overflow are a kb_error_numeric naming range_cap", {
   set.seed(3)
   x <- matrix(stats::rnorm(40), 20)
