@@ -172,10 +172,20 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
                 tb[tid] = add_point(g, xl, sl, ewl, i0, i1, obj);
             ti[tid] = local_argmin(g, obj, taken, coef, i0, i1, tv + tid);
         }
-        /* an overflow: name the first point whose objective it reached */
+        /* an overflow: name the first eligible point whose objective it
+         * reached.  Without repeats a selected point's objective is never
+         * read again: its overflow is harmless and reset to 0. */
+        int flagged = 0;
         for (int t = 0; t < nt; t++)
-            if (tb[t] > 0)
-                locate_overflow(g, first_nonfinite_obj(obj, n), idx, j);
+            flagged |= tb[t] > 0;
+        if (flagged)
+            for (R_xlen_t i = 0; i < n; i++)
+                if (!R_FINITE(obj[i])) {
+                    if (taken && taken[i])
+                        obj[i] = 0.0;
+                    else
+                        locate_overflow(g, i, idx, j);
+                }
         /* ranges are in thread order, so strict < keeps the first index */
         R_xlen_t bi = -1;
         double bv = R_PosInf;

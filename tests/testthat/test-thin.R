@@ -840,6 +840,27 @@ test_that("overflow in the second thread's range of points is found and named", 
                class = "kb_error_numeric", regexp = "rows 8500 and 8500 ")
 })
 
+test_that("finite greedy terms whose sums overflow are an error, not an Inf path", {
+  # k_p(x_i, x_i) = 1.44e308 + 1 for both points, k_p(x_1, x_2) ~ 1.4e305
+  x <- matrix(c(0, 1e3), 2)
+  s <- matrix(1.2e154, 2, 1)
+  expect_error(stein_thin(x, s, 2, standardize = FALSE, unique = TRUE),
+               class = "kb_error_numeric",
+               regexp = "discrepancy of the first 2 selected points overflows")
+  # without unique, the objective of row 1 itself overflows at step 2
+  expect_error(stein_thin(x, s, 2, standardize = FALSE),
+               class = "kb_error_numeric",
+               regexp = "greedy objective of row 1 overflows after 1 selected")
+  # with unique, an overflow confined to a selected point's objective (never
+  # read again) is no error: the answer is the plain-R greedy's
+  s2 <- matrix(c(2.47e153, 2.49e153), 2, 1)
+  K <- ref_stein(x, s2)
+  expect_true(all(is.finite(K)))
+  th <- stein_thin(x, s2, 2, standardize = FALSE, unique = TRUE)
+  expect_identical(th$index, ref_greedy(K, 2, unique = TRUE))
+  expect_equal(th$ksd, ref_sel_path(K, th$index), tolerance = 1e-12)
+})
+
 test_that("gradient-free weights that overflow are a kb_error_numeric naming range_cap", {
   set.seed(3)
   x <- matrix(stats::rnorm(40), 20)
