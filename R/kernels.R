@@ -29,7 +29,10 @@
 #' @param precon The preconditioner: `"id"`, `"med"`, `"sclmed"`,
 #'   `"smpcov"`, a positive number or a symmetric positive definite matrix.
 #' @param bandwidth Gaussian bandwidth \eqn{\sigma}; when given, it overrides
-#'   `precon` with \eqn{L = I / \sigma^2}.
+#'   `precon` with \eqn{L = I / \sigma^2}. Both \eqn{\sigma^2} and
+#'   \eqn{1/\sigma^2} must be finite normal doubles (\eqn{\sigma} from
+#'   about `7.5e-155` to `6.7e153`); a numeric `precon` likewise from about
+#'   `5.6e-309` to `4.5e307`.
 #' @return An object of class `kb_kernel`.
 #' @references Riabiz, M., Chen, W. Y., Cockayne, J., Swietach, P., Niederer,
 #'   S. A., Mackey, L. and Oates, C. J. (2022). Optimal thinning of MCMC
@@ -55,6 +58,16 @@ gaussian_kernel <- function(precon = "med", bandwidth = NULL) {
     bandwidth <- check_number(bandwidth, "bandwidth", lower = 0,
                               lower_open = TRUE)
     precon <- bandwidth^2
+    if (!is.finite(precon) || !is.finite(1 / precon) ||
+        1 / precon < .Machine$double.xmin) {
+      stop_arg("bandwidth", sprintf(paste0(
+        "= %s is out of range: L = I / bandwidth^2 %s; give a bandwidth ",
+        "between %s and %s (rescale the data if needed)"),
+        format(bandwidth, digits = 3),
+        if (!is.finite(1 / precon)) "overflows" else "underflows",
+        format(sqrt(1 / .Machine$double.xmax), digits = 3),
+        format(sqrt(1 / .Machine$double.xmin), digits = 3)))
+    }
   }
   structure(list(type = "gaussian", precon = check_precon(precon),
                  bandwidth = bandwidth),
@@ -73,7 +86,16 @@ check_precon <- function(precon) {
     return(precon)
   }
   if (is.numeric(precon) && is.null(dim(precon))) {
-    return(check_number(precon, "precon", lower = 0, lower_open = TRUE))
+    precon <- check_number(precon, "precon", lower = 0, lower_open = TRUE)
+    if (!is.finite(1 / precon) || 1 / precon < .Machine$double.xmin) {
+      stop_arg("precon", sprintf(paste0(
+        "= %s is out of range: L = I / precon %s; give a number between ",
+        "%s and %s (rescale the data if needed)"), format(precon, digits = 3),
+        if (is.finite(1 / precon)) "underflows" else "overflows",
+        format(1 / .Machine$double.xmax, digits = 3),
+        format(1 / .Machine$double.xmin, digits = 3)))
+    }
+    return(precon)
   }
   if (is.matrix(precon) && is.numeric(precon)) {
     if (nrow(precon) != ncol(precon) || nrow(precon) < 1L) {
@@ -111,32 +133,62 @@ print.kb_kernel <- function(x, ...) {
 }
 
 # Median pairwise Euclidean distance, on at most 1000 evenly spaced rows.
+# Data so large or so small that squared distances over- or underflow are
+# scaled by a power of two (exact) first.
 median_distance <- function(x) {
   n <- nrow(x)
   if (n > 1000L) x <- x[floor(seq(0, n - 1, length.out = 1000L)) + 1L, ,
                           drop = FALSE]
+  sc <- max(abs(x))
+  if (sc > 0 && (sc > 1e150 || sc < 1e-150)) {
+    p2 <- 2^floor(log2(sc))
+    return(stats::median(stats::dist(x / p2)) * p2)
+  }
   stats::median(stats::dist(x))
+}
+
+# Sample covariance as eigenvalues and eigenvectors, with the same exact
+# power-of-two scaling for data whose products over- or underflow.
+cov_eigen <- function(x) {
+  sc <- max(abs(x))
+  p2 <- if (sc > 0 && (sc > 1e150 || sc < 1e-150)) 2^floor(log2(sc)) else 1
+  e <- sym_eigen(stats::cov(x / p2), "sample covariance")
+  list(values = e$values, vectors = e$vectors, p2 = p2)
 }
 
 sym_eigen <- function(A, what) .Call(C_kb_eigen_sym, A, what)
 
 # Turn a kernel object into the numbers the C layer uses for sample x:
 # L = Q diag(lambda) Q'.  Points are handed to C in the eigenbasis (x Q),
-# where L is diagonal; iso means L = lambda I and no rotation.
-resolve_kernel <- function(kernel, x) {
+# where L is diagonal; iso means L = lambda I and no rotation.  `arg` names
+# the sample in messages.
+resolve_kernel <- function(kernel, x, arg = "x") {
   if (!inherits(kernel, "kb_kernel")) {
     stop_arg("kernel", "must be a kernel object such as imq_kernel() or ",
              "gaussian_kernel()")
   }
+  # an edited kernel object must still be one the C layer can use
+  if (!(identical(kernel$type, "imq") || identical(kernel$type, "gaussian"))) {
+    stop_arg("kernel", "has an unknown type; make it with imq_kernel() or ",
+             "gaussian_kernel()")
+  }
+  if (kernel$type == "imq") {
+    ok <- function(v) is.numeric(v) && length(v) == 1L && is.finite(v)
+    if (!ok(kernel$c) || !(kernel$c > 0) || !ok(kernel$beta) ||
+        !(kernel$beta < 0)) {
+      stop_arg("kernel", "has IMQ parameters out of range (c > 0 and ",
+               "beta < 0 are needed); make it with imq_kernel()")
+    }
+  }
   n <- nrow(x)
   d <- ncol(x)
-  precon <- kernel$precon
+  precon <- check_precon(kernel$precon)
   iso <- TRUE
   Q <- NULL
   if (is.character(precon)) {
     if (precon != "id" && n < 2L) {
-      stop_arg("precon", sprintf("= \"%s\" needs at least two rows of x",
-                                 precon))
+      stop_arg("precon", sprintf("= \"%s\" needs at least two rows of %s",
+                                 precon, arg))
     }
     lambda <- switch(precon,
       id = 1,
@@ -145,31 +197,49 @@ resolve_kernel <- function(kernel, x) {
         m <- median_distance(x)
         if (!(m > 0)) {
           stop_arg("precon", sprintf(paste0("= \"%s\" needs a positive median ",
-                                            "distance; x has too few distinct ",
-                                            "rows"), precon))
+                                            "distance; %s has too few distinct ",
+                                            "rows"), precon, arg))
         }
-        if (precon == "med") 1 / m^2 else log(min(1000, n)) / m^2
+        l <- if (precon == "med") 1 / m^2 else log(min(1000, n)) / m^2
+        if (!is.finite(l) || !(l >= .Machine$double.xmin)) {
+          stop_arg(arg, sprintf(paste0(
+            "has a median pairwise distance of %s: L = I / median^2 of ",
+            "precon = \"%s\" %s; rescale %s"), format(m, digits = 3), precon,
+            if (is.finite(l)) "underflows" else "overflows", arg))
+        }
+        l
       },
       smpcov = {
-        e <- sym_eigen(stats::cov(x), "sample covariance")
+        e <- cov_eigen(x)
         if (!all(e$values > 1e-12 * max(abs(e$values), 0))) {
           stop_arg("precon", "= \"smpcov\" needs a positive definite sample ",
-                   "covariance; x has too few distinct rows or collinear ",
-                   "columns")
+                   "covariance; ", arg, " has too few distinct rows or ",
+                   "collinear columns")
         }
         iso <- FALSE
         Q <- e$vectors
-        1 / e$values
+        l <- 1 / e$values / e$p2 / e$p2
+        if (!all(is.finite(l) & l >= .Machine$double.xmin)) {
+          # standard deviations are representable when the data are
+          stop_arg(arg, sprintf(paste0(
+            "has principal standard deviations of %s to %s: the inverse ",
+            "sample covariance of precon = \"smpcov\" %s; rescale %s"),
+            format(sqrt(min(e$values)) * e$p2, digits = 3),
+            format(sqrt(max(e$values)) * e$p2, digits = 3),
+            if (any(!is.finite(l))) "overflows" else "underflows", arg))
+        }
+        l
       })
   } else if (is.matrix(precon)) {
     if (nrow(precon) != d) {
-      stop_arg("precon", sprintf("must be a %d x %d matrix (ncol(x) = %d)",
-                                 d, d, d))
+      stop_arg("precon", sprintf("must be a %d x %d matrix (ncol(%s) = %d)",
+                                 d, d, arg, d))
     }
     if (max(abs(precon - t(precon))) > 1e-10 * max(abs(precon))) {
       stop_arg("precon", "must be a symmetric matrix")
     }
-    precon <- (precon + t(precon)) / 2
+    # halves first: the sum of two huge entries would overflow
+    precon <- precon / 2 + t(precon) / 2
     dg <- diag(precon)
     if (all(precon[upper.tri(precon)] == 0)) {
       lambda <- dg
@@ -183,6 +253,14 @@ resolve_kernel <- function(kernel, x) {
     if (iso) lambda <- lambda[1L]
   } else {
     lambda <- 1 / precon
+  }
+  # the C layer relies on a finite positive L with a finite trace
+  if (!all(is.finite(lambda) & lambda >= .Machine$double.xmin) ||
+      !is.finite(if (iso) lambda * d else sum(lambda))) {
+    stop_arg("precon", sprintf(paste0(
+      "gives a preconditioner L whose eigenvalues (%s to %s) or trace ",
+      "are not finite positive numbers; rescale it"),
+      format(min(lambda), digits = 3), format(max(lambda), digits = 3)))
   }
   L <- if (iso) {
     diag(lambda, d)
@@ -261,6 +339,7 @@ kernel_matrix <- function(x, y = NULL, kernel = gaussian_kernel(),
     stop_arg("y", sprintf("must have %d columns, like x; it has %d", ncol(x),
                           ncol(y)))
   }
+  nthreads <- resolve_nthreads(nthreads)
   rk <- resolve_kernel(kernel, x)
   gram(rk, x, y, nthreads)
 }

@@ -1,16 +1,21 @@
 # Stein kernel matrices, kernelized Stein discrepancy and KSD paths.
 
-# Scores at the rows of x from a matrix, a one-point function or a kb_target.
-resolve_score <- function(score, x) {
+# Check the score argument against the points without evaluating anything:
+# closures run only after every argument has been checked.
+check_score <- function(score, x) {
   if (missing(score) || is.null(score)) {
     stop_arg("score", "is missing: give a matrix of gradients, a function ",
              "or a kb_target")
   }
-  if (inherits(score, "kb_target")) return(target_score(score, x))
-  if (is.function(score)) {
-    g <- eval_rows(score, x, ncol(x), "score")
-    return(if (is.matrix(g)) g else matrix(g, ncol = 1L))
+  if (inherits(score, "kb_target")) {
+    if (!identical(as.integer(score$dim), ncol(x))) {
+      stop_arg("x", sprintf(paste0("must have %d columns (the target's ",
+                                   "dimension); it has %d"),
+                            as.integer(score$dim), ncol(x)))
+    }
+    return(invisible(score))
   }
+  if (is.function(score)) return(invisible(score))
   if (is.data.frame(score) || is.matrix(score) ||
       (is.numeric(score) && ncol(x) == 1L)) {
     s <- as_points(score, "score")
@@ -19,39 +24,92 @@ resolve_score <- function(score, x) {
                                        "(%d x %d); it is %d x %d"),
                                 nrow(x), ncol(x), nrow(s), ncol(s)))
     }
-    return(s)
+    return(invisible(score))
   }
   stop_arg("score", "must be a numeric matrix of gradients, a function or a ",
            "kb_target")
 }
 
+# Scores at the rows of x from a matrix, a one-point function or a kb_target.
+resolve_score <- function(score, x) {
+  check_score(score, x)
+  if (inherits(score, "kb_target")) return(target_score(score, x))
+  if (is.function(score)) {
+    g <- eval_rows(score, x, ncol(x), "score")
+    return(if (is.matrix(g)) g else matrix(g, ncol = 1L))
+  }
+  as_points(score, "score")
+}
+
 # Reference convention (Riabiz et al.): divide each column by its mean
-# absolute deviation; scores are multiplied by the same factors.
+# absolute deviation; scores are multiplied by the same factors.  Columns of
+# huge or tiny numbers are scaled by a power of two (exact) first, so that
+# their means neither overflow nor underflow.
 standardize_columns <- function(x) {
   scale <- colMeans(abs(sweep(x, 2L, colMeans(x))))
+  big <- apply(abs(x), 2L, max)
+  for (k in which(big > 1e150 | (big > 0 & big < 1e-150))) {
+    p2 <- 2^floor(log2(big[k]))
+    col <- x[, k] / p2
+    scale[k] <- mean(abs(col - mean(col))) * p2
+  }
   if (any(!(scale > 0))) {
     stop_arg("x", sprintf(paste0("has a constant column (%d); it cannot ",
-                                 "be standardised"), which(!(scale > 0))[1L]))
+                                 "be standardised (use standardize = FALSE)"),
+                          which(!(scale > 0))[1L]))
   }
   list(x = sweep(x, 2L, scale, "/"), scale = scale)
 }
 
+# The first row of a matrix with a non-finite entry.
+first_bad_row <- function(m) which(rowSums(!is.finite(m)) > 0)[1L]
+
 # Everything the C layer needs for a Stein kernel computation: checked and
 # standardised points and scores in the eigenbasis of L, and the kernel.
+# Every argument (x, score's type and shape, standardize, kernel and its
+# preconditioner) is checked before the score closure runs; callers check
+# their own arguments before calling this.
 stein_setup <- function(x, score, kernel, standardize) {
   x <- as_points(x)
-  s <- resolve_score(score, x)
   standardize <- check_flag(standardize, "standardize")
+  check_score(score, x)
   scale <- NULL
+  xs <- x
   if (standardize) {
     sc <- standardize_columns(x)
-    x <- sc$x
+    xs <- sc$x
     scale <- sc$scale
-    s <- sweep(s, 2L, scale, "*")
   }
-  rk <- resolve_kernel(kernel, x)
-  list(x = in_basis(x, rk), s = in_basis(s, rk), kernel = rk, scale = scale,
-       n = nrow(x), d = ncol(x))
+  rk <- resolve_kernel(kernel, xs)
+  s <- resolve_score(score, x)
+  if (standardize) {
+    s <- sweep(s, 2L, scale, "*")
+    if (any(!is.finite(s))) {
+      stop_numeric(sprintf(paste0(
+        "standardising x multiplies the scores by its column scales (up to ",
+        "%s) and the score of row %d overflows: rescale x or use ",
+        "standardize = FALSE"), format(max(scale), digits = 3),
+        first_bad_row(s)))
+    }
+  }
+  xr <- in_basis(xs, rk)
+  sr <- in_basis(s, rk)
+  if (any(!is.finite(xr)) || any(!is.finite(sr))) {
+    bad <- if (any(!is.finite(xr))) first_bad_row(xr) else first_bad_row(sr)
+    stop_numeric(sprintf(paste0(
+      "rotating row %d of x and its score into the eigenbasis of the ",
+      "preconditioner overflows: rescale x"), bad))
+  }
+  list(x = xr, s = sr, kernel = rk, scale = scale, n = nrow(x), d = ncol(x))
+}
+
+# A Stein kernel sum added up in R (sums of finite row sums can still
+# overflow).
+check_total <- function(v, what = "the Stein kernel sum over all rows") {
+  if (!all(is.finite(v))) {
+    stop_numeric(what, " overflows: scale the data or the kernel")
+  }
+  v
 }
 
 #' Stein kernel matrix
@@ -85,8 +143,9 @@ stein_setup <- function(x, score, kernel, standardize) {
 #' @export
 stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
                                 standardize = FALSE, nthreads = NULL) {
+  nthreads <- resolve_nthreads(nthreads)
   st <- stein_setup(x, score, kernel, standardize)
-  .Call(C_kb_stein_matrix, st$x, st$s, st$kernel, resolve_nthreads(nthreads))
+  .Call(C_kb_stein_matrix, st$x, st$s, st$kernel, nthreads)
 }
 
 #' Kernelized Stein discrepancy
@@ -103,10 +162,15 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' \eqn{\sum_{i \ne j} w_i w_j k_p / \sum_{i \ne j} w_i w_j}.
 #'
 #' The sum visits each pair once: \eqn{n(n+1)/2} kernel evaluations, in C,
-#' on `nthreads` threads.
+#' on `nthreads` threads. A Stein kernel value or sum that overflows (data,
+#' scores or preconditioner on an extreme scale) is an error of class
+#' `kb_error_numeric` naming the first pair of rows concerned, never a `NaN`,
+#' `Inf` or 0 result.
 #'
 #' @inheritParams stein_kernel_matrix
-#' @param weights Optional non-negative weights on the rows of `x`.
+#' @param weights Optional non-negative weights on the rows of `x`, not all
+#'   zero; only their ratios matter (a total beyond the double range is
+#'   fine).
 #' @param type `"V"` (the discrepancy, default) or `"U"` (unbiased estimate
 #'   of its square).
 #' @param blocks `NULL`, or a number of row blocks: the V-statistic is then
@@ -133,31 +197,35 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
     if (type != "V" || !is.null(weights)) {
       stop_arg("blocks", "is for the unweighted V-statistic only")
     }
+    blocks <- check_count(blocks, "blocks")
+    nthreads <- if (is.null(nthreads)) 1L else check_count(nthreads,
+                                                           "nthreads")
     return(ksd_blocks(x, score, kernel, blocks = blocks,
-                      standardize = standardize,
-                      nthreads = if (is.null(nthreads)) 1L else nthreads))
+                      standardize = standardize, nthreads = nthreads))
   }
-  st <- stein_setup(x, score, kernel, standardize)
-  n <- st$n
+  # every argument is checked before the score closure runs
+  x <- as_points(x)
+  n <- nrow(x)
   if (!is.null(weights)) weights <- check_weights(weights, n)
   if (type == "U" && n < 2L) {
     stop_arg("x", "must have at least two rows for the U-statistic")
   }
-  sums <- .Call(C_kb_stein_sums, st$x, st$s, st$kernel, weights,
-                resolve_nthreads(nthreads))
-  tot <- sum(sums$sums)
+  if (type == "U" && !is.null(weights) && !(1 - sum(weights^2) > 1e-12)) {
+    stop_arg("weights", "must give non-negligible weight to at least two ",
+             "rows for the U-statistic (1 - sum of the squared normalised ",
+             "weights is below 1e-12)")
+  }
+  nthreads <- resolve_nthreads(nthreads)
+  st <- stein_setup(x, score, kernel, standardize)
+  sums <- .Call(C_kb_stein_sums, st$x, st$s, st$kernel, weights, nthreads)
+  tot <- check_total(sum(sums$sums))
   if (type == "V") {
     v <- if (is.null(weights)) tot / n^2 else tot
     return(sqrt(max(v, 0)))
   }
-  off <- tot - sum(sums$diag)
+  off <- check_total(tot - sum(sums$diag))
   if (is.null(weights)) return(off / (n * (n - 1)))
-  denom <- 1 - sum(weights^2)
-  if (!(denom > 1e-12)) {
-    stop_arg("weights", "must give positive weight to at least two rows for ",
-             "the U-statistic")
-  }
-  off / denom
+  off / (1 - sum(weights^2))
 }
 
 #' KSD path
@@ -183,10 +251,10 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
 #' @export
 ksd_path <- function(x, score, kernel = imq_kernel(), standardize = FALSE,
                      nthreads = NULL) {
+  nthreads <- resolve_nthreads(nthreads)
   st <- stein_setup(x, score, kernel, standardize)
-  sums <- .Call(C_kb_stein_sums, st$x, st$s, st$kernel, NULL,
-                resolve_nthreads(nthreads))
-  path <- sqrt(pmax(cumsum(sums$sums), 0)) / seq_len(st$n)
+  sums <- .Call(C_kb_stein_sums, st$x, st$s, st$kernel, NULL, nthreads)
+  path <- sqrt(pmax(check_total(cumsum(sums$sums)), 0)) / seq_len(st$n)
   structure(list(ksd = path, n = st$n, d = st$d, kernel = st$kernel,
                  standardize = standardize, scale = st$scale),
             class = "kb_ksd_path")

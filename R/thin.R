@@ -60,31 +60,59 @@ stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
   x <- as_points(x)
   unique <- check_flag(unique, "unique")
   m <- check_m(m, nrow(x), unique)
+  nthreads <- resolve_nthreads(nthreads)
   st <- stein_setup(x, score, kernel, standardize)
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, NULL,
-               resolve_nthreads(nthreads))
-  path <- sqrt(pmax(cumsum(res$gain), 0)) / seq_len(m)
+               nthreads)
+  path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   new_thin(res$index, x, path, "ksd", "Stein thinning", st$kernel,
            list(standardize = standardize, unique = unique))
 }
 
-# Log densities at the rows of x from a vector, a one-point function or a
-# kb_target.
-resolve_log_density <- function(f, x, arg) {
+# Running sums of the greedy gains, the squared discrepancy times j^2 of
+# the first j selected points: finite terms can still overflow their sum.
+thin_path_sums <- function(gain) {
+  cs <- cumsum(gain)
+  if (!all(is.finite(cs))) {
+    stop_numeric(sprintf(paste0(
+      "the discrepancy of the first %d selected points overflows: scale ",
+      "the data or the kernel"), which(!is.finite(cs))[1L]))
+  }
+  cs
+}
+
+# Check a log density argument (vector, one-point function or kb_target)
+# without evaluating it.
+check_log_density <- function(f, x, arg) {
   n <- nrow(x)
   if (inherits(f, "kb_target")) {
-    v <- target_log_density(f, x)
-  } else if (is.function(f)) {
-    v <- eval_rows(f, x, 1L, arg)
+    if (!identical(as.integer(f$dim), ncol(x))) {
+      stop_arg("x", sprintf(paste0("must have %d columns (the dimension of ",
+                                   "'%s'); it has %d"), as.integer(f$dim),
+                            arg, ncol(x)))
+    }
   } else if (is.numeric(f) && is.null(dim(f))) {
     if (length(f) != n) {
       stop_arg(arg, sprintf("must have length nrow(x) = %d; it has %d", n,
                             length(f)))
     }
-    v <- as.double(f)
-  } else {
+  } else if (!is.function(f)) {
     stop_arg(arg, "must be a numeric vector of log densities at the rows of ",
              "x, a function or a kb_target")
+  }
+  invisible(f)
+}
+
+# Log densities at the rows of x from a vector, a one-point function or a
+# kb_target.
+resolve_log_density <- function(f, x, arg) {
+  check_log_density(f, x, arg)
+  if (inherits(f, "kb_target")) {
+    v <- target_log_density(f, x)
+  } else if (is.function(f)) {
+    v <- eval_rows(f, x, 1L, arg)
+  } else {
+    v <- as.double(f)
   }
   if (anyNA(v) || any(!is.finite(v))) {
     stop_arg(arg, sprintf("must be finite (NA, NaN or Inf at row %d)",
@@ -135,28 +163,52 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
     stop_arg("...", "takes only kernel, standardize, unique and nthreads")
   }
   kernel <- if (is.null(dots$kernel)) imq_kernel() else dots$kernel
-  standardize <- if (is.null(dots$standardize)) TRUE else dots$standardize
+  standardize <- check_flag(if (is.null(dots$standardize)) TRUE else
+                              dots$standardize, "standardize")
   unique <- check_flag(if (is.null(dots$unique)) FALSE else dots$unique,
                        "unique")
+  nthreads <- resolve_nthreads(dots$nthreads)
   x <- as_points(x)
   m <- check_m(m, nrow(x), unique)
-  lp <- resolve_log_density(log_p, x, "log_p")
-  lq <- resolve_log_density(log_q, x, "log_q")
-  w <- lq - lp
-  w <- w - min(w)
   if (!is.null(range_cap)) {
     range_cap <- check_number(range_cap, "range_cap", lower = 0,
                               lower_open = TRUE)
-    w <- pmin(w, range_cap)
-  } else if (max(w) > 10) {
+  }
+  # every argument is checked before any closure runs
+  check_log_density(log_p, x, "log_p")
+  check_log_density(log_q, x, "log_q")
+  check_score(score_q, x)
+  if (!inherits(kernel, "kb_kernel")) {
+    stop_arg("kernel", "must be a kernel object such as imq_kernel() or ",
+             "gaussian_kernel()")
+  }
+  lp <- resolve_log_density(log_p, x, "log_p")
+  lq <- resolve_log_density(log_q, x, "log_q")
+  w <- lq - lp
+  if (any(!is.finite(w))) {
+    stop_numeric(sprintf(paste0("log q - log p overflows at row %d (log_q = ",
+                                "%s, log_p = %s): rescale the log densities"),
+                         which(!is.finite(w))[1L],
+                         format(lq[!is.finite(w)][1L], digits = 3),
+                         format(lp[!is.finite(w)][1L], digits = 3)))
+  }
+  w <- w - min(w)
+  if (!is.null(range_cap)) w <- pmin(w, range_cap)
+  if (max(w) > 709) {
+    stop_numeric(sprintf(paste0(
+      "the log weights log q - log p span %s: their exp() overflows; set ",
+      "'range_cap' (at most 354 keeps exp(w_i + w_j) finite)"),
+      format(max(w), digits = 4)))
+  }
+  if (is.null(range_cap) && max(w) > 10) {
     warning(sprintf(paste0("the log weights log q - log p span %.1f (> 10): ",
                            "a few points dominate; consider a better proxy ",
                            "or 'range_cap'"), max(w)), call. = FALSE)
   }
   st <- stein_setup(x, score_q, kernel, standardize)
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, w,
-               resolve_nthreads(dots$nthreads))
-  path <- sqrt(pmax(cumsum(res$gain), 0)) / seq_len(m)
+               nthreads)
+  path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   out <- new_thin(res$index, x, path, "ksd", "gradient-free Stein thinning",
                   st$kernel, list(standardize = standardize, unique = unique))
   out$w <- w
@@ -198,6 +250,7 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
   }
   embed_size <- check_count(embed_size, "embed_size")
   standardize <- check_flag(standardize, "standardize")
+  nthreads <- resolve_nthreads(nthreads)
   xs <- x
   if (standardize) xs <- standardize_columns(x)$x
   rk <- resolve_kernel(kernel, xs)
@@ -208,7 +261,7 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
     seq_len(n)
   }
   res <- .Call(C_kb_mmd_thin, xr, xr[rows, , drop = FALSE], rk, m, unique,
-               resolve_nthreads(nthreads))
+               nthreads)
   j <- seq_len(m)
   mmd2 <- cumsum(res$gain) / j^2 - 2 * cumsum(res$mu[res$index]) / j +
     mean(res$mu[rows])
@@ -333,6 +386,7 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
                         standardize = FALSE, nthreads = NULL) {
   nonneg <- check_flag(nonneg, "nonneg")
+  nthreads <- resolve_nthreads(nthreads)
   # standardisation and preconditioner heuristics see the whole sample,
   # repeats included; repeats are merged only for the solve
   st <- stein_setup(x, score, kernel, standardize)
@@ -340,9 +394,11 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
   # exact (bitwise) row keys: merging must not depend on printing precision
   key <- apply(xs, 1L, function(r) paste(sprintf("%a", r), collapse = ","))
   dup <- duplicated(key)
-  K <- .Call(C_kb_stein_matrix, st$x[!dup, , drop = FALSE],
-             st$s[!dup, , drop = FALSE], st$kernel,
-             resolve_nthreads(nthreads))
+  xu <- st$x[!dup, , drop = FALSE]
+  # C names rows of the sample, not of the merged set, in its messages
+  attr(xu, "kb_rows") <- which(!dup)
+  K <- .Call(C_kb_stein_matrix, xu, st$s[!dup, , drop = FALSE], st$kernel,
+             nthreads)
   v <- if (nonneg) simplex_qp(K) else affine_qp(K)
   # share each distinct point's weight among its copies
   grp <- match(key, key[!dup])
@@ -353,13 +409,17 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
 
 ridge_chol <- function(A) {
   jitter <- 0
-  base <- max(mean(abs(diag(A))), .Machine$double.xmin)
+  base <- mean(abs(diag(A)))
+  if (!is.finite(base)) base <- sum(abs(diag(A)) / nrow(A))
+  base <- max(base, .Machine$double.xmin)
   repeat {
     R <- tryCatch(chol(A + diag(jitter, nrow(A))), error = function(e) NULL)
     if (!is.null(R)) return(R)
     jitter <- if (jitter == 0) 1e-12 * base else jitter * 100
     if (jitter > 1e-4 * base) {
-      stop("the Stein kernel matrix is numerically singular", call. = FALSE)
+      stop_numeric("the Stein kernel matrix is numerically singular (a ",
+                   "ridge of 1e-4 times its mean diagonal does not make it ",
+                   "positive definite): scale the data or the kernel")
     }
   }
 }
@@ -368,7 +428,13 @@ ridge_chol <- function(A) {
 affine_qp <- function(K) {
   R <- ridge_chol(K)
   z <- backsolve(R, forwardsolve(t(R), rep(1, nrow(K))))
-  z / sum(z)
+  tot <- sum(z)
+  if (!is.finite(tot) || !(abs(tot) > 0) || any(!is.finite(z))) {
+    stop_numeric("solving for the KSD-optimal weights overflows (K^-1 1 ",
+                 "sums to ", format(tot, digits = 3), "): scale the data or ",
+                 "the kernel")
+  }
+  z / tot
 }
 
 # argmin w'Kw subject to sum(w) = 1, w >= 0: primal active-set method.
@@ -385,6 +451,10 @@ simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L) {
   for (iter in seq_len(max_iter)) {
     g <- drop(K %*% w)
     lam <- sum(w * g)
+    if (!is.finite(lam) || any(!is.finite(g))) {
+      stop_numeric("the weighted Stein kernel sums overflow while solving ",
+                   "for the KSD-optimal weights: scale the data or the kernel")
+    }
     cand <- setdiff(seq_len(n), P)
     if (!length(cand)) break
     viol <- g[cand] - lam
@@ -404,7 +474,11 @@ simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L) {
       drop_ <- P[w[P] <= tol]
       w[drop_] <- 0
       P <- setdiff(P, drop_)
-      if (!length(P)) stop("active-set solver lost all points", call. = FALSE)
+      if (!length(P)) {
+        stop_numeric("the active-set solver for the KSD-optimal weights ",
+                     "lost all points (the Stein kernel matrix is too ill ",
+                     "conditioned): scale the data or the kernel")
+      }
       w <- w / sum(w)
     }
   }

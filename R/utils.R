@@ -135,9 +135,16 @@ check_weights <- function(weights, n, arg = "weights") {
     stop_arg(arg, "must not contain NA, NaN or Inf")
   }
   if (any(weights < 0)) stop_arg(arg, "must be non-negative")
+  weights <- as.double(weights)
   s <- sum(weights)
   if (!(s > 0)) stop_arg(arg, "must have a positive sum")
-  as.double(weights / s)
+  if (!is.finite(s)) {
+    # the total overflows: divide by the largest weight first (the sum of
+    # the scaled weights is at most n), then normalise
+    weights <- weights / max(weights)
+    s <- sum(weights)
+  }
+  weights / s
 }
 
 # Evaluate a one-point closure f (length-d vector -> length len_out) at every

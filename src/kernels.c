@@ -32,6 +32,9 @@ void kb_kernel_from_sexp(SEXP kern, int d, kb_kernel *K)
             KB_INTERNAL("preconditioner is not positive definite");
         K->trL += l;
     }
+    /* resolve_kernel() rules out an overflowing trace */
+    if (!R_FINITE(K->trL))
+        KB_INTERNAL("the trace of the preconditioner overflows");
     K->c = 1.0;
     K->beta = -0.5;
     if (K->type == KB_IMQ) {

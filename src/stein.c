@@ -113,13 +113,19 @@ static R_xlen_t rows_per_chunk(R_xlen_t n)
 /* Visit rows j = first..last-1 of the point set in chunks of about 2^23 kernel
  * evaluations, in parallel within a chunk (each row j costs about j
  * evaluations), with an interrupt check between chunks; fn gets the row's
- * point and score gathered into per-thread scratch. */
+ * point and score gathered into per-thread scratch.  After each chunk (out
+ * of the parallel region) check, when given, returns the first row of the
+ * chunk whose result is not finite, or -1; visit_rows then stops and returns
+ * that row, else it returns -1.  Detecting overflow on the row results keeps
+ * the kernel loops free of tests: NaN and Inf propagate into them. */
 typedef void (*row_visitor)(void *ctx, R_xlen_t j, const double *xj,
                             const double *sj);
+typedef R_xlen_t (*chunk_check)(void *ctx, R_xlen_t j0, R_xlen_t j1);
 
-static void visit_rows(const kb_kernel *K, const double *X, const double *S,
-                       R_xlen_t n, R_xlen_t first, R_xlen_t last,
-                       int nthreads, row_visitor fn, void *ctx)
+static R_xlen_t visit_rows(const kb_kernel *K, const double *X,
+                           const double *S, R_xlen_t n, R_xlen_t first,
+                           R_xlen_t last, int nthreads, row_visitor fn,
+                           chunk_check check, void *ctx)
 {
     const int d = K->d;
     double *scratch = (double *) R_alloc((size_t) 2 * d * nthreads,
@@ -141,8 +147,81 @@ static void visit_rows(const kb_kernel *K, const double *X, const double *S,
             kb_get_row(S, n, j, d, sj);
             fn(ctx, j, xj, sj);
         }
+        if (check) {
+            R_xlen_t bad = check(ctx, j0, j1);
+            if (bad >= 0)
+                return bad;
+        }
         R_CheckUserInterrupt();
     }
+    return -1;
+}
+
+/* First i in [i0, i1) with a non-finite v[i], or -1. */
+static R_xlen_t first_nonfinite(const double *v, R_xlen_t i0, R_xlen_t i1)
+{
+    for (R_xlen_t i = i0; i < i1; i++)
+        if (!R_FINITE(v[i]))
+            return i;
+    return -1;
+}
+
+/* 1-based label of row i for messages: the optional integer attribute
+ * "kb_rows" of the point matrix maps rows to those of the user's sample
+ * (ksd_weights() hands over distinct rows only). */
+static const int *row_labels(SEXP x)
+{
+    SEXP lab = Rf_getAttrib(x, Rf_install("kb_rows"));
+    if (TYPEOF(lab) == INTSXP && XLENGTH(lab) == XLENGTH(x) / Rf_ncols(x))
+        return INTEGER(lab);
+    return NULL;
+}
+
+static double row_label(const int *lab, R_xlen_t i)
+{
+    return lab ? (double) lab[i] : (double) (i + 1);
+}
+
+/* Raise the error for a non-finite Stein kernel of rows i and j (0-based),
+ * or, when i < 0, for a row sum that overflowed although its terms are
+ * finite.  Never called inside a parallel region. */
+static void NORET stein_overflow(const int *lab, R_xlen_t i, R_xlen_t j,
+                                 double v)
+{
+    double a = row_label(lab, i < 0 ? j : (i < j ? i : j)),
+        b = row_label(lab, i < 0 ? j : (i < j ? j : i));
+    if (i < 0)
+        kb_error_numeric(_("the Stein kernel sum over row %.0f overflows (its "
+                           "terms are finite but too large to add): scale "
+                           "the data or the kernel"), a);
+    kb_error_numeric(_("the Stein kernel of rows %.0f and %.0f overflows (%s): "
+                       "scale the data or the kernel"), a, b,
+                     ISNAN(v) ? "NaN" : (v > 0 ? "Inf" : "-Inf"));
+}
+
+/* Second pass, only after a failure: the first pair (i, j), i <= j, with a
+ * non-finite Stein kernel, the diagonal first; raise its error.  When all
+ * of k_p(x_i, x_j), i <= j, are finite the weighted row sum overflowed. */
+static void NORET locate_in_row(const kb_kernel *K, const double *X,
+                                const double *S, R_xlen_t n, R_xlen_t j,
+                                const int *lab)
+{
+    const int d = K->d;
+    double *xj = (double *) R_alloc((size_t) 2 * d + KB_BLOCK, sizeof(double)),
+        *sj = xj + d, *buf = sj + d;
+    kb_get_row(X, n, j, d, xj);
+    kb_get_row(S, n, j, d, sj);
+    double dj = kb_stein_diag(K, sj);
+    if (!R_FINITE(dj))
+        stein_overflow(lab, j, j, dj);
+    for (R_xlen_t i0 = 0; i0 < j; i0 += KB_BLOCK) {
+        R_xlen_t i1 = i0 + KB_BLOCK < j ? i0 + KB_BLOCK : j;
+        kb_stein_row(K, xj, sj, X, S, n, i0, i1, buf);
+        R_xlen_t bad = first_nonfinite(buf, 0, i1 - i0);
+        if (bad >= 0)
+            stein_overflow(lab, i0 + bad, j, buf[bad]);
+    }
+    stein_overflow(lab, -1, j, 0.0);
 }
 
 typedef struct {
@@ -164,12 +243,18 @@ static void lower_sum_row(void *ctx, R_xlen_t j, const double *xj,
         q->diag[j] = dj;
 }
 
-void kb_stein_lower_sums(const kb_kernel *K, const double *X, const double *S,
-                         R_xlen_t n, const double *w, int nthreads,
-                         double *c, double *diag)
+static R_xlen_t lower_sums_check(void *ctx, R_xlen_t j0, R_xlen_t j1)
+{
+    return first_nonfinite(((lower_sums_ctx *) ctx)->c, j0, j1);
+}
+
+R_xlen_t kb_stein_lower_sums(const kb_kernel *K, const double *X,
+                             const double *S, R_xlen_t n, const double *w,
+                             int nthreads, double *c, double *diag)
 {
     lower_sums_ctx q = {K, X, S, w, n, c, diag};
-    visit_rows(K, X, S, n, 0, n, nthreads, lower_sum_row, &q);
+    return visit_rows(K, X, S, n, 0, n, nthreads, lower_sum_row,
+                      lower_sums_check, &q);
 }
 
 typedef struct {
@@ -177,17 +262,35 @@ typedef struct {
     const double *X, *S;
     R_xlen_t n;
     double *out;
+    unsigned char *bad;    /* bad[j]: column j has a non-finite value */
 } matrix_ctx;
 
-/* column j, rows 0..j; the strict upper part is mirrored into row j */
+/* column j, rows 0..j; the strict upper part is mirrored into row j.
+ * v - v is 0 for a finite v and NaN otherwise: summed while the column is
+ * still in cache, it flags overflow without a second pass over memory. */
 static void matrix_row(void *ctx, R_xlen_t j, const double *xj,
                        const double *sj)
 {
     matrix_ctx *q = (matrix_ctx *) ctx;
     R_xlen_t nn = q->n;
-    kb_stein_row(q->K, xj, sj, q->X, q->S, nn, 0, j + 1, q->out + j * nn);
-    for (R_xlen_t i = 0; i < j; i++)
-        q->out[i * nn + j] = q->out[j * nn + i];
+    double *col = q->out + j * nn, z = 0.0;
+    kb_stein_row(q->K, xj, sj, q->X, q->S, nn, 0, j + 1, col);
+    for (R_xlen_t i = 0; i < j; i++) {
+        double v = col[i];
+        q->out[i * nn + j] = v;
+        z += v - v;
+    }
+    z += col[j] - col[j];
+    q->bad[j] = !(z == 0.0);
+}
+
+static R_xlen_t matrix_check(void *ctx, R_xlen_t j0, R_xlen_t j1)
+{
+    matrix_ctx *q = (matrix_ctx *) ctx;
+    for (R_xlen_t j = j0; j < j1; j++)
+        if (q->bad[j])
+            return j;
+    return -1;
 }
 
 /* ---- .Call entry points ------------------------------------------------ */
@@ -215,8 +318,16 @@ SEXP kb_stein_matrix(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
     kb_kernel K;
     kb_kernel_from_sexp(kern, d, &K);
     SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, n, n));
-    matrix_ctx q = {&K, REAL(x), REAL(s), n, REAL(ans)};
-    visit_rows(&K, REAL(x), REAL(s), n, 0, n, nt, matrix_row, &q);
+    unsigned char *flags = (unsigned char *) R_alloc((size_t) n + 1, 1);
+    matrix_ctx q = {&K, REAL(x), REAL(s), n, REAL(ans), flags};
+    R_xlen_t bad = visit_rows(&K, REAL(x), REAL(s), n, 0, n, nt, matrix_row,
+                              matrix_check, &q);
+    if (bad >= 0) {
+        /* the diagonal first, then the rows above it */
+        const double *col = REAL(ans) + bad * (R_xlen_t) n;
+        R_xlen_t i = R_FINITE(col[bad]) ? first_nonfinite(col, 0, bad) : bad;
+        stein_overflow(row_labels(x), i, bad, col[i]);
+    }
     UNPROTECT(1);
     return ans;
 }
@@ -238,8 +349,11 @@ SEXP kb_stein_sums(SEXP x, SEXP s, SEXP kern, SEXP weights, SEXP nthreads)
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SET_VECTOR_ELT(ans, 0, Rf_allocVector(REALSXP, n));
     SET_VECTOR_ELT(ans, 1, Rf_allocVector(REALSXP, n));
-    kb_stein_lower_sums(&K, REAL(x), REAL(s), n, w, nt,
-                        REAL(VECTOR_ELT(ans, 0)), REAL(VECTOR_ELT(ans, 1)));
+    R_xlen_t bad = kb_stein_lower_sums(&K, REAL(x), REAL(s), n, w, nt,
+                                       REAL(VECTOR_ELT(ans, 0)),
+                                       REAL(VECTOR_ELT(ans, 1)));
+    if (bad >= 0)
+        locate_in_row(&K, REAL(x), REAL(s), n, bad, row_labels(x));
     UNPROTECT(1);
     return ans;
 }
@@ -262,6 +376,13 @@ static void block_row(void *ctx, R_xlen_t j, const double *xj, const double *sj)
     b->out[j - b->j0] = dj + 2.0 * off;
 }
 
+static R_xlen_t block_check(void *ctx, R_xlen_t j0, R_xlen_t j1)
+{
+    block_ctx *b = (block_ctx *) ctx;
+    R_xlen_t bad = first_nonfinite(b->out, j0 - b->j0, j1 - b->j0);
+    return bad < 0 ? -1 : bad + b->j0;
+}
+
 SEXP kb_stein_block_sums(SEXP x, SEXP s, SEXP kern, SEXP j0_, SEXP j1_,
                          SEXP nthreads)
 {
@@ -276,7 +397,10 @@ SEXP kb_stein_block_sums(SEXP x, SEXP s, SEXP kern, SEXP j0_, SEXP j1_,
     kb_kernel_from_sexp(kern, d, &K);
     SEXP ans = PROTECT(Rf_allocVector(REALSXP, j1 - j0));
     block_ctx q = {{&K, REAL(x), REAL(s), NULL, n, NULL, NULL}, j0, REAL(ans)};
-    visit_rows(&K, REAL(x), REAL(s), n, j0, j1, nt, block_row, &q);
+    R_xlen_t bad = visit_rows(&K, REAL(x), REAL(s), n, j0, j1, nt, block_row,
+                              block_check, &q);
+    if (bad >= 0)
+        locate_in_row(&K, REAL(x), REAL(s), n, bad, row_labels(x));
     UNPROTECT(1);
     return ans;
 }

@@ -20,10 +20,12 @@ double kb_stein_diag(const kb_kernel *K, const double *s);
 
 /* c_j = w_j (w_j k_p(x_j, x_j) + 2 sum_{i<j} w_i k_p(x_i, x_j)), j = 0..n-1,
  * so that the KSD^2 V-statistic of the first j points is a cumulative sum.
- * Also the diagonal terms w_j^2 k_p(x_j, x_j) in diag (may be NULL). */
-void kb_stein_lower_sums(const kb_kernel *K, const double *X, const double *S,
-                         R_xlen_t n, const double *w, int nthreads,
-                         double *c, double *diag);
+ * Also the diagonal terms w_j^2 k_p(x_j, x_j) in diag (may be NULL).
+ * Returns -1, or the first row j whose c_j is not finite (an overflow); the
+ * rows after it are then not computed. */
+R_xlen_t kb_stein_lower_sums(const kb_kernel *K, const double *X,
+                             const double *S, R_xlen_t n, const double *w,
+                             int nthreads, double *c, double *diag);
 
 /* Gather row i of a column-major matrix into a length-d vector. */
 static inline void kb_get_row(const double *X, R_xlen_t ld, R_xlen_t i, int d,

@@ -16,12 +16,16 @@ typedef struct {
     const double *mu;      /* MMD: mean embedding at each point, or NULL */
 } greedy_problem;
 
-/* obj_i += 2 k(x_i, x_last) [e^{w_i + w_last}] for i in [i0, i1). */
-static void add_point(const greedy_problem *g, const double *xl,
-                      const double *sl, double ewl, R_xlen_t i0, R_xlen_t i1,
-                      double *obj)
+/* obj_i += 2 k(x_i, x_last) [e^{w_i + w_last}] for i in [i0, i1).
+ * Returns 1 if an updated obj_i is not finite (an overflow), else 0: o - o
+ * is 0 for a finite o and NaN otherwise, and its sum vectorises (omp simd
+ * may reorder the reduction, never fold o - o), so the check costs next to
+ * nothing in the loop that already touches obj. */
+static int add_point(const greedy_problem *g, const double *xl,
+                     const double *sl, double ewl, R_xlen_t i0, R_xlen_t i1,
+                     double *obj)
 {
-    double buf[KB_BLOCK];
+    double buf[KB_BLOCK], z = 0.0;
     for (R_xlen_t i = i0; i < i1; i += KB_BLOCK) {
         int m = (int) (i1 - i < KB_BLOCK ? i1 - i : KB_BLOCK);
         if (g->S)
@@ -31,13 +35,31 @@ static void add_point(const greedy_problem *g, const double *xl,
         double *o = obj + i;
         if (g->ew) {
             const double *e = g->ew + i;
-            for (int t = 0; t < m; t++)
-                o[t] += 2.0 * buf[t] * (e[t] * ewl);
+#pragma omp simd reduction(+:z)
+            for (int t = 0; t < m; t++) {
+                double v = o[t] + 2.0 * buf[t] * (e[t] * ewl);
+                o[t] = v;
+                z += v - v;
+            }
         } else {
-            for (int t = 0; t < m; t++)
-                o[t] += 2.0 * buf[t];
+#pragma omp simd reduction(+:z)
+            for (int t = 0; t < m; t++) {
+                double v = o[t] + 2.0 * buf[t];
+                o[t] = v;
+                z += v - v;
+            }
         }
     }
+    return !(z == 0.0);
+}
+
+/* First i in [0, n) with a non-finite obj_i, or -1. */
+static R_xlen_t first_nonfinite_obj(const double *obj, R_xlen_t n)
+{
+    for (R_xlen_t i = 0; i < n; i++)
+        if (!R_FINITE(obj[i]))
+            return i;
+    return -1;
 }
 
 /* First index of the smallest obj_i - coef mu_i over eligible i in [i0, i1). */
@@ -60,10 +82,55 @@ static R_xlen_t local_argmin(const greedy_problem *g, const double *obj,
     return bi;
 }
 
+/* Second pass, only after the objective of point i overflowed at step j
+ * (after the points idx[0..j-1] were added): find the first non-finite
+ * term, the diagonal k(x_i, x_i) [e^{2 w_i}] first, and raise its error.
+ * Called outside the parallel region. */
+static void NORET locate_overflow(const greedy_problem *g, R_xlen_t i,
+                                  const int *idx, int j)
+{
+    const int d = g->K->d;
+    R_xlen_t n = g->n;
+    const char *what = g->S ? "Stein kernel" : "kernel";
+    double *xi = (double *) R_alloc((size_t) 2 * d, sizeof(double)),
+        *si = xi + d, kv, p1, p2, zero = 0.0;
+    kb_get_row(g->X, n, i, d, xi);
+    if (g->S) {
+        kb_get_row(g->S, n, i, d, si);
+        kv = kb_stein_diag(g->K, si);
+    } else {
+        kb_phi_block(g->K, 1, &zero, &kv, &p1, &p2);
+    }
+    for (int l = -1; l < j; l++) {
+        R_xlen_t o = l < 0 ? i : idx[l];
+        if (l >= 0) {
+            if (g->S)
+                kb_stein_row(g->K, xi, si, g->X, g->S, n, o, o + 1, &kv);
+            else
+                kb_kernel_row(g->K, xi, g->X, n, o, o + 1, &kv);
+        }
+        double a = (double) (i < o ? i : o) + 1, b = (double) (i < o ? o : i) + 1;
+        if (!R_FINITE(kv))
+            kb_error_numeric(_("the %s of rows %.0f and %.0f overflows (%s): "
+                               "scale the data or the kernel"), what, a, b,
+                             ISNAN(kv) ? "NaN" : (kv > 0 ? "Inf" : "-Inf"));
+        if (g->ew && !R_FINITE(kv * (g->ew[i] * g->ew[o])))
+            kb_error_numeric(_("the %s of rows %.0f and %.0f times the weights "
+                               "exp(w_i + w_j) overflows: the log weights "
+                               "log q - log p span too much; set 'range_cap'"),
+                             what, a, b);
+    }
+    kb_error_numeric(_("the greedy objective of row %.0f overflows after %d "
+                       "selected points (its terms are finite but too large "
+                       "to add): scale the data or the kernel"),
+                     (double) i + 1, j);
+}
+
 /* The greedy loop.  obj must hold the diagonal terms on entry.  Writes the
  * 0-based selection into idx and, for each step, obj at the selected point
  * before its own row is added (the increase of the sum over the selected
- * set), into gain. */
+ * set), into gain.  An objective that overflows is an error naming the
+ * pair of rows. */
 static void greedy(const greedy_problem *g, int m, int unique, int nt,
                    double *obj, int *idx, double *gain)
 {
@@ -75,7 +142,8 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
     double *xl = (double *) R_alloc((size_t) 2 * d, sizeof(double)),
         *sl = xl + d;
     double *tv = (double *) R_alloc((size_t) nt, sizeof(double));
-    R_xlen_t *ti = (R_xlen_t *) R_alloc((size_t) nt, sizeof(R_xlen_t));
+    R_xlen_t *ti = (R_xlen_t *) R_alloc((size_t) nt, sizeof(R_xlen_t)),
+        *tb = (R_xlen_t *) R_alloc((size_t) nt, sizeof(R_xlen_t));
     R_xlen_t last = -1, since_check = 0;
     for (int j = 0; j < m; j++) {
         double ewl = 1.0, coef = 2.0 * (j + 1);
@@ -87,7 +155,7 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
                 ewl = g->ew[last];
         }
         for (int t = 0; t < nt; t++) {
-            ti[t] = -1;
+            ti[t] = tb[t] = -1;
             tv[t] = R_PosInf;
         }
 #ifdef _OPENMP
@@ -101,9 +169,23 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
 #endif
             R_xlen_t i0 = n * tid / nth, i1 = n * (tid + 1) / nth;
             if (last >= 0)
-                add_point(g, xl, sl, ewl, i0, i1, obj);
+                tb[tid] = add_point(g, xl, sl, ewl, i0, i1, obj);
             ti[tid] = local_argmin(g, obj, taken, coef, i0, i1, tv + tid);
         }
+        /* an overflow: name the first eligible point whose objective it
+         * reached.  Without repeats a selected point's objective is never
+         * read again: its overflow is harmless and reset to 0. */
+        int flagged = 0;
+        for (int t = 0; t < nt; t++)
+            flagged |= tb[t] > 0;
+        if (flagged)
+            for (R_xlen_t i = 0; i < n; i++)
+                if (!R_FINITE(obj[i])) {
+                    if (taken && taken[i])
+                        obj[i] = 0.0;
+                    else
+                        locate_overflow(g, i, idx, j);
+                }
         /* ranges are in thread order, so strict < keeps the first index */
         R_xlen_t bi = -1;
         double bv = R_PosInf;
@@ -196,6 +278,9 @@ SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
         if (ew)
             obj[i] *= ew[i] * ew[i];
     }
+    R_xlen_t bad = first_nonfinite_obj(obj, n);
+    if (bad >= 0)
+        locate_overflow(&g, bad, NULL, 0);
     int *idx = (int *) R_alloc((size_t) m, sizeof(int));
     double *gain = (double *) R_alloc((size_t) m, sizeof(double));
     greedy(&g, m, unique, nt, obj, idx, gain);

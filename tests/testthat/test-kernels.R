@@ -351,3 +351,87 @@ test_that("heuristics fail clearly on degenerate samples", {
   # "id" is fine on one row
   expect_equal(rk("id", x1)$L, diag(2), tolerance = 0)
 })
+
+# ---- out-of-range scales name the user's argument (issue 12) ------------------
+
+test_that("bandwidths and numeric preconditioners whose L over- or underflows are rejected, naming them", {
+  for (bw in c(1e-200, 1e-155, 1e154, 1e200)) {
+    expect_error(gaussian_kernel(bandwidth = bw), class = "kb_error_arg",
+                 regexp = "^'bandwidth' = .* out of range")
+  }
+  expect_error(gaussian_kernel(bandwidth = 1e-200), regexp = "overflows")
+  expect_error(gaussian_kernel(bandwidth = 1e200), regexp = "underflows")
+  for (pc in c(1e-320, 1e-310, 1e308)) {
+    expect_error(imq_kernel(precon = pc), class = "kb_error_arg",
+                 regexp = "^'precon' = .* out of range")
+  }
+  # the ends of the range work, and give L = I / precon exactly
+  x <- matrix(c(0, 1, 3), ncol = 1)
+  expect_equal(kernel_matrix(x, kernel = gaussian_kernel(bandwidth = 1e-150)),
+               diag(3))
+  expect_equal(kernel_matrix(x * 1e150,
+                             kernel = gaussian_kernel(bandwidth = 1e150)),
+               unname(exp(-as.matrix(stats::dist(x))^2 / 2)),
+               tolerance = 1e-14)
+  rk <- kernbayes:::resolve_kernel(imq_kernel(precon = 1e-300), x)
+  expect_equal(rk$lambda, 1e300)
+})
+
+test_that("heuristics on data too large or too small for L name 'x' with its scale", {
+  set.seed(8)
+  X <- matrix(stats::rnorm(40), 20)
+  rk <- function(pc, x) kernbayes:::resolve_kernel(imq_kernel(precon = pc), x)
+  for (pc in c("med", "sclmed")) {
+    expect_error(rk(pc, X * 1e200), class = "kb_error_arg",
+                 regexp = "^'x' has a median pairwise distance of [0-9.]+e\\+200.*underflows; rescale x")
+    expect_error(rk(pc, X * 1e-170), class = "kb_error_arg",
+                 regexp = "^'x' has a median pairwise distance of [0-9.]+e-170.*overflows; rescale x")
+  }
+  expect_error(rk("smpcov", X * 1e200), class = "kb_error_arg",
+               regexp = "^'x' has principal standard deviations of [0-9.]+e\\+200 to [0-9.]+e\\+200.*underflows; rescale x")
+  expect_error(rk("smpcov", X * 1e-170), class = "kb_error_arg",
+               regexp = "^'x' has principal standard deviations of [0-9.]+e-170 to [0-9.]+e-170.*overflows; rescale x")
+  # through the user functions, with the reported example
+  expect_error(ksd(X * 1e200, -X, imq_kernel(precon = "med")),
+               class = "kb_error_arg", regexp = "^'x'.*rescale x")
+  expect_error(kernel_matrix(X * 1e-200), class = "kb_error_arg",
+               regexp = "^'x'.*rescale x")
+  # the median and the covariance are found for data near the limits
+  m <- stats::median(stats::dist(X))
+  expect_equal(rk("med", X * 2^500)$lambda, 1 / (m * 2^500)^2,
+               tolerance = 1e-14)
+  expect_equal(rk("smpcov", X * 2^-500)$L,
+               solve(stats::cov(X)) * 2^1000, tolerance = 1e-12)
+  # a user matrix with eigenvalues or a trace beyond doubles
+  expect_error(rk(matrix(c(1.5e308, 1e308, 1e308, 1.5e308), 2), X),
+               class = "kb_error_arg", regexp = "^'precon'")
+  expect_error(rk(diag(c(1e-310, 1)), X), class = "kb_error_arg",
+               regexp = "^'precon'")
+  expect_error(rk(diag(c(1e308, 1e308)), X), class = "kb_error_arg",
+               regexp = "^'precon'.*trace")
+})
+
+test_that("edited kernel objects are rejected, naming 'kernel' or 'precon'", {
+  x <- matrix(stats::rnorm(20), 10)
+  s <- -x
+  k <- imq_kernel()
+  for (edit in list(list(type = "foo"), list(type = NULL), list(c = 0),
+                    list(c = NULL), list(c = "1"), list(beta = 0.5),
+                    list(beta = NA_real_), list(beta = c(-1, -2)))) {
+    ke <- utils::modifyList(k, edit)
+    class(ke) <- class(k)
+    expect_error(ksd(x, s, ke), class = "kb_error_arg", regexp = "^'kernel'")
+    expect_error(stein_thin(x, s, 3, ke), class = "kb_error_arg",
+                 regexp = "^'kernel'")
+  }
+  ke <- k
+  ke$precon <- 1e-320
+  expect_error(ksd(x, s, ke), class = "kb_error_arg", regexp = "^'precon'")
+  ke$precon <- "median"
+  expect_error(kernel_matrix(x, kernel = ke), class = "kb_error_arg",
+               regexp = "^'precon'")
+  kg <- gaussian_kernel()
+  kg$precon <- -1
+  expect_error(mmd_thin(x, 3, kernel = kg), class = "kb_error_arg",
+               regexp = "^'precon'")
+})

@@ -578,3 +578,164 @@ test_that("degenerate samples are rejected with a clear message", {
   expect_error(ksd(x, -x, imq_kernel(precon = matrix(c(1, 2, 2, 1), 2))),
                "'precon'.*positive definite")
 })
+
+# ---- overflow: an error naming the rows, never NaN, Inf or 0 (issue 12) ------
+
+# 20 x 2 sample whose row 7 is so far away that squared distances overflow.
+far_row_sample <- function() {
+  set.seed(1)
+  x <- matrix(stats::rnorm(40), 20)
+  s <- -x
+  x[7, ] <- c(1e155, 0)
+  list(x = x, s = s)
+}
+
+test_that("a Stein kernel that overflows is a kb_error_numeric naming the rows", {
+  smp <- far_row_sample()
+  x <- smp$x
+  s <- smp$s
+  for (nt in 1:2) {
+    expect_error(ksd(x, s, nthreads = nt), class = "kb_error_numeric",
+                 regexp = "Stein kernel of rows 1 and 7 overflows")
+    expect_error(ksd(x, s, type = "U", nthreads = nt),
+                 class = "kb_error_numeric", regexp = "rows 1 and 7")
+    expect_error(ksd(x, s, weights = seq_len(20), nthreads = nt),
+                 class = "kb_error_numeric", regexp = "rows 1 and 7")
+    expect_error(ksd_path(x, s, nthreads = nt), class = "kb_error_numeric",
+                 regexp = "rows 1 and 7")
+    expect_error(stein_kernel_matrix(x, s, nthreads = nt),
+                 class = "kb_error_numeric", regexp = "rows 1 and 7")
+  }
+  expect_error(ksd(x, s, blocks = 3), class = "kb_error_numeric",
+               regexp = "rows 1 and 7")
+  expect_error(ksd_blocks(x, s, blocks = 2), class = "kb_error_numeric",
+               regexp = "rows 1 and 7")
+  # a score that overflows its own diagonal term names the row twice
+  x0 <- matrix(stats::rnorm(40), 20)
+  s0 <- -x0
+  s0[5, ] <- c(1e200, 1)
+  expect_error(ksd(x0, s0), class = "kb_error_numeric",
+               regexp = "rows 5 and 5 overflows \\(Inf\\)")
+  expect_error(stein_kernel_matrix(x0, s0), class = "kb_error_numeric",
+               regexp = "rows 5 and 5")
+  # rows before the bad one are fine: the error names the first bad pair
+  expect_error(ksd(rbind(x0[1:3, ], x[7, ]), rbind(s0[1:3, ], s[7, ])),
+               class = "kb_error_numeric", regexp = "rows 1 and 4")
+})
+
+test_that("overflow past a C block and a chunk of rows is found and named", {
+  # n = 3000: rows are summed in chunks of 2796 rows between interrupt
+  # checks, and in blocks of 256 points
+  set.seed(12)
+  n <- 3000
+  x <- matrix(stats::rnorm(2 * n), n)
+  s <- -x
+  s[2900, ] <- c(1e200, 0)
+  x[2950, ] <- c(0, 1e155)
+  for (nt in 1:2) {
+    expect_error(ksd(x, s, nthreads = nt), class = "kb_error_numeric",
+                 regexp = "rows 2900 and 2900 overflows")
+    expect_error(ksd(x[-2900, ], s[-2900, ], nthreads = nt),
+                 class = "kb_error_numeric", regexp = "rows 1 and 2949 ")
+    expect_error(ksd_path(x[1:2899, ], s[1:2899, ], nthreads = nt), NA)
+  }
+  expect_error(ksd_blocks(x, s, blocks = 3), class = "kb_error_numeric",
+               regexp = "rows 2900 and 2900")
+  xm <- x[2600:2960, ]
+  sm <- s[2600:2960, ]
+  expect_error(stein_kernel_matrix(xm, sm, nthreads = 2),
+               class = "kb_error_numeric", regexp = "rows 301 and 301 ")
+  expect_error(stein_kernel_matrix(xm[-301, ], sm[-301, ], nthreads = 2),
+               class = "kb_error_numeric", regexp = "rows 1 and 350 ")
+})
+
+test_that("finite Stein kernel values whose sum overflows are an error too", {
+  # k_p(x_i, x_j) = s^2 + 1 ~ 1.4e308 for coinciding points: every value is
+  # finite, row 2's sum k_p(x_2, x_2) + 2 k_p(x_1, x_2) is not
+  x <- matrix(0, 3, 1)
+  s <- matrix(1.2e154, 3, 1)
+  expect_true(all(is.finite(stein_kernel_matrix(x, s))))
+  expect_error(ksd(x, s), class = "kb_error_numeric",
+               regexp = "Stein kernel sum over row 2 overflows")
+  expect_error(ksd_path(x, s), class = "kb_error_numeric",
+               regexp = "sum over row 2")
+  # one row: finite, and its KSD is sqrt(s^2 phi(0) - 2 phi'(0) tr L)
+  expect_equal(ksd(x[1, , drop = FALSE], s[1, , drop = FALSE]),
+               sqrt(1.2e154^2 + 1), tolerance = 1e-14)
+  # the total over rows overflows in R although every row sum is finite
+  x2 <- matrix(c(0, 1e3), 2, 1)
+  s2 <- matrix(1.2e154, 2, 1)
+  expect_error(ksd(x2, s2), class = "kb_error_numeric",
+               regexp = "sum over all rows overflows")
+})
+
+test_that("weights whose total overflows or underflows give the equal-weight answer", {
+  set.seed(2)
+  x <- matrix(stats::rnorm(40), 20)
+  s <- -x
+  K <- ref_stein(x, s)   # plain R, the formulas of DESIGN.md
+  plain_ksd <- function(w, type = "V") {
+    w <- w / max(w)      # normalised without overflow, in plain R
+    w <- w / sum(w)
+    W <- outer(w, w)
+    if (type == "V") return(sqrt(sum(W * K)))
+    off <- row(K) != col(K)
+    sum((W * K)[off]) / sum(W[off])
+  }
+  eq <- ksd(x, s)
+  expect_equal(eq, sqrt(mean(K)), tolerance = 1e-12)
+  expect_equal(ksd(x, s, weights = rep(1e308, 20)), eq, tolerance = 1e-12)
+  expect_equal(ksd(x, s, weights = rep(1e308, 20), type = "U"),
+               ksd(x, s, type = "U"), tolerance = 1e-12)
+  expect_equal(ksd(x, s, weights = rep(1e-320, 20)), eq, tolerance = 1e-12)
+  w <- c(rep(1e308, 10), rep(5e307, 10))
+  expect_gt(ksd(x, s, weights = w), 0)
+  expect_equal(ksd(x, s, weights = w), plain_ksd(w), tolerance = 1e-12)
+  expect_equal(ksd(x, s, weights = w, type = "U"), plain_ksd(w, "U"),
+               tolerance = 1e-12)
+  # weights that are all zero have no total to normalise by
+  expect_error(ksd(x, s, weights = rep(0, 20)), class = "kb_error_arg",
+               regexp = "'weights'.*positive sum")
+})
+
+test_that("every argument is checked before the score closure runs", {
+  calls <- 0
+  score <- function(p) {
+    calls <<- calls + 1
+    -p
+  }
+  x <- matrix(stats::rnorm(20), 10)
+  expect_error(ksd(x, score, weights = rep(1, 3)), class = "kb_error_arg",
+               regexp = "'weights'")
+  expect_error(ksd(x, score, weights = c(1, rep(0, 9)), type = "U"),
+               class = "kb_error_arg", regexp = "'weights'")
+  expect_error(ksd(x[1, , drop = FALSE], score, type = "U"),
+               class = "kb_error_arg", regexp = "'x'.*two rows")
+  expect_error(ksd(x, score, nthreads = 0), class = "kb_error_arg",
+               regexp = "'nthreads'")
+  expect_error(ksd(x, score, standardize = NA), class = "kb_error_arg",
+               regexp = "'standardize'")
+  expect_error(ksd(x, score, kernel = "imq"), class = "kb_error_arg",
+               regexp = "'kernel'")
+  expect_error(ksd(x[1, , drop = FALSE], score,
+                   kernel = imq_kernel(precon = "med")),
+               class = "kb_error_arg", regexp = "'precon'")
+  expect_error(ksd(x * 1e200, score, kernel = imq_kernel(precon = "med")),
+               class = "kb_error_arg", regexp = "'x'")
+  expect_error(ksd(x, score, blocks = 0), class = "kb_error_arg",
+               regexp = "'blocks'")
+  expect_error(ksd(x, score, blocks = 2, nthreads = -1),
+               class = "kb_error_arg", regexp = "'nthreads'")
+  expect_error(ksd(x, kb_target(function(p) -sum(p^2) / 2, score, dim = 3)),
+               class = "kb_error_arg", regexp = "'x'.*3 columns")
+  expect_error(ksd_path(x, score, nthreads = "a"), class = "kb_error_arg",
+               regexp = "'nthreads'")
+  expect_error(stein_kernel_matrix(x, score, nthreads = NA),
+               class = "kb_error_arg", regexp = "'nthreads'")
+  expect_error(stein_kernel_matrix(x, score, kernel = list()),
+               class = "kb_error_arg", regexp = "'kernel'")
+  expect_identical(calls, 0)
+  # and the closure is then called once per row
+  ksd(x, score)
+  expect_identical(calls, 10)
+})

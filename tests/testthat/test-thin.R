@@ -784,3 +784,175 @@ test_that("bad log_p, log_q, range_cap and ... of stein_thin_gf() are rejected, 
   expect_error(stein_thin_gf(x, lp, lp, s, 5, standardize = NA),
                "'standardize'")
 })
+
+# ---- overflow and argument order (issue 12) ---------------------------------------
+
+test_that("an overflowing Stein kernel in thinning is a kb_error_numeric naming the rows", {
+  set.seed(1)
+  x <- matrix(stats::rnorm(40), 20)
+  s <- -x
+  x[7, ] <- c(1e155, 0)
+  # row 17 is selected first; adding its row overflows the objective of row 7
+  for (nt in 1:2) {
+    expect_error(stein_thin(x, s, 5, standardize = FALSE, nthreads = nt),
+                 class = "kb_error_numeric",
+                 regexp = "Stein kernel of rows 7 and 17 overflows")
+    expect_error(stein_thin(x, s, 5, standardize = FALSE, unique = TRUE,
+                            nthreads = nt),
+                 class = "kb_error_numeric", regexp = "rows 7 and 17")
+  }
+  # standardising by the far row's scale makes the scores overflow their own
+  # diagonal terms
+  expect_error(stein_thin(x, s, 5), class = "kb_error_numeric",
+               regexp = "rows ([0-9]+) and \\1 overflows")
+  lp <- rep(0, 20)
+  expect_error(stein_thin_gf(x, lp, lp, s, 5, standardize = FALSE),
+               class = "kb_error_numeric", regexp = "rows 7 and 17")
+  expect_error(ksd_weights(x, s), class = "kb_error_numeric",
+               regexp = "Stein kernel of rows 1 and 7 overflows")
+  # with repeated rows merged for the solve, rows are still those of x
+  xd <- rbind(x[1, ], x[-7, ][1:5, ], x[7, ])
+  sd <- rbind(s[1, ], s[-7, ][1:5, ], s[7, ])
+  expect_error(ksd_weights(xd, sd), class = "kb_error_numeric",
+               regexp = "rows 1 and 7 overflows")
+  expect_error(ksd_weights(xd[-1, ], sd[-1, ]), class = "kb_error_numeric",
+               regexp = "rows 1 and 6 overflows")
+  # the base kernel is bounded: MMD thinning gives finite answers
+  th <- mmd_thin(x, 5, kernel = imq_kernel())
+  expect_true(all(is.finite(th$mmd)))
+})
+
+test_that("overflow in the second thread's range of points is found and named", {
+  # n >= 8192: the greedy step runs on 2 threads, each over half the points
+  set.seed(4)
+  n <- 9000
+  x <- matrix(stats::rnorm(2 * n), n)
+  s <- -x
+  x[8000, ] <- c(0, 1e155)
+  first <- stein_thin(x[-8000, ], s[-8000, ], 1, standardize = FALSE)$index
+  for (nt in 1:2) {
+    expect_error(stein_thin(x, s, 3, standardize = FALSE, nthreads = nt),
+                 class = "kb_error_numeric",
+                 regexp = sprintf("rows %d and 8000 overflows", first))
+  }
+  s[8500, ] <- c(1e200, 0)
+  expect_error(stein_thin(x, s, 3, standardize = FALSE, nthreads = 2),
+               class = "kb_error_numeric", regexp = "rows 8500 and 8500 ")
+})
+
+test_that("finite greedy terms whose sums overflow are an error, not an Inf path", {
+  # k_p(x_i, x_i) = 1.44e308 + 1 for both points, k_p(x_1, x_2) ~ 1.4e305
+  x <- matrix(c(0, 1e3), 2)
+  s <- matrix(1.2e154, 2, 1)
+  expect_error(stein_thin(x, s, 2, standardize = FALSE, unique = TRUE),
+               class = "kb_error_numeric",
+               regexp = "discrepancy of the first 2 selected points overflows")
+  # without unique, the objective of row 1 itself overflows at step 2
+  expect_error(stein_thin(x, s, 2, standardize = FALSE),
+               class = "kb_error_numeric",
+               regexp = "greedy objective of row 1 overflows after 1 selected")
+  # with unique, an overflow confined to a selected point's objective (never
+  # read again) is no error: the answer is the plain-R greedy's
+  s2 <- matrix(c(2.47e153, 2.49e153), 2, 1)
+  K <- ref_stein(x, s2)
+  expect_true(all(is.finite(K)))
+  th <- stein_thin(x, s2, 2, standardize = FALSE, unique = TRUE)
+  expect_identical(th$index, ref_greedy(K, 2, unique = TRUE))
+  expect_equal(th$ksd, ref_sel_path(K, th$index), tolerance = 1e-12)
+})
+
+test_that("gradient-free weights that overflow are a kb_error_numeric naming range_cap", {
+  set.seed(3)
+  x <- matrix(stats::rnorm(40), 20)
+  s <- -x
+  lq <- rep(0, 20)
+  # exp(w) itself overflows
+  expect_error(stein_thin_gf(x, replace(lq, 3, -800), lq, s, 5),
+               class = "kb_error_numeric", regexp = "'range_cap'")
+  # exp(w_i + w_j) overflows in the objective of row 3
+  expect_error(suppressWarnings(
+    stein_thin_gf(x, replace(lq, 3, -400), lq, s, 5)),
+    class = "kb_error_numeric", regexp = "rows 3 and 3 times the weights.*'range_cap'")
+  # range_cap fixes it
+  th <- stein_thin_gf(x, replace(lq, 3, -400), lq, s, 5, range_cap = 50)
+  expect_true(all(is.finite(th$ksd)))
+  # log q - log p itself overflows
+  expect_error(stein_thin_gf(x, replace(lq, 4, -1.5e308),
+                             replace(lq, 4, 1.5e308), s, 5),
+               class = "kb_error_numeric", regexp = "overflows at row 4")
+})
+
+test_that("thinning checks every argument before any closure runs", {
+  calls <- 0
+  score <- function(p) {
+    calls <<- calls + 1
+    -p
+  }
+  logd <- function(p) {
+    calls <<- calls + 1
+    -sum(p^2) / 2
+  }
+  x <- matrix(stats::rnorm(20), 10)
+  lp <- -rowSums(x^2) / 2
+  expect_error(stein_thin(x, score, 5, nthreads = 0), class = "kb_error_arg",
+               regexp = "'nthreads'")
+  expect_error(stein_thin(x, score, 5, standardize = NA),
+               class = "kb_error_arg", regexp = "'standardize'")
+  expect_error(stein_thin(x, score, 5, kernel = "imq"),
+               class = "kb_error_arg", regexp = "'kernel'")
+  expect_error(stein_thin(x * 1e200, score, 5, standardize = FALSE,
+                          kernel = imq_kernel(precon = "med")),
+               class = "kb_error_arg", regexp = "'x'")
+  expect_error(stein_thin(x, score, 5, kernel = imq_kernel(precon = diag(3))),
+               class = "kb_error_arg", regexp = "'precon'")
+  expect_error(stein_thin_gf(x, logd, logd, score, 5, range_cap = -1),
+               class = "kb_error_arg", regexp = "'range_cap'")
+  expect_error(stein_thin_gf(x, logd, lp[-1], score, 5),
+               class = "kb_error_arg", regexp = "'log_q'")
+  expect_error(stein_thin_gf(x, logd, logd, -x[-1, ], 5),
+               class = "kb_error_arg", regexp = "'score'")
+  expect_error(stein_thin_gf(x, logd, logd, score, 5, kernel = "imq"),
+               class = "kb_error_arg", regexp = "'kernel'")
+  expect_error(stein_thin_gf(x, logd, logd, score, 5, standardize = NA),
+               class = "kb_error_arg", regexp = "'standardize'")
+  expect_error(stein_thin_gf(x, logd, logd, score, 5, nthreads = 0),
+               class = "kb_error_arg", regexp = "'nthreads'")
+  expect_error(stein_thin_gf(x, logd, gaussian_target(c(0, 0, 0)), score, 5),
+               class = "kb_error_arg", regexp = "'x'.*3")
+  expect_error(ksd_weights(x, score, nthreads = 0), class = "kb_error_arg",
+               regexp = "'nthreads'")
+  expect_error(ksd_weights(x, score, nonneg = NA), class = "kb_error_arg",
+               regexp = "'nonneg'")
+  expect_error(ksd_weights(x, score, kernel = gaussian_kernel(bandwidth = 1e160)),
+               class = "kb_error_arg", regexp = "'bandwidth'")
+  expect_identical(calls, 0)
+})
+
+test_that("thinning at extreme scales: 1e300 and 1e-300 data, d = 1, two rows", {
+  set.seed(5)
+  x <- matrix(stats::rnorm(60), 30)
+  s <- -x
+  # standardisation removes a common scale exactly (powers of two)
+  for (p2 in c(2^1000, 2^-1000)) {
+    expect_identical(stein_thin(x * p2, s / p2, 6)$index,
+                     stein_thin(x, s, 6)$index)
+  }
+  # without it the median heuristic cannot serve such data: named error
+  expect_error(stein_thin(x * 1e300, s, 4, standardize = FALSE,
+                          kernel = imq_kernel(precon = "med")),
+               class = "kb_error_arg", regexp = "'x'.*underflows")
+  expect_error(stein_thin(x * 1e-300, s, 4, standardize = FALSE,
+                          kernel = imq_kernel(precon = "med")),
+               class = "kb_error_arg", regexp = "'x'.*overflows")
+  expect_error(mmd_thin(x * 1e300, 4), class = "kb_error_arg",
+               regexp = "'x'.*median pairwise distance of [0-9.]+e\\+300")
+  # d = 1 and two rows
+  x1 <- matrix(c(-1, 2), 2)
+  th <- stein_thin(x1, -x1, 3, standardize = FALSE)
+  K <- ref_stein(x1, -x1)
+  expect_identical(th$index, ref_greedy(K, 3))
+  expect_equal(th$ksd, ref_sel_path(K, ref_greedy(K, 3)), tolerance = 1e-12)
+  w <- ksd_weights(x1, -x1)
+  expect_equal(sum(w), 1)
+  expect_equal(attr(w, "ksd"), sqrt(drop(t(w) %*% K %*% w)), tolerance = 1e-12)
+})
