@@ -16,7 +16,7 @@ kb_lapply <- function(X, FUN, seed = FALSE) {
 ksd_resolved <- function(x, s, rk, nthreads = 1L) {
   sums <- .Call(C_kb_stein_sums, in_basis(x, rk), in_basis(s, rk), rk, NULL,
                 nthreads)
-  sqrt(max(sum(sums$sums) / nrow(x)^2, 0))
+  sqrt(max(check_total(sum(sums$sums)) / nrow(x)^2, 0))
 }
 
 # ---- distributed KSD --------------------------------------------------------
@@ -61,8 +61,6 @@ ksd_resolved <- function(x, s, rk, nthreads = 1L) {
 #' @export
 ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
                        standardize = FALSE, nthreads = 1) {
-  st <- stein_setup(x, score, kernel, standardize)
-  n <- st$n
   if (is.null(blocks)) {
     blocks <- if (requireNamespace("future", quietly = TRUE)) {
       max(1L, as.integer(future::nbrOfWorkers()))
@@ -70,6 +68,8 @@ ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
   }
   blocks <- check_count(blocks, "blocks")
   nthreads <- check_count(nthreads, "nthreads")
+  st <- stein_setup(x, score, kernel, standardize)
+  n <- st$n
   k <- min(blocks, n)
   b <- unique(round(n * sqrt(seq(0, k) / k)))
   ranges <- lapply(seq_len(length(b) - 1L), function(i) c(b[i], b[i + 1L]))
@@ -79,7 +79,7 @@ ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
   one <- function(r) sum(.Call(C_kb_stein_block_sums, X, S, K, r[1L], r[2L],
                                nthreads))
   sums <- kb_lapply(ranges, one)
-  sqrt(max(sum(unlist(sums)) / n^2, 0))
+  sqrt(max(check_total(sum(unlist(sums))) / n^2, 0))
 }
 
 # ---- merging dictionaries ---------------------------------------------------

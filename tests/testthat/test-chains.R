@@ -213,3 +213,17 @@ test_that("ksdt_chains() checks every argument before any chain runs", {
                "'budget' must return", class = "kb_error_callback")
   expect_identical(calls, 0)
 })
+
+test_that("ksd_blocks() checks blocks and nthreads before the score closure runs, and overflow is an error", {
+  calls <- 0
+  sc <- function(z) { calls <<- calls + 1; -z }
+  x <- matrix(rnorm(40), 20)
+  expect_error(ksd_blocks(x, sc, blocks = 0), "'blocks'", class = "kb_error_arg")
+  expect_error(ksd_blocks(x, sc, blocks = 2, nthreads = 0), "'nthreads'",
+               class = "kb_error_arg")
+  expect_identical(calls, 0)
+  s <- -x
+  x[7, ] <- c(1e155, 0)
+  expect_error(ksd_blocks(x, s, blocks = 3), class = "kb_error_numeric",
+               regexp = "overflow")
+})
