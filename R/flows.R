@@ -218,8 +218,13 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' discrepancy (V-statistic) of the particles for the same Gaussian kernel;
 #' it comes out of the terms the update needs, at almost no cost.
 #'
-#' The kernel matrix is held in memory: \eqn{8 n^2} bytes (8 MB for 1000
-#' particles).
+#' With the median bandwidth the \eqn{n(n-1)/2} pair distances are held in
+#' memory (\eqn{4 n^2} bytes, 4 MB for 1000 particles), so at most 65536
+#' particles; with a fixed bandwidth nothing of size \eqn{n^2} is kept.
+#' Work that would need more memory than the option `kernbayes.max_memory`
+#' (bytes, default 16 GiB) stops before allocating anything. Every flow can be
+#' interrupted (Ctrl-C) within a fraction of a second; an interrupted call
+#' returns nothing.
 #'
 #' @param x0 Initial particles: an `n x d` matrix (or a vector for
 #'   \eqn{d = 1}), \eqn{n \ge 2}.
@@ -227,7 +232,7 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #'   point returning the gradient of the log density.
 #' @param n_iter Number of iterations.
 #' @param step Step size \eqn{\epsilon}.
-#' @param bandwidth `"median"` or a fixed bandwidth \eqn{h > 0}.
+#' @param bandwidth `"median"` or a fixed bandwidth \eqn{h}, between 1e-50 and 1e50.
 #' @param optimizer `"adagrad"` (default), `"sgd"` or `"adam"`.
 #' @param alpha AdaGrad momentum, in \eqn{[0, 1)}.
 #' @param keep_every Keep the particles every `keep_every` iterations in

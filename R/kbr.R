@@ -811,6 +811,11 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
     W <- .Call(C_kb_kbr_filter, gram(rkx, X, X, nthreads),
                gram(rkx, X, Xp, nthreads), gram(rky, Y, Y, nthreads), Ky, a0,
                eps, delta, mcode)
+    if (!all(is.finite(W))) {
+      t <- which(!is.finite(colSums(W)))[1L]
+      stop_numeric(sprintf(paste0("the KBR filter's weights are not finite ",
+                                  "at step %d; increase 'eps' or 'delta'"), t))
+    }
   } else {
     Lx <- incomplete_cholesky(rkx, X, tol, rank)
     Ly <- incomplete_cholesky(rky, Y, tol, rank)

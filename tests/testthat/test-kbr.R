@@ -1092,3 +1092,16 @@ test_that("kbr_cv() checks the arguments for the final fit before cross-validati
   expect_s3_class(kbr_cv(d$x, d$y, folds = 2, fit = FALSE, rank = 0), "kb_kbr_cv")
   expect_error(kbr_cv(d$x, d$y, fit = NA), class = "kb_error_arg", regexp = "'fit'")
 })
+
+test_that("a failed factorisation on the full path is a classed numeric error naming the regulariser", {
+  set.seed(21)
+  x <- rnorm(200)
+  y <- x + rnorm(200, sd = 0.5)
+  expect_error(kbr(x, y, eps = 1e-2, delta = 1e-20, method = "iw"),
+               class = "kb_error_numeric",
+               regexp = "not positive definite; increase 'delta' \\(LAPACK dpotrf")
+  # the low-rank path gives the accurate answer there (measured 0.962)
+  p <- posterior_mean(kbr(x, y, eps = 1e-2, delta = 1e-20, method = "iw",
+                          rank = 50), 1)
+  expect_lt(abs(p - 0.962166), 1e-4)
+})
