@@ -60,7 +60,15 @@ flow_score_fun <- function(score, d, arg = "score") {
 # A kernel for the flows: resolved once on ref, and isotropic (the C layer
 # uses L = lam I without a rotation).
 flow_kernel <- function(kernel, ref, ref_arg = "x0") {
-  rk <- resolve_kernel(kernel, ref)
+  rk <- tryCatch(resolve_kernel(kernel, ref), kb_error_arg = function(e) {
+    # a median heuristic that fails is the data's fault, not 'precon''s
+    if (!identical(e$arg, "precon") || !is.character(kernel$precon)) stop(e)
+    stop_arg(ref_arg, sprintf(paste0("sets the kernel bandwidth by the median ",
+                                     "heuristic, which fails on it (%s); give ",
+                                     "a kernel with a fixed bandwidth"),
+                              sub("; x has", "; it has",
+                                  sub("^'precon' = \"[a-z]+\" ", "", conditionMessage(e)))))
+  })
   if (!isTRUE(rk$iso)) {
     stop_arg("kernel", "must be isotropic for particle flows (precon \"id\", ",
              "\"med\", \"sclmed\" or a number)")

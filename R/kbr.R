@@ -4,7 +4,15 @@
 
 as_obs <- function(y, arg) {
   if (is.numeric(y) && is.null(dim(y))) y <- matrix(y, ncol = 1L)
-  as_points(y, arg)
+  y <- as_points(y, arg)
+  # squared distances in the Gaussian kernels must not overflow
+  big <- max(abs(y))
+  if (big > sqrt(.Machine$double.xmax / (4 * ncol(y))) / 16) {
+    stop_arg(arg, sprintf(paste0("has values up to %s: squared distances ",
+                                 "would overflow; rescale the data"),
+                          format(big, digits = 3)))
+  }
+  y
 }
 
 # Pivoted incomplete Cholesky of the Gram matrix of a resolved kernel:
@@ -169,7 +177,7 @@ check_reg <- function(v, arg) {
 #' @param method `"kbr"` or `"iw"`.
 #' @param rank `NULL` (full path) or the maximum rank of the low-rank path.
 #' @param tol Tolerance of the incomplete Cholesky (largest residual
-#'   diagonal).
+#'   diagonal), in \eqn{[0, 1)}.
 #' @param nthreads Threads for the Gram matrices.
 #' @return An object of class `kb_kbr`, with `predict()`, `print()` and the
 #'   helpers [posterior_mean()], [posterior_expect()] and [preimage()].
@@ -205,7 +213,8 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
   eps <- check_reg(eps, "eps")
   delta <- check_reg(delta, "delta")
   if (!is.null(rank)) rank <- check_count(rank, "rank", max = n)
-  tol <- check_number(tol, "tol", lower = 0)
+  # the Gaussian kernel's diagonal is 1: a tolerance of 1 leaves no column
+  tol <- check_number(tol, "tol", lower = 0, upper = 1, upper_open = TRUE)
   check_gaussian(kernel_x, "kernel_x")
   check_gaussian(kernel_y, "kernel_y")
   resolve_nthreads(nthreads)
@@ -304,7 +313,8 @@ resolve_data_kernel <- function(kernel, x, arg, data_arg) {
     stop_arg(arg, sprintf(paste0("uses the median heuristic, which fails on ",
                                  "'%s' (%s); give a fixed bandwidth, e.g. ",
                                  "gaussian_kernel(bandwidth = 1)"), data_arg,
-                          sub("^'precon' = \"[a-z]+\" ", "", conditionMessage(e))))
+                          sub("; x has", "; it has",
+                              sub("^'precon' = \"[a-z]+\" ", "", conditionMessage(e)))))
   })
 }
 
@@ -377,6 +387,7 @@ lowrank_operator <- function(Ly, mu, delta, method) {
 #'   unreliable.
 #' @export
 predict.kb_kbr <- function(object, y_new, ...) {
+  check_kbr_fit(object, "object")
   yn <- new_obs(object, y_new)
   K <- gram(object$kernel_y, object$y, yn, object$nthreads)
   warn_far(K)
@@ -409,6 +420,35 @@ new_obs <- function(object, y_new) {
 
 check_kbr <- function(fit) {
   if (!inherits(fit, "kb_kbr")) stop_arg("fit", "must be a kbr() fit")
+  check_kbr_fit(fit, "fit")
+}
+
+# The fields predict() relies on, as kbr() made them (an edited fit is an
+# error naming the field, not a failure inside C).
+check_kbr_fit <- function(fit, arg) {
+  bad <- function(field) {
+    stop_state(sprintf("'%s' is not a kbr() fit as made by kbr(): its field '%s' is missing or was changed",
+                       arg, field))
+  }
+  n <- fit$n
+  if (!is.numeric(n) || length(n) != 1L || is.na(n)) bad("n")
+  if (!is.matrix(fit$x) || !is.double(fit$x) || nrow(fit$x) != n) bad("x")
+  if (!is.matrix(fit$y) || !is.double(fit$y) || nrow(fit$y) != n) bad("y")
+  if (!is.double(fit$mu) || length(fit$mu) != n || !all(is.finite(fit$mu))) bad("mu")
+  if (!identical(fit$method, "kbr") && !identical(fit$method, "iw")) bad("method")
+  if (!inherits(fit$kernel_y, "kb_resolved_kernel")) bad("kernel_y")
+  if (!inherits(fit$kernel_x, "kb_resolved_kernel")) bad("kernel_x")
+  if (is.null(fit$rank)) {
+    if (!is.matrix(fit$gy) || !is.double(fit$gy) || any(dim(fit$gy) != n)) bad("gy")
+    if (!is.matrix(fit$factor) || !is.double(fit$factor) ||
+        any(dim(fit$factor) != n)) bad("factor")
+    if (!is.integer(fit$ipiv) || length(fit$ipiv) != n) bad("ipiv")
+  } else {
+    r <- ncol(fit$Ly)
+    if (!is.matrix(fit$Ly) || nrow(fit$Ly) != n ||
+        length(attr(fit$Ly, "pivots")) != r) bad("Ly")
+    if (!is.matrix(fit$B) || any(dim(fit$B) != c(n, r))) bad("B")
+  }
   fit
 }
 
@@ -689,7 +729,8 @@ check_kbr_dots <- function(dots, x) {
   if (ncol(U) != ncol(x)) stop_arg("prior", sprintf("must have %d columns, like x", ncol(x)))
   check_prior_weights(dots$prior_weights, nrow(U))
   if (!is.null(dots$rank)) check_count(dots$rank, "rank", max = nrow(x))
-  if (!is.null(dots$tol)) check_number(dots$tol, "tol", lower = 0)
+  if (!is.null(dots$tol)) check_number(dots$tol, "tol", lower = 0, upper = 1,
+                                       upper_open = TRUE)
   resolve_nthreads(dots$nthreads)
   invisible(NULL)
 }
@@ -785,7 +826,8 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   }
   eps <- check_number(eps, "eps", lower = 0, lower_open = TRUE)
   delta <- check_number(delta, "delta", lower = 0, lower_open = TRUE)
-  tol <- check_number(tol, "tol", lower = 0)
+  # the Gaussian kernel's diagonal is 1: a tolerance of 1 leaves no column
+  tol <- check_number(tol, "tol", lower = 0, upper = 1, upper_open = TRUE)
   check_gaussian(kernel_x, "kernel_x")
   check_gaussian(kernel_y, "kernel_y")
   T <- nrow(x) - 1L

@@ -804,3 +804,12 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
   th <- kb_target(function(x) -1e308 - sum(x^2), function(x) -2 * x, dim = 2)
   expect_true(is.finite(mied(x0, th, n_iter = 2, progress = FALSE)$objective[1]))
 })
+
+test_that("a median bandwidth that fails on the data names the data, not 'precon'", {
+  expect_error(mmd_flow(c(1, 2), c(0, 0), n_iter = 2, progress = FALSE),
+               class = "kb_error_arg",
+               regexp = "'y' sets the kernel bandwidth by the median heuristic, which fails on it")
+  expect_error(ksd_descent(c(1, 1, 1), gaussian_target(0), n_iter = 2,
+                           kernel = imq_kernel(precon = "med"), progress = FALSE),
+               class = "kb_error_arg", regexp = "'x0' sets the kernel bandwidth")
+})

@@ -1105,3 +1105,33 @@ test_that("a failed factorisation on the full path is a classed numeric error na
                           rank = 50), 1)
   expect_lt(abs(p - 0.962166), 1e-4)
 })
+
+test_that("kbr() blames the data's scale, a tolerance that leaves no column, and an edited fit", {
+  set.seed(124)
+  x <- rnorm(20)
+  y <- x + rnorm(20, sd = 0.5)
+  # was "kernbayes internal error: preconditioner is not positive definite"
+  expect_error(kbr(x * 1e300, y, eps = 0.1, delta = 0.1), class = "kb_error_arg",
+               regexp = "'x' has values up to .*e\\+300: squared distances would overflow")
+  expect_error(kbr_filter(x, y * 1e300, 1), class = "kb_error_arg",
+               regexp = "'y_train' has values up to")
+  # was "a dimension is zero"
+  expect_error(kbr(x, y, eps = 0.1, delta = 0.1, rank = 5, tol = 1),
+               class = "kb_error_arg", regexp = "'tol' must be in \\[0, 1\\)")
+  expect_error(kbr(x, rep(2, 20), eps = 0.1, delta = 0.1), class = "kb_error_arg",
+               regexp = "'kernel_y' uses the median heuristic, which fails on 'y' \\(.*; it has too few distinct rows\\)")
+  for (rank in list(NULL, 10)) {
+    fit <- kbr(x, y, eps = 0.1, delta = 0.1, rank = rank)
+    for (field in c("mu", "gy", "B", "method", "x")) {
+      if (is.null(fit[[field]])) next
+      bad <- fit
+      bad[[field]] <- NULL
+      expect_error(predict(bad, 1), class = "kb_error_state",
+                   regexp = sprintf("'object' is not a kbr\\(\\) fit .* field '%s'", field))
+    }
+    bad <- fit
+    bad$mu <- bad$mu[-1]
+    expect_error(posterior_mean(bad, 1), class = "kb_error_state",
+                 regexp = "'fit' .* field 'mu'")
+  }
+})
