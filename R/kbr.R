@@ -238,6 +238,9 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
         if (length(miss) == 2L) "and 'delta' " else "", n,
         if (length(miss) == 2L) "they are" else "it is"))
     }
+    # the user's kernels are the ones tuned for (checked before any work)
+    sigma_x <- kernel_bandwidth(kernel_x, "kernel_x")
+    sigma_y <- kernel_bandwidth(kernel_y, "kernel_y")
     grid <- kbr_default_grid()
     if (!is.null(eps)) grid <- unique(data.frame(eps = eps, delta = grid$delta))
     if (!is.null(delta)) grid <- unique(data.frame(eps = grid$eps, delta = delta))
@@ -247,9 +250,8 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                     paste(c("eps", "delta")[c(is.null(eps), is.null(delta))],
                           collapse = " and "),
                     nrow(grid), 5L * nrow(grid), as.integer(0.8 * n)))
-    # the user's kernels are the ones tuned for
-    grid$sigma_x <- kernel_bandwidth(kernel_x)
-    grid$sigma_y <- kernel_bandwidth(kernel_y)
+    grid$sigma_x <- sigma_x
+    grid$sigma_y <- sigma_y
     cv <- kbr_cv(x, y, grid = grid, folds = 5, method = method,
                  criterion = "regression", fit = FALSE)
     eps <- cv$best$eps
@@ -293,13 +295,13 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
 }
 
 # A Gaussian kernel's fixed bandwidth, or NA for a heuristic.
-kernel_bandwidth <- function(kernel) {
+kernel_bandwidth <- function(kernel, arg = "kernel") {
   if (!is.null(kernel$bandwidth)) return(kernel$bandwidth)
   if (is.numeric(kernel$precon) && is.null(dim(kernel$precon))) {
     return(sqrt(kernel$precon))
   }
   if (!identical(kernel$precon, "med")) {
-    stop_arg("kernel", "must use the median heuristic or a fixed bandwidth ",
+    stop_arg(arg, "must use the median heuristic or a fixed bandwidth ",
              "when eps or delta is chosen by cross-validation")
   }
   NA_real_

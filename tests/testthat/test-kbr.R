@@ -1135,3 +1135,16 @@ test_that("kbr() blames the data's scale, a tolerance that leaves no column, and
                  regexp = "'fit' .* field 'mu'")
   }
 })
+
+test_that("a kernel the default cross-validation cannot tune is named before any message or work", {
+  d <- kbr_toy_1d(30, 125)
+  msgs <- character()
+  expect_error(withCallingHandlers(
+    kbr(d$x, d$y, kernel_y = gaussian_kernel(precon = "sclmed")),
+    message = function(m) {
+      msgs <<- c(msgs, conditionMessage(m))
+      invokeRestart("muffleMessage")
+    }), class = "kb_error_arg",
+    regexp = "^'kernel_y' must use the median heuristic or a fixed bandwidth")
+  expect_identical(msgs, character())
+})
