@@ -814,3 +814,12 @@ test_that("a median bandwidth that fails on the data names the data, not 'precon
                            kernel = imq_kernel(precon = "med"), progress = FALSE),
                class = "kb_error_arg", regexp = "'x0' sets the kernel bandwidth")
 })
+
+test_that("a direction that overflows blames the scale of the problem, not the step", {
+  set.seed(676)
+  x0 <- matrix(rnorm(40), 20)
+  # was "non-finite particle positions ...; try a smaller 'step'"
+  expect_error(svgd(x0, function(x) c(1e308, 1e308), n_iter = 2, progress = FALSE),
+               class = "kb_error_numeric",
+               regexp = "the SVGD direction is not finite at iteration 1 \\(bandwidth .*scores up to 1e\\+308\\).*rescale the problem")
+})
