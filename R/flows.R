@@ -8,8 +8,32 @@ flow_points <- function(x, arg) {
   if (is.numeric(x) && is.null(dim(x))) x <- matrix(x, ncol = 1L)
   x <- as_points(x, arg)
   if (nrow(x) < 2L) stop_arg(arg, "must hold at least 2 particles (rows)")
+  check_flow_scale(x, arg)
   x
 }
+
+# Squared distances between the points must neither overflow nor all
+# underflow: coordinates up to flow_scale_limit(d), spread above 1e-150.
+flow_scale_limit <- function(d) sqrt(.Machine$double.xmax / (4 * d)) / 16
+
+check_flow_scale <- function(x, arg) {
+  big <- max(abs(x))
+  if (big > flow_scale_limit(ncol(x))) {
+    stop_arg(arg, sprintf(paste0("has coordinates up to %s: squared distances ",
+                                 "between particles would overflow; rescale ",
+                                 "the problem"), format(big, digits = 3)))
+  }
+  spread <- max(apply(x, 2L, function(v) diff(range(v))))
+  if (spread > 0 && spread < 1e-150) {
+    stop_arg(arg, sprintf(paste0("spans only %s: squared distances between ",
+                                 "particles underflow; rescale the problem"),
+                          format(spread, digits = 3)))
+  }
+}
+
+# Size limit of the flows that hold pair distances (svgd with the median
+# bandwidth): the C layer indexes the n (n - 1) / 2 pairs with int.
+flow_max_pairs <- function(n) n * (n - 1) / 2 <= .Machine$integer.max
 
 # Scores at the particles: a kb_target or a function of one point.
 flow_score_fun <- function(score, d, arg = "score") {
@@ -35,11 +59,34 @@ flow_score_fun <- function(score, d, arg = "score") {
 
 # A kernel for the flows: resolved once on ref, and isotropic (the C layer
 # uses L = lam I without a rotation).
-flow_kernel <- function(kernel, ref) {
-  rk <- resolve_kernel(kernel, ref)
+flow_kernel <- function(kernel, ref, ref_arg = "x0") {
+  rk <- tryCatch(resolve_kernel(kernel, ref), kb_error_arg = function(e) {
+    # a median heuristic that fails is the data's fault, not 'precon''s
+    if (!identical(e$arg, "precon") || !is.character(kernel$precon)) stop(e)
+    stop_arg(ref_arg, sprintf(paste0("sets the kernel bandwidth by the median ",
+                                     "heuristic, which fails on it (%s); give ",
+                                     "a kernel with a fixed bandwidth"),
+                              sub("; x has", "; it has",
+                                  sub("^'precon' = \"[a-z]+\" ", "", conditionMessage(e)))))
+  })
   if (!isTRUE(rk$iso)) {
     stop_arg("kernel", "must be isotropic for particle flows (precon \"id\", ",
              "\"med\", \"sclmed\" or a number)")
+  }
+  # the interaction terms use lam^3 (KSD descent) and lam |x - y|^2
+  lam <- rk$lambda[1L]
+  if (!(lam >= 1e-100 && lam <= 1e100)) {
+    h <- 1 / sqrt(lam)
+    if (is.character(kernel$precon) && kernel$precon != "id") {
+      stop_arg(ref_arg, sprintf(paste0("sets the kernel bandwidth %s by the ",
+                                       "median heuristic: its scale is out of ",
+                                       "range; rescale the problem"),
+                                format(h, digits = 3)))
+    }
+    stop_arg("kernel", sprintf(paste0("has bandwidth %s: flows need a ",
+                                      "bandwidth between 1e-50 and 1e50 ",
+                                      "(rescale the problem)"),
+                               format(h, digits = 3)))
   }
   rk
 }
@@ -80,8 +127,45 @@ progress_bar <- function(n_iter, progress) {
 }
 
 flow_stop_nonfinite <- function(t) {
-  stop(sprintf(paste0("non-finite particle positions at iteration %d: the ",
-                      "flow diverged; try a smaller 'step'"), t), call. = FALSE)
+  stop(kb_error(sprintf(paste0("non-finite particle positions at iteration ",
+                               "%d: the flow diverged; try a smaller 'step'"),
+                        t), "kb_error_numeric", "step"))
+}
+
+# The update x -> xn = x + (step) dir at iteration t: a non-finite
+# direction is the kernel's or the data's fault (what describes them), a
+# non-finite or absurdly far move is the step's (more than 1e6 times the
+# particles' scale, at least 1, in one iteration).
+flow_move <- function(x, xn, dir, t, what, step_label = "'step'") {
+  if (!all(is.finite(dir))) {
+    stop_numeric(sprintf(paste0("the %s is not finite at iteration %d (%s): ",
+                                "the kernel terms overflow at the scale of ",
+                                "the particles and the target; rescale the ",
+                                "problem"), what$name, t, what$detail()))
+  }
+  if (!all(is.finite(xn))) {
+    stop(kb_error(sprintf(paste0("non-finite particle positions at iteration ",
+                                 "%d: the flow diverged; %s is too large"),
+                          t, step_label), "kb_error_numeric", "step"))
+  }
+  mv <- max(abs(xn - x))
+  ref <- max(1, abs(x))
+  if (mv > 1e6 * ref) {
+    stop(kb_error(sprintf(paste0("%s is too large: at iteration %d a particle ",
+                                 "moved by %s, more than 1e6 times the ",
+                                 "particles' scale (%s)"), step_label, t,
+                          format(mv, digits = 3), format(ref, digits = 3)),
+                  "kb_error_numeric", "step"))
+  }
+  big <- max(abs(xn))
+  if (big > flow_scale_limit(ncol(xn))) {
+    stop(kb_error(sprintf(paste0("the particles reached coordinates of %s at ",
+                                 "iteration %d, where squared distances ",
+                                 "overflow: the flow diverged; %s is too large"),
+                          format(big, digits = 3), t, step_label),
+                  "kb_error_numeric", "step"))
+  }
+  xn
 }
 
 # Adaptive step rules on a direction g (ascent or descent is the caller's):
@@ -142,8 +226,13 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' discrepancy (V-statistic) of the particles for the same Gaussian kernel;
 #' it comes out of the terms the update needs, at almost no cost.
 #'
-#' The kernel matrix is held in memory: \eqn{8 n^2} bytes (8 MB for 1000
-#' particles).
+#' With the median bandwidth the \eqn{n(n-1)/2} pair distances are held in
+#' memory (\eqn{4 n^2} bytes, 4 MB for 1000 particles), so at most 65536
+#' particles; with a fixed bandwidth nothing of size \eqn{n^2} is kept.
+#' Work that would need more memory than the option `kernbayes.max_memory`
+#' (bytes, default 16 GiB) stops before allocating anything. Every flow can be
+#' interrupted (Ctrl-C) within a fraction of a second; an interrupted call
+#' returns nothing.
 #'
 #' @param x0 Initial particles: an `n x d` matrix (or a vector for
 #'   \eqn{d = 1}), \eqn{n \ge 2}.
@@ -151,7 +240,7 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #'   point returning the gradient of the log density.
 #' @param n_iter Number of iterations.
 #' @param step Step size \eqn{\epsilon}.
-#' @param bandwidth `"median"` or a fixed bandwidth \eqn{h > 0}.
+#' @param bandwidth `"median"` or a fixed bandwidth \eqn{h}, between 1e-50 and 1e50.
 #' @param optimizer `"adagrad"` (default), `"sgd"` or `"adam"`.
 #' @param alpha AdaGrad momentum, in \eqn{[0, 1)}.
 #' @param keep_every Keep the particles every `keep_every` iterations in
@@ -189,26 +278,53 @@ svgd <- function(x0, score, n_iter = 1000, step = 1e-3, bandwidth = "median",
       stop_arg("bandwidth", "must be \"median\" or a positive number")
     }
     h_in <- check_number(bandwidth, "bandwidth", lower = 0, lower_open = TRUE)
+    # the kernel terms use h^2 and 1 / h^4
+    if (h_in < 1e-50 || h_in > 1e50) {
+      stop_arg("bandwidth", sprintf(paste0("must be between 1e-50 and 1e50; ",
+                                           "got %s (rescale the problem)"),
+                                    format(h_in, digits = 3)))
+    }
   }
   optimizer <- check_choice(optimizer, c("adagrad", "sgd", "adam"), "optimizer")
   alpha <- check_number(alpha, "alpha", lower = 0, upper = 1, upper_open = TRUE)
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
+  n <- nrow(x)
+  d <- ncol(x)
+  if (h_in < 0) {
+    # the median needs the n (n - 1) / 2 pair distances (and up to a
+    # copy of an eighth of them while selecting)
+    pair_bytes <- 8 * n * (n - 1) / 2
+    if (!flow_max_pairs(n)) {
+      stop_arg("x0", sprintf(paste0("has %d particles: the median bandwidth ",
+                                    "would need %s for the pair distances and ",
+                                    "works with at most 65536 particles; give ",
+                                    "a numeric 'bandwidth'"), n,
+                             format_bytes(pair_bytes)))
+    }
+    check_memory(1.125 * pair_bytes + 8 * n * (2 * d + 1) * nt, "x0",
+                 sprintf("svgd() with %d particles and the median bandwidth", n),
+                 "give a numeric 'bandwidth' (no pair distances kept)")
+  }
   opt <- make_optimizer(optimizer, alpha)
   tr <- tracer(x, keep_every)
   pb <- progress_bar(n_iter, progress)
   on.exit(pb$close())
   obj <- hs <- numeric(n_iter)
-  n <- nrow(x)
   # workspace for the pair distances, written by C every iteration
   ws <- if (h_in < 0) numeric(n * (n - 1) / 2) else NULL
   for (t in seq_len(n_iter)) {
-    r <- .Call(C_kb_svgd_phi, x, sfun(x), h_in, ws, nt)
+    s <- sfun(x)
+    r <- .Call(C_kb_svgd_phi, x, s, h_in, ws, nt)
     obj[t] <- r$ksd2
     hs[t] <- r$h
     xn <- x + step * opt(r$phi, t)
-    if (!all(is.finite(xn))) flow_stop_nonfinite(t)
-    x <- xn
+    x <- flow_move(x, xn, r$phi, t, list(
+      name = "SVGD direction",
+      detail = function() sprintf("bandwidth %s, particles within [%s, %s], scores up to %s",
+                                  format(r$h, digits = 3), format(min(x), digits = 3),
+                                  format(max(x), digits = 3),
+                                  format(max(abs(s)), digits = 3))))
     tr$add(x, t, force = t == n_iter)
     pb$tick(t)
   }
@@ -311,16 +427,33 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
   if (!is.null(score_jacobian) && !is.function(score_jacobian)) {
     stop_arg("score_jacobian", "must be a function of one point or NULL")
   }
-  rk <- flow_kernel(kernel, x)
+  if (!inherits(kernel, "kb_kernel")) {
+    stop_arg("kernel", "must be a kernel object such as imq_kernel() or ",
+             "gaussian_kernel()")
+  }
   method <- check_choice(method, c("lbfgs", "gd"), "method")
   n_iter <- check_count(n_iter, "n_iter")
   if (!is.null(step)) step <- check_number(step, "step", lower = 0, lower_open = TRUE)
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
+  check_flag(progress, "progress")
+  # the kernel (a median over the particles) once every argument is checked
+  rk <- flow_kernel(kernel, x)
   tr <- tracer(x, keep_every)
   pb <- progress_bar(n_iter, progress)
   on.exit(pb$close())
-  vg <- function(x) ksd_value_grad(x, sfun, rk, score_jacobian, nt)
+  vg <- function(x) {
+    r <- ksd_value_grad(x, sfun, rk, score_jacobian, nt)
+    if (!is.finite(r$value) || !all(is.finite(r$gradient))) {
+      stop_numeric(sprintf(paste0(
+        "the KSD or its gradient is not finite (kernel bandwidth %s, ",
+        "particles within [%s, %s]): the kernel terms overflow at the scale ",
+        "of the particles and the target; rescale the problem"),
+        format(1 / sqrt(rk$lambda[1L]), digits = 3), format(min(x), digits = 3),
+        format(max(x), digits = 3)))
+    }
+    r
+  }
   if (method == "gd") {
     obj <- numeric(n_iter)
     a <- 0.5
@@ -333,6 +466,11 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
         repeat {
           xn <- x - a * cur$gradient
           if (!all(is.finite(xn))) flow_stop_nonfinite(t)
+          if (max(abs(xn)) > flow_scale_limit(d)) {
+            # the line search's trial step overshoots: halve it
+            a <- a / 2
+            next
+          }
           nxt <- vg(xn)
           if (nxt$value < cur$value || a < 1e-12) break
           a <- a / 2
@@ -342,8 +480,8 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
           break
         }
       } else {
-        xn <- x - step * cur$gradient
-        if (!all(is.finite(xn))) flow_stop_nonfinite(t)
+        xn <- flow_move(x, x - step * cur$gradient, cur$gradient, t,
+                        list(name = "KSD gradient", detail = function() ""))
         nxt <- vg(xn)
       }
       x <- xn
@@ -432,13 +570,20 @@ dmmd_weights <- function(x, y, st, rk, nt) {
   list(gY = gY, beta = beta, wy = 1 / M + beta)
 }
 
+describe_noise <- function(b) {
+  if (is.null(b)) return("NULL")
+  if (length(b) != 1L) return(sprintf("a %s vector of length %d", typeof(b), length(b)))
+  format(b)
+}
+
 noise_level <- function(noise) {
   if (is.function(noise)) {
     return(function(t) {
       b <- noise(t)
       if (!is.numeric(b) || length(b) != 1L || !is.finite(b) || b < 0) {
-        stop_arg("noise", sprintf("returned %s at iteration %d; expected one ",
-                                  "number >= 0", format(b)[1L], t))
+        stop_arg("noise", sprintf(paste0("returned %s at iteration %d; ",
+                                         "expected one number >= 0"),
+                                  describe_noise(b), t))
       }
       b
     })
@@ -448,21 +593,31 @@ noise_level <- function(noise) {
 }
 
 run_mmd_flow <- function(x0, y, kernel, n_iter, step, noise, keep_every,
-                         progress, nthreads, lambda = NULL) {
+                         progress, nthreads, lambda = NULL,
+                         step_label = "'step'") {
   x <- flow_points(x0, "x0")
   y <- flow_points(y, "y")
   if (ncol(y) != ncol(x)) {
     stop_arg("y", sprintf("must have %d columns, like x0; it has %d",
                           ncol(x), ncol(y)))
   }
-  rk <- flow_kernel(kernel, y)
+  if (!inherits(kernel, "kb_kernel")) {
+    stop_arg("kernel", "must be a kernel object such as gaussian_kernel()")
+  }
   n_iter <- check_count(n_iter, "n_iter")
   step <- check_number(step, "step", lower = 0, lower_open = TRUE)
   beta_t <- noise_level(noise)
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
+  check_flag(progress, "progress")
   n <- nrow(x)
   M <- nrow(y)
+  if (!is.null(lambda)) {
+    # K_yy, its regularised copy and its Cholesky factor, M x M each
+    check_memory(8 * 3 * M^2, "y",
+                 sprintf("dmmd_flow() with a target sample of %d points", M))
+  }
+  rk <- flow_kernel(kernel, y, "y")
   wx <- rep(1 / n, n)
   wy <- rep(1 / M, M)
   st <- if (is.null(lambda)) {
@@ -496,9 +651,11 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, noise, keep_every,
       grad <- ax$grad - ay$grad
     }
     if (!is.null(lambda)) grad <- 2 * (1 + lambda) / lambda * grad
-    xn <- x - step * grad
-    if (!all(is.finite(xn))) flow_stop_nonfinite(t)
-    x <- xn
+    x <- flow_move(x, x - step * grad, grad, t, list(
+      name = if (is.null(lambda)) "MMD witness gradient" else "DrMMD witness gradient",
+      detail = function() sprintf("kernel bandwidth %s",
+                                  format(1 / sqrt(rk$lambda[1L]), digits = 3))),
+      step_label)
     tr$add(x, t, force = t == n_iter)
     pb$tick(t)
   }
@@ -583,9 +740,13 @@ dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
                       n_iter = 1000, step = NULL, noise = 0, keep_every = 0,
                       progress = interactive(), nthreads = NULL) {
   lambda <- check_number(lambda, "lambda", lower = 0, lower_open = TRUE)
-  if (is.null(step)) step <- lambda
+  step_label <- "'step'"
+  if (is.null(step)) {
+    step <- lambda
+    step_label <- sprintf("the step (by default 'lambda' = %s)", format(lambda))
+  }
   r <- run_mmd_flow(x0, y, kernel, n_iter, step, noise, keep_every, progress,
-                    nthreads, lambda = lambda)
+                    nthreads, lambda = lambda, step_label = step_label)
   new_particles(r$x, r$tr, r$obj, "DrMMD", "DrMMD flow", length(r$obj),
                 list(step = step, noise = noise, kernel = kernel,
                      lambda = lambda), y = r$y)
@@ -593,11 +754,26 @@ dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
 
 # ---- MIED --------------------------------------------------------------------
 
+# The log density at the particles; -Inf (outside the support) is an error
+# naming the particle: the energy weights each pair by p^(-1/2).
+mied_log_density <- function(target, x, t) {
+  ld <- target_log_density(target, x)
+  if (any(ld == -Inf)) {
+    i <- which(ld == -Inf)[1L]
+    stop_numeric(sprintf(paste0("the log density is -Inf at particle %d%s: ",
+                                "it is outside the target's support; %s"), i,
+                         if (t > 1L) sprintf(" (iteration %d)", t) else "",
+                         if (t > 1L) "try a smaller 'step'" else
+                           "start every particle inside the support"))
+  }
+  ld
+}
+
 mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
   x <- flow_points(x, "x")
   check_target(target)
   if (is.null(s)) s <- ncol(x) + 1e-4
-  r <- .Call(C_kb_mied_grad, x, -target_log_density(target, x),
+  r <- .Call(C_kb_mied_grad, x, -mied_log_density(target, x, 0L),
              target_score(target, x), as.double(s), as.double(eps),
              resolve_nthreads(nthreads))
   list(value = r$value, gradient = r$grad)
@@ -660,18 +836,21 @@ mied <- function(x0, target, n_iter = 1000, step = 0.01, s = NULL,
   optimizer <- check_choice(optimizer, c("adam", "sgd"), "optimizer")
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
+  check_flag(progress, "progress")
   opt <- make_optimizer(optimizer)
   tr <- tracer(x, keep_every)
   pb <- progress_bar(n_iter, progress)
   on.exit(pb$close())
   obj <- numeric(n_iter)
   for (t in seq_len(n_iter)) {
-    r <- .Call(C_kb_mied_grad, x, -target_log_density(target, x),
-               target_score(target, x), s, eps, nt)
+    ld <- mied_log_density(target, x, t)
+    r <- .Call(C_kb_mied_grad, x, -ld, target_score(target, x), s, eps, nt)
     obj[t] <- r$value
-    xn <- x - step * opt(r$grad, t)
-    if (!all(is.finite(xn))) flow_stop_nonfinite(t)
-    x <- xn
+    x <- flow_move(x, x - step * opt(r$grad, t), r$grad, t, list(
+      name = "MIED gradient",
+      detail = function() sprintf("particles within [%s, %s]",
+                                  format(min(x), digits = 3),
+                                  format(max(x), digits = 3))))
     tr$add(x, t, force = t == n_iter)
     pb$tick(t)
   }

@@ -4,13 +4,23 @@
 
 as_obs <- function(y, arg) {
   if (is.numeric(y) && is.null(dim(y))) y <- matrix(y, ncol = 1L)
-  as_points(y, arg)
+  y <- as_points(y, arg)
+  # squared distances in the Gaussian kernels must not overflow
+  big <- max(abs(y))
+  if (big > sqrt(.Machine$double.xmax / (4 * ncol(y))) / 16) {
+    stop_arg(arg, sprintf(paste0("has values up to %s: squared distances ",
+                                 "would overflow; rescale the data"),
+                          format(big, digits = 3)))
+  }
+  y
 }
 
 # Pivoted incomplete Cholesky of the Gram matrix of a resolved kernel:
 # G ~ L L' with L n x r, pivots chosen greedily on the residual diagonal;
 # stops when the largest residual is below tol or at max_rank columns.
-# O(n r^2) time, O(n r) memory, r kernel rows.
+# O(n r^2) time, O(n r) memory, r kernel rows.  Row p_k of L (the k-th
+# pivot) is zero after column k, so L[pivots, ] is lower triangular and L =
+# G[, P] L[P, ]^{-T}: the Nystrom approximation G[, P] G[P, P]^{-1} G[P, ].
 incomplete_cholesky <- function(rk, x, tol = 1e-6, max_rank = nrow(x)) {
   n <- nrow(x)
   max_rank <- min(max_rank, n)
@@ -21,15 +31,78 @@ incomplete_cholesky <- function(rk, x, tol = 1e-6, max_rank = nrow(x)) {
   for (j in seq_len(max_rank)) {
     p <- which.max(dg)
     if (dg[p] <= tol) break
-    piv <- c(piv, p)
     kp <- drop(gram(rk, x, x[p, , drop = FALSE]))
     col <- kp
     if (j > 1L) col <- col - drop(L[, seq_len(j - 1L), drop = FALSE] %*% L[p, seq_len(j - 1L)])
+    col[piv] <- 0                      # exactly zero in exact arithmetic
     L[, j] <- col / sqrt(dg[p])
+    L[p, j] <- sqrt(dg[p])             # the residual diagonal, exactly
+    piv <- c(piv, p)
     dg <- pmax(dg - L[, j]^2, 0)
     dg[piv] <- 0
   }
-  structure(L[, seq_along(piv), drop = FALSE], residual = max(dg))
+  structure(L[, seq_along(piv), drop = FALSE], residual = max(dg),
+            pivots = piv)
+}
+
+# Nystrom features of the points z (rows) for the factor L of the Gram
+# matrix of x: the r x q matrix F with k(x_i, z) ~ L[i, ] F[, z], F =
+# L[P, ]^{-1} k(x_P, z).  For z = x_i it is L[i, ].
+lowrank_features <- function(rk, x, L, z, nthreads = NULL) {
+  P <- attr(L, "pivots")
+  forwardsolve(L[P, , drop = FALSE],
+               gram(rk, x[P, , drop = FALSE], z, nthreads))
+}
+
+# L (L'L + c I)^{-1} B = (L L' + c I)^{-1} L B, from the SVD L = U S V':
+# U diag(s / (s^2 + c)) V' B.  The factor s / (s^2 + c) is at most
+# 1 / (2 sqrt(c)), so this stays accurate for any c > 0 (the Woodbury form
+# (v - L (c I + L'L)^{-1} L'v) / c cancels catastrophically for small c).
+lowrank_ridge <- function(L, c, B) {
+  s <- svd(L)
+  s$u %*% ((s$d / (s$d^2 + c)) * crossprod(s$v, B))
+}
+
+# Prior weights: finite, with a positive total, rescaled to sum 1 (the prior
+# is a probability measure; the regularisers assume it).  Scaled by the
+# largest |weight| first so that huge weights do not overflow the sum.
+check_prior_weights <- function(w, l) {
+  if (is.null(w)) return(rep(1 / l, l))
+  if (!is.numeric(w) || length(w) != l || anyNA(w) || any(!is.finite(w))) {
+    stop_arg("prior_weights", sprintf("must be %d finite numbers, one per prior point",
+                                      l))
+  }
+  w <- as.double(w)
+  big <- max(abs(w))
+  s <- if (big > 0) sum(w / big) else 0
+  if (!(s > 1e-12 * l)) {
+    stop_arg("prior_weights", sprintf(paste0(
+      "must have a positive sum (the prior's total mass); they sum to %s"),
+      format(sum(w), digits = 3)))
+  }
+  (w / big) / s
+}
+
+# Refuse work whose arrays would need more than the option
+# kernbayes.max_memory (bytes; default 16 GiB) before allocating any of
+# them: an error naming the argument that sets the size and the memory.
+check_memory <- function(bytes, arg, what, hint = NULL) {
+  lim <- getOption("kernbayes.max_memory", 2^34)
+  if (!is.numeric(lim) || length(lim) != 1L || is.na(lim) || !(lim > 0)) {
+    stop_arg("kernbayes.max_memory", "(option) must be a positive number of bytes")
+  }
+  if (bytes > lim) {
+    stop_arg(arg, sprintf("is too large: %s would need %s of memory, more than %s (option 'kernbayes.max_memory')%s",
+                          what, format_bytes(bytes), format_bytes(lim),
+                          if (is.null(hint)) "" else paste0("; ", hint)))
+  }
+  invisible(bytes)
+}
+
+format_bytes <- function(b) {
+  u <- c("bytes", "KB", "MB", "GB", "TB", "PB")
+  k <- max(0, min(length(u) - 1, floor(log(max(b, 1), 1024))))
+  if (k == 0) sprintf("%.0f bytes", b) else sprintf("%.1f %s", b / 1024^k, u[k + 1])
 }
 
 check_reg <- function(v, arg) {
@@ -75,8 +148,17 @@ check_reg <- function(v, arg) {
 #' The fit keeps the factorised operator, so [predict()] for many
 #' observations costs one matrix product. With `rank`, the Gram matrices are
 #' replaced by pivoted incomplete Cholesky factors of at most `rank` columns
-#' and both solves use the Woodbury identity: \eqn{O(n r^2)} time and
-#' \eqn{O(n r)} memory.
+#' (the Nystrom approximation on the chosen pivots), kernel vectors by their
+#' Nystrom features, and both solves are done in the \eqn{r}-dimensional
+#' span of the factors (an SVD or eigen-decomposition, accurate for any
+#' `eps`, `delta` > 0): \eqn{O(n r^2)} time and \eqn{O(n r)} memory. A
+#' factor that leaves more than 0.1 of the kernel's diagonal unexplained
+#' gives a warning.
+#'
+#' **Memory.** The full path holds about five \eqn{n \times n}{n x n}
+#' matrices (\eqn{40 n^2} bytes). Work that would need more than the option
+#' `kernbayes.max_memory` (bytes, default 16 GiB) stops before allocating
+#' anything, with an error naming the argument and the memory it needs.
 #'
 #' When `eps` or `delta` is `NULL`, it is chosen by 5-fold [kbr_cv()] with
 #' the regression criterion over the default grid (with a message giving
@@ -86,14 +168,16 @@ check_reg <- function(v, arg) {
 #' @param y The matching `n x dy` sample of the observed variable.
 #' @param prior Prior sample \eqn{U} (`l x dx`); `NULL` means `x` itself.
 #' @param prior_weights Prior weights \eqn{\gamma} (length `l`, may be
-#'   negative); default equal weights \eqn{1/l}.
+#'   negative, with a positive sum); they are rescaled to sum 1 (the prior is
+#'   a probability measure). Default equal weights \eqn{1/l}.
 #' @param kernel_x,kernel_y Gaussian kernels (bandwidths default to the
 #'   median heuristic on `x` and `y`).
-#' @param eps,delta Regularisers (positive), or `NULL` for the defaults.
+#' @param eps,delta Regularisers (positive), or `NULL` to choose them by
+#'   cross-validation (needs at least 5 rows).
 #' @param method `"kbr"` or `"iw"`.
 #' @param rank `NULL` (full path) or the maximum rank of the low-rank path.
 #' @param tol Tolerance of the incomplete Cholesky (largest residual
-#'   diagonal).
+#'   diagonal), in \eqn{[0, 1)}.
 #' @param nthreads Threads for the Gram matrices.
 #' @return An object of class `kb_kbr`, with `predict()`, `print()` and the
 #'   helpers [posterior_mean()], [posterior_expect()] and [preimage()].
@@ -120,27 +204,43 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     stop_arg("y", sprintf("must have as many rows as x (%d); it has %d", n,
                           nrow(y)))
   }
+  if (n < 2L) stop_arg("x", "must have at least 2 rows (sample points)")
   U <- if (is.null(prior)) x else as_obs(prior, "prior")
   if (ncol(U) != ncol(x)) {
     stop_arg("prior", sprintf("must have %d columns, like x", ncol(x)))
   }
-  if (is.null(prior_weights)) {
-    gam <- rep(1 / nrow(U), nrow(U))
-  } else {
-    if (!is.numeric(prior_weights) || length(prior_weights) != nrow(U) ||
-        anyNA(prior_weights) || any(!is.finite(prior_weights))) {
-      stop_arg("prior_weights", sprintf("must be %d finite numbers, one per prior point",
-                                        nrow(U)))
-    }
-    gam <- as.double(prior_weights)
-  }
+  gam <- check_prior_weights(prior_weights, nrow(U))
   eps <- check_reg(eps, "eps")
   delta <- check_reg(delta, "delta")
   if (!is.null(rank)) rank <- check_count(rank, "rank", max = n)
-  tol <- check_number(tol, "tol", lower = 0)
+  # the Gaussian kernel's diagonal is 1: a tolerance of 1 leaves no column
+  tol <- check_number(tol, "tol", lower = 0, upper = 1, upper_open = TRUE)
   check_gaussian(kernel_x, "kernel_x")
   check_gaussian(kernel_y, "kernel_y")
+  resolve_nthreads(nthreads)
+  if (is.null(rank)) {
+    # G_X, G_Y, k_X(x, U), the Cholesky copy of G_X and the weights'
+    # factorisation (two n x n for "kbr")
+    check_memory(8 * (5 * n^2 + if (is.null(prior)) 0 else n * nrow(U)), "x",
+                 sprintf("kbr() with %d points on the full path", n),
+                 "give 'rank' for the low-rank path")
+  } else if (!is.null(prior)) {
+    check_memory(8 * (2 * n * rank + 2 * rank * nrow(U)), "prior",
+                 sprintf("the low-rank prior embedding of %d prior points",
+                         nrow(U)))
+  }
   if (is.null(eps) || is.null(delta)) {
+    if (n < 5L) {
+      miss <- c("eps", "delta")[c(is.null(eps), is.null(delta))]
+      stop_arg(miss[1L], sprintf(paste0(
+        "%smust be given when x has fewer than 5 rows (it has %d): by ",
+        "default %s chosen by 5-fold cross-validation"),
+        if (length(miss) == 2L) "and 'delta' " else "", n,
+        if (length(miss) == 2L) "they are" else "it is"))
+    }
+    # the user's kernels are the ones tuned for (checked before any work)
+    sigma_x <- kernel_bandwidth(kernel_x, "kernel_x")
+    sigma_y <- kernel_bandwidth(kernel_y, "kernel_y")
     grid <- kbr_default_grid()
     if (!is.null(eps)) grid <- unique(data.frame(eps = eps, delta = grid$delta))
     if (!is.null(delta)) grid <- unique(data.frame(eps = grid$eps, delta = delta))
@@ -150,16 +250,15 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                     paste(c("eps", "delta")[c(is.null(eps), is.null(delta))],
                           collapse = " and "),
                     nrow(grid), 5L * nrow(grid), as.integer(0.8 * n)))
-    # the user's kernels are the ones tuned for
-    grid$sigma_x <- kernel_bandwidth(kernel_x)
-    grid$sigma_y <- kernel_bandwidth(kernel_y)
+    grid$sigma_x <- sigma_x
+    grid$sigma_y <- sigma_y
     cv <- kbr_cv(x, y, grid = grid, folds = 5, method = method,
                  criterion = "regression", fit = FALSE)
     eps <- cv$best$eps
     delta <- cv$best$delta
   }
-  rkx <- resolve_kernel(kernel_x, x)
-  rky <- resolve_kernel(kernel_y, y)
+  rkx <- resolve_data_kernel(kernel_x, x, "kernel_x", "x")
+  rky <- resolve_data_kernel(kernel_y, y, "kernel_y", "y")
   fit <- list(x = x, y = y, n = n, eps = eps, delta = delta, method = method,
               rank = rank, kernel_x = rkx, kernel_y = rky, nthreads = nthreads)
   if (is.null(rank)) {
@@ -176,35 +275,69 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
   } else {
     Lx <- incomplete_cholesky(rkx, x, tol, rank)
     Ly <- incomplete_cholesky(rky, y, tol, rank)
-    # the prior embedding: through the factor when the prior is x itself
-    m <- if (is.null(prior)) drop(Lx %*% crossprod(Lx, gam)) else
-      drop(gram(rkx, x, U, nthreads) %*% gam)
-    fit$mu <- lowrank_solve(Lx, n * eps, n * m)
+    # G_X ~ Lx Lx' and k_X(x_i, u) ~ Lx[i, ] f(u): the prior embedding m =
+    # Lx b lies in the span of Lx, and so does mu = n (Lx Lx' + n eps I)^{-1} m
+    b <- if (is.null(prior)) crossprod(Lx, gam) else
+      lowrank_features(rkx, x, Lx, U, nthreads) %*% gam
+    fit$mu <- drop(n * lowrank_ridge(Lx, n * eps, b))
     fit$Ly <- Ly
+    fit$B <- lowrank_operator(Ly, fit$mu, delta, method)
     fit$rank_x <- ncol(Lx)
     fit$rank_y <- ncol(Ly)
     # largest residual diagonal left by the factorisations (0 = exact)
     fit$residual <- c(x = attr(Lx, "residual"), y = attr(Ly, "residual"))
+    warn_coarse(fit$residual, c(fit$rank_x, fit$rank_y))
+  }
+  if (!all(is.finite(fit$mu))) {
+    stop_numeric("the prior-to-joint weights mu are not finite; increase 'eps'")
   }
   structure(fit, class = "kb_kbr")
 }
 
 # A Gaussian kernel's fixed bandwidth, or NA for a heuristic.
-kernel_bandwidth <- function(kernel) {
+kernel_bandwidth <- function(kernel, arg = "kernel") {
   if (!is.null(kernel$bandwidth)) return(kernel$bandwidth)
   if (is.numeric(kernel$precon) && is.null(dim(kernel$precon))) {
     return(sqrt(kernel$precon))
   }
   if (!identical(kernel$precon, "med")) {
-    stop_arg("kernel", "must use the median heuristic or a fixed bandwidth ",
+    stop_arg(arg, "must use the median heuristic or a fixed bandwidth ",
              "when eps or delta is chosen by cross-validation")
   }
   NA_real_
 }
 
+# resolve_kernel() for a kernel argument of kbr(): a median heuristic that
+# fails on the data names the kernel argument and the data.
+resolve_data_kernel <- function(kernel, x, arg, data_arg) {
+  tryCatch(resolve_kernel(kernel, x), kb_error_arg = function(e) {
+    if (!identical(e$arg, "precon")) stop(e)
+    stop_arg(arg, sprintf(paste0("uses the median heuristic, which fails on ",
+                                 "'%s' (%s); give a fixed bandwidth, e.g. ",
+                                 "gaussian_kernel(bandwidth = 1)"), data_arg,
+                          sub("; x has", "; it has",
+                              sub("^'precon' = \"[a-z]+\" ", "", conditionMessage(e)))))
+  })
+}
+
 check_gaussian <- function(kernel, arg) {
   if (!inherits(kernel, "kb_gaussian")) {
     stop_arg(arg, "must be a Gaussian kernel (gaussian_kernel())")
+  }
+}
+
+# Warn when a low-rank factor leaves more than a tenth of a kernel's
+# diagonal (k(x, x) = 1) unexplained: the result is then that of a coarse
+# approximation of the Gram matrix.
+warn_coarse <- function(residual, ranks) {
+  bad <- which(residual > 0.1)
+  if (length(bad)) {
+    b <- bad[1L]
+    warning(sprintf(paste0("the rank-%d factor of the Gram matrix of %s leaves ",
+                           "a residual of %.2g on its diagonal (of 1): the ",
+                           "low-rank result is a coarse approximation; ",
+                           "increase 'rank' or use the full path"),
+                    ranks[b], names(residual)[b], residual[b]), call. = FALSE)
   }
 }
 
@@ -223,37 +356,25 @@ warn_far <- function(K) {
 # Default cross-validation grid (operator convention: no n in the scales).
 kbr_default_grid <- function() expand.grid(eps = 10^(-3:-1), delta = 10^(-4:0))
 
-# (L L' + c I)^{-1} v by Woodbury: (v - L (c I + L'L)^{-1} L' v) / c.
-lowrank_solve <- function(L, c, v) {
-  S <- crossprod(L)
-  diag(S) <- diag(S) + c
-  R <- chol(S)
-  drop(v - L %*% backsolve(R, forwardsolve(t(R), crossprod(L, v)))) / c
-}
-
-# Posterior weights R K on the low-rank path (G_Y ~ F F').
-lowrank_weights <- function(F, mu, delta, method, K) {
-  # delta in the operator convention, as in src/kbr.c
-  delta <- if (method == "kbr") nrow(F)^2 * delta else nrow(F) * delta
+# The n x r matrix B of the low-rank posterior weights W = B F(y), F(y) the
+# Nystrom features of the observations (G_Y ~ F F' with F = Ly, k_Y(y) ~ Ly
+# F(y)); delta in the operator convention, as in src/kbr.c.
+# "kbr": W = L G ((L G)^2 + n^2 delta I)^{-1} L k with L = diag(mu); with A
+#   = L Ly and M = Ly' L Ly (r x r, symmetric), ((L G)^2 + c I)^{-1} A = A
+#   (M^2 + c I)^{-1}, so W = A M (M^2 + c I)^{-1} F(y) = A V diag(e / (e^2
+#   + c)) V' F(y) for M = V diag(e) V'.
+# "iw": W = s (H H' + n delta I)^{-1} H F(y), H = s Ly, s = sqrt(max(mu, 0)).
+# Both stay accurate as delta -> 0 (e / (e^2 + c) <= 1 / (2 sqrt(c))).
+lowrank_operator <- function(Ly, mu, delta, method) {
+  n <- nrow(Ly)
   if (method == "kbr") {
-    # ((L F F')^2 + delta I)^{-1} = (I - U (delta I + V'U)^{-1} V') / delta,
-    # U = L F (F' L F), V = F
-    LF <- mu * F
-    U <- LF %*% crossprod(F, LF)
-    S <- crossprod(F, U)
-    diag(S) <- diag(S) + delta
-    Z <- mu * K
-    Y1 <- (Z - U %*% solve(S, crossprod(F, Z))) / delta
-    LF %*% crossprod(F, Y1)
+    A <- mu * Ly
+    e <- eigen(crossprod(Ly, A), symmetric = TRUE)
+    A %*% (e$vectors %*% ((e$values / (e$values^2 + n^2 * delta)) *
+                            t(e$vectors)))
   } else {
     s <- sqrt(pmax(mu, 0))
-    H <- s * F
-    S <- crossprod(H)
-    diag(S) <- diag(S) + delta
-    Z <- s * K
-    R <- chol(S)
-    Y1 <- (Z - H %*% backsolve(R, forwardsolve(t(R), crossprod(H, Z)))) / delta
-    s * Y1
+    s * lowrank_ridge(s * Ly, n * delta, diag(ncol(Ly)))
   }
 }
 
@@ -268,6 +389,7 @@ lowrank_weights <- function(F, mu, delta, method, K) {
 #'   unreliable.
 #' @export
 predict.kb_kbr <- function(object, y_new, ...) {
+  check_kbr_fit(object, "object")
   yn <- new_obs(object, y_new)
   K <- gram(object$kernel_y, object$y, yn, object$nthreads)
   warn_far(K)
@@ -275,7 +397,11 @@ predict.kb_kbr <- function(object, y_new, ...) {
     .Call(C_kb_kbr_apply, object$gy, object$mu, object$factor, object$ipiv,
           if (object$method == "kbr") 1L else 2L, K)
   } else {
-    lowrank_weights(object$Ly, object$mu, object$delta, object$method, K)
+    object$B %*% lowrank_features(object$kernel_y, object$y, object$Ly, yn,
+                                  object$nthreads)
+  }
+  if (!all(is.finite(W))) {
+    stop_numeric("the posterior weights are not finite; increase 'delta'")
   }
   W
 }
@@ -296,6 +422,35 @@ new_obs <- function(object, y_new) {
 
 check_kbr <- function(fit) {
   if (!inherits(fit, "kb_kbr")) stop_arg("fit", "must be a kbr() fit")
+  check_kbr_fit(fit, "fit")
+}
+
+# The fields predict() relies on, as kbr() made them (an edited fit is an
+# error naming the field, not a failure inside C).
+check_kbr_fit <- function(fit, arg) {
+  bad <- function(field) {
+    stop_state(sprintf("'%s' is not a kbr() fit as made by kbr(): its field '%s' is missing or was changed",
+                       arg, field))
+  }
+  n <- fit$n
+  if (!is.numeric(n) || length(n) != 1L || is.na(n)) bad("n")
+  if (!is.matrix(fit$x) || !is.double(fit$x) || nrow(fit$x) != n) bad("x")
+  if (!is.matrix(fit$y) || !is.double(fit$y) || nrow(fit$y) != n) bad("y")
+  if (!is.double(fit$mu) || length(fit$mu) != n || !all(is.finite(fit$mu))) bad("mu")
+  if (!identical(fit$method, "kbr") && !identical(fit$method, "iw")) bad("method")
+  if (!inherits(fit$kernel_y, "kb_resolved_kernel")) bad("kernel_y")
+  if (!inherits(fit$kernel_x, "kb_resolved_kernel")) bad("kernel_x")
+  if (is.null(fit$rank)) {
+    if (!is.matrix(fit$gy) || !is.double(fit$gy) || any(dim(fit$gy) != n)) bad("gy")
+    if (!is.matrix(fit$factor) || !is.double(fit$factor) ||
+        any(dim(fit$factor) != n)) bad("factor")
+    if (!is.integer(fit$ipiv) || length(fit$ipiv) != n) bad("ipiv")
+  } else {
+    r <- ncol(fit$Ly)
+    if (!is.matrix(fit$Ly) || nrow(fit$Ly) != n ||
+        length(attr(fit$Ly, "pivots")) != r) bad("Ly")
+    if (!is.matrix(fit$B) || any(dim(fit$B) != c(n, r))) bad("B")
+  }
   fit
 }
 
@@ -333,13 +488,48 @@ posterior_mean <- function(fit, y_new) {
 #' @export
 posterior_expect <- function(fit, y_new, f) {
   check_kbr(fit)
+  yn <- new_obs(fit, y_new)
   if (!is.function(f)) stop_arg("f", "must be a function of one row of x")
-  Fx <- apply(fit$x, 1L, f)
-  Fx <- if (is.matrix(Fx)) t(Fx) else matrix(Fx, ncol = 1L)
-  if (!is.numeric(Fx) || anyNA(Fx)) {
-    stop_arg("f", "must return numbers (no NA)")
+  X <- fit$x
+  Fx <- NULL
+  for (i in seq_len(nrow(X))) {
+    v <- f(X[i, ])
+    if (!(is.numeric(v) || is.logical(v)) || !is.null(dim(v)) && length(dim(v)) > 2L ||
+        length(v) < 1L) {
+      stop_f_result(sprintf(paste0(
+        "'f' must return a numeric vector (the function's values at one ",
+        "row of x); at row %d of x it returned %s"), i, describe_value(v)))
+    }
+    if (is.null(Fx)) {
+      Fx <- matrix(0, nrow(X), length(v))
+    } else if (length(v) != ncol(Fx)) {
+      stop_f_result(sprintf(paste0(
+        "'f' must return vectors of one length; it returned length %d at ",
+        "row 1 of x and %d at row %d"), ncol(Fx), length(v), i))
+    }
+    if (anyNA(v) || any(!is.finite(v))) {
+      stop_f_result(sprintf(paste0(
+        "'f' must return finite numbers; it returned NA, NaN or Inf at row ",
+        "%d of x"), i))
+    }
+    Fx[i, ] <- v
   }
-  crossprod(stats::predict(fit, y_new), Fx)
+  out <- crossprod(stats::predict(fit, yn), Fx)
+  if (!all(is.finite(out))) {
+    stop_numeric("the posterior expectation overflows: the values of 'f' are ",
+                 "too large (scale them)")
+  }
+  out
+}
+
+# A user function returned something unusable (class kb_error_callback).
+stop_f_result <- function(msg) {
+  stop(kb_error(msg, "kb_error_callback", "f"))
+}
+
+describe_value <- function(v) {
+  if (is.null(v)) return("NULL")
+  sprintf("an object of type '%s' and length %d", typeof(v), length(v))
 }
 
 #' @rdname posterior_mean
@@ -418,8 +608,9 @@ print.kb_kbr <- function(x, ...) {
 #' @param fit Whether to fit [kbr()] on all data with the best setting.
 #' @param seed Seed for the random fold assignment (the global RNG state is
 #'   left as it was).
-#' @param ... Further arguments to [kbr()] for the final fit (`method`,
-#'   `rank`, ...).
+#' @param ... Further arguments to [kbr()] for the final fit: `prior`,
+#'   `prior_weights`, `rank`, `tol`, `nthreads` (checked before the
+#'   cross-validation runs).
 #' @return An object of class `kb_kbr_cv`: `table` (the grid with its
 #'   criterion), `best` (the best row) and `fit` (a [kbr()] fit on all data
 #'   with the best setting); `print` and `plot` methods.
@@ -439,6 +630,7 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   y <- as_obs(y, "y")
   n <- nrow(x)
   if (nrow(y) != n) stop_arg("y", "must have as many rows as x")
+  if (n < 2L) stop_arg("x", "must have at least 2 rows (sample points)")
   folds <- check_count(folds, "folds", min = 2L, max = n)
   if (is.null(grid)) grid <- kbr_default_grid()
   if (!is.data.frame(grid) || !all(c("eps", "delta") %in% names(grid)) ||
@@ -455,6 +647,11 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   }
   if (is.null(grid$sigma_x)) grid$sigma_x <- NA_real_
   if (is.null(grid$sigma_y)) grid$sigma_y <- NA_real_
+  fit <- check_flag(fit, "fit")
+  if (fit) check_kbr_dots(list(...), x)
+  # G_X and G_Y, and per fold their training blocks and the weights
+  check_memory(8 * 5 * n^2, "x",
+               sprintf("cross-validation with %d points", n))
   fold <- with_seed(seed, sample(rep_len(seq_len(folds), n)))
   crit <- numeric(nrow(grid))
   bw_key <- paste(grid$sigma_x, grid$sigma_y)
@@ -505,7 +702,7 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   }
   grid$criterion <- crit
   best <- grid[which.min(crit), , drop = FALSE]
-  if (!isTRUE(fit)) {
+  if (!fit) {
     return(structure(list(table = grid, best = best, fit = NULL,
                           folds = folds, criterion = criterion),
                      class = "kb_kbr_cv"))
@@ -516,6 +713,28 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
              delta = best$delta, method = method, ...)
   structure(list(table = grid, best = best, fit = fit, folds = folds,
                  criterion = criterion), class = "kb_kbr_cv")
+}
+
+# The arguments kbr_cv() passes on to kbr() for the final fit, checked
+# before the cross-validation runs.
+check_kbr_dots <- function(dots, x) {
+  ok <- c("prior", "prior_weights", "rank", "tol", "nthreads")
+  nm <- names(dots)
+  if (length(dots) && (is.null(nm) || any(nm == "") || !all(nm %in% ok))) {
+    bad <- if (is.null(nm)) "an unnamed argument" else
+      paste(sQuote(setdiff(nm, ok), FALSE), collapse = ", ")
+    stop_arg("...", sprintf(paste0("may only hold arguments of kbr() for the ",
+                                   "final fit (%s); got %s"),
+                            paste(ok, collapse = ", "), bad))
+  }
+  U <- if (is.null(dots$prior)) x else as_obs(dots$prior, "prior")
+  if (ncol(U) != ncol(x)) stop_arg("prior", sprintf("must have %d columns, like x", ncol(x)))
+  check_prior_weights(dots$prior_weights, nrow(U))
+  if (!is.null(dots$rank)) check_count(dots$rank, "rank", max = nrow(x))
+  if (!is.null(dots$tol)) check_number(dots$tol, "tol", lower = 0, upper = 1,
+                                       upper_open = TRUE)
+  resolve_nthreads(dots$nthreads)
+  invisible(NULL)
 }
 
 # Run expr with a seed, restoring the caller's RNG state.
@@ -609,7 +828,8 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   }
   eps <- check_number(eps, "eps", lower = 0, lower_open = TRUE)
   delta <- check_number(delta, "delta", lower = 0, lower_open = TRUE)
-  tol <- check_number(tol, "tol", lower = 0)
+  # the Gaussian kernel's diagonal is 1: a tolerance of 1 leaves no column
+  tol <- check_number(tol, "tol", lower = 0, upper = 1, upper_open = TRUE)
   check_gaussian(kernel_x, "kernel_x")
   check_gaussian(kernel_y, "kernel_y")
   T <- nrow(x) - 1L
@@ -617,37 +837,57 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   Xp <- x[1L + seq_len(T), , drop = FALSE]
   Y <- y[seq_len(T), , drop = FALSE]
   if (!is.null(rank)) rank <- check_count(rank, "rank", max = T)
-  rkx <- resolve_kernel(kernel_x, X)
-  rky <- resolve_kernel(kernel_y, Y)
-  gxx <- gram(rkx, X, Xp, nthreads)
+  nthreads <- resolve_nthreads(nthreads)
+  if (is.null(rank)) {
+    # G_X, G_XX+, G_Y, a copy for the Cholesky factor and two for the
+    # weights' factorisation, all T x T
+    check_memory(8 * (6 * T^2 + 2 * T * nrow(yo)), "x_train",
+                 sprintf("the full KBR filter with %d transitions", T),
+                 "give 'rank' for the low-rank path")
+  }
+  rkx <- resolve_data_kernel(kernel_x, X, "kernel_x", "x_train")
+  rky <- resolve_data_kernel(kernel_y, Y, "kernel_y", "y_train")
   Ky <- gram(rky, Y, yo, nthreads)
   warn_far(Ky)
   a0 <- rep(1 / T, T)
   mcode <- if (method == "kbr") 1L else 2L
   if (is.null(rank)) {
-    W <- .Call(C_kb_kbr_filter, gram(rkx, X, X, nthreads), gxx,
-               gram(rky, Y, Y, nthreads), Ky, a0, eps, delta, mcode)
+    W <- .Call(C_kb_kbr_filter, gram(rkx, X, X, nthreads),
+               gram(rkx, X, Xp, nthreads), gram(rky, Y, Y, nthreads), Ky, a0,
+               eps, delta, mcode)
+    if (!all(is.finite(W))) {
+      t <- which(!is.finite(colSums(W)))[1L]
+      stop_numeric(sprintf(paste0("the KBR filter's weights are not finite ",
+                                  "at step %d; increase 'eps' or 'delta'"), t))
+    }
   } else {
     Lx <- incomplete_cholesky(rkx, X, tol, rank)
     Ly <- incomplete_cholesky(rky, Y, tol, rank)
+    # Nystrom features: k(X_i, X_{j+1}) ~ Lx[i, ] Fp[, j], k_Y(Y_i, y_t) ~
+    # Ly[i, ] Fo[, t]; every step then stays in the spans of the factors
+    warn_coarse(c(x = attr(Lx, "residual"), y = attr(Ly, "residual")),
+                c(ncol(Lx), ncol(Ly)))
+    Fp <- lowrank_features(rkx, X, Lx, Xp, nthreads)
+    Fo <- lowrank_features(rky, Y, Ly, yo, nthreads)
+    sx <- svd(Lx)
+    ridge_x <- function(B) {     # (Lx Lx' + T eps I)^{-1} Lx B
+      sx$u %*% ((sx$d / (sx$d^2 + T * eps)) * crossprod(sx$v, B))
+    }
     W <- matrix(0, T, nrow(yo))
     a <- a0
     for (t in seq_len(nrow(yo))) {
-      v <- lowrank_solve(Lx, T * eps, Lx %*% crossprod(Lx, a))
-      mu <- lowrank_solve(Lx, T * eps, T * (gxx %*% v))
-      a <- tryCatch(drop(lowrank_weights(Ly, drop(mu), delta, method,
-                                         Ky[, t, drop = FALSE])),
-                    error = function(e) NULL)
+      v <- ridge_x(crossprod(Lx, a))          # (G_X + T eps I)^{-1} G_X a
+      mu <- drop(T * ridge_x(Fp %*% v))       # T (G_X + T eps I)^{-1} G_XX+ v
+      a <- drop(lowrank_operator(Ly, mu, delta, method) %*% Fo[, t])
       # posterior weights sum to about 1; a low-rank factor that misses
       # much of G_X makes mu, and then the weights, grow geometrically
-      if (is.null(a) || !all(is.finite(a)) || sum(abs(a)) > 1e6) {
-        stop(sprintf(paste0("the low-rank KBR filter broke down at step %d ",
-                            "(sum of |weights| %.3g, largest |mu| %.3g; the ",
-                            "rank-%d factor of G_X leaves a residual of %.2g); ",
-                            "increase 'rank', 'eps' or 'delta', or use the ",
-                            "full path"),
-                     t, if (is.null(a)) NaN else sum(abs(a)), max(abs(mu)),
-                     ncol(Lx), attr(Lx, "residual")), call. = FALSE)
+      if (!all(is.finite(a)) || sum(abs(a)) > 1e6) {
+        stop_numeric(sprintf(paste0(
+          "the low-rank KBR filter broke down at step %d (sum of |weights| ",
+          "%.3g, largest |mu| %.3g; the rank-%d factor of G_X leaves a ",
+          "residual of %.2g); increase 'rank', 'eps' or 'delta', or use the ",
+          "full path"), t, sum(abs(a)), max(abs(mu)), ncol(Lx),
+          attr(Lx, "residual")))
       }
       W[, t] <- a
     }
@@ -673,7 +913,8 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
 #' \eqn{x_1 \sim N(m_0, P_0)}: a baseline for [kbr_filter()].
 #'
 #' @param y Observations, one row per time step.
-#' @param A,C,Q,R Model matrices (numbers are taken as 1 x 1 matrices).
+#' @param A,C,Q,R Model matrices (numbers are taken as 1 x 1 matrices); `Q`
+#'   and `R` are covariances (symmetric, positive semi-definite).
 #' @param m0,P0 Mean and covariance of the first state; default the
 #'   stationary distribution when it exists, else zero mean and identity.
 #' @return A `kb_filter` with `mean` (filtered means \eqn{E[x_t | y_{1:t}]})
@@ -697,11 +938,18 @@ kalman_filter <- function(y, A, C, Q, R, m0 = NULL, P0 = NULL) {
   Q <- as_mat(Q, "Q")
   R <- as_mat(R, "R")
   d <- nrow(A)
-  if (ncol(A) != d || any(dim(Q) != d)) stop_arg("A", "and Q must be d x d")
+  if (ncol(A) != d || any(dim(Q) != d)) {
+    stop_arg("A", sprintf("and 'Q' must be d x d matrices (A is %d x %d, Q is %d x %d)",
+                          nrow(A), ncol(A), nrow(Q), ncol(Q)))
+  }
   if (ncol(C) != d || nrow(C) != ncol(y)) {
     stop_arg("C", sprintf("must be %d x %d", ncol(y), d))
   }
-  if (any(dim(R) != ncol(y))) stop_arg("R", "must be dy x dy")
+  if (any(dim(R) != ncol(y))) {
+    stop_arg("R", sprintf("must be a %d x %d matrix (dy x dy)", ncol(y), ncol(y)))
+  }
+  check_cov_matrix(Q, "Q")
+  check_cov_matrix(R, "R")
   if (is.null(m0)) m0 <- rep(0, d)
   if (!is.numeric(m0) || length(m0) != d || anyNA(m0) || any(!is.finite(m0))) {
     stop_arg("m0", sprintf("must be a finite numeric vector of length %d", d))
@@ -710,12 +958,14 @@ kalman_filter <- function(y, A, C, Q, R, m0 = NULL, P0 = NULL) {
     # stationary covariance: P = A P A' + Q (vec form), when |eig(A)| < 1
     if (all(Mod(eigen(A, only.values = TRUE)$values) < 1)) {
       P0 <- matrix(solve(diag(d * d) - kronecker(A, A), as.vector(Q)), d)
+      P0 <- (P0 + t(P0)) / 2
     } else {
       P0 <- diag(d)
     }
   }
   P0 <- as_mat(P0, "P0")
   if (any(dim(P0) != d)) stop_arg("P0", sprintf("must be a %d x %d matrix", d, d))
+  check_cov_matrix(P0, "P0")
   n <- nrow(y)
   mean <- matrix(0, n, d)
   covs <- vector("list", n)
@@ -727,14 +977,41 @@ kalman_filter <- function(y, A, C, Q, R, m0 = NULL, P0 = NULL) {
       P <- A %*% P %*% t(A) + Q
     }
     S <- C %*% P %*% t(C) + R
-    K <- P %*% t(C) %*% solve(S)
+    if (!all(is.finite(S)) || !all(is.finite(P))) {
+      stop_numeric(sprintf(paste0("the Kalman filter overflowed at step %d: ",
+                                  "scale the data and the model matrices"), t))
+    }
+    Si <- tryCatch(solve(S), error = function(e) NULL)
+    if (is.null(Si)) {
+      stop_numeric(sprintf(paste0("the innovation covariance C P C' + R is ",
+                                  "singular at step %d: make 'R' positive ",
+                                  "definite"), t))
+    }
+    K <- P %*% t(C) %*% Si
     m <- m + drop(K %*% (y[t, ] - C %*% m))
     P <- (diag(d) - K %*% C) %*% P
+    if (!all(is.finite(m)) || !all(is.finite(P))) {
+      stop_numeric(sprintf(paste0("the Kalman filter overflowed at step %d: ",
+                                  "scale the data and the model matrices"), t))
+    }
     mean[t, ] <- m
     covs[[t]] <- P
   }
   structure(list(mean = mean, cov = covs, method = "Kalman filter"),
             class = "kb_filter")
+}
+
+# A covariance matrix: symmetric and positive semi-definite.
+check_cov_matrix <- function(M, arg) {
+  sc <- max(1, abs(M))
+  if (max(abs(M - t(M))) > 1e-10 * sc) stop_arg(arg, "must be symmetric (a covariance matrix)")
+  ev <- eigen(M, symmetric = TRUE, only.values = TRUE)$values
+  if (min(ev) < -1e-10 * max(abs(ev), 1e-300)) {
+    stop_arg(arg, sprintf(paste0("must be positive semi-definite (a covariance ",
+                                 "matrix); its smallest eigenvalue is %s"),
+                          format(min(ev), digits = 3)))
+  }
+  invisible(M)
 }
 
 #' @export

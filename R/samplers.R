@@ -29,6 +29,11 @@ run_mcmc <- function(type, target, x0, n_iter, step, warmup, target_accept,
     step <- 2.38 / sqrt(target$dim) * if (type == 2L) 0.5 else 1
   } else {
     step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+    # MALA moves by step^2 / 2 times the score: its square must be finite
+    if (step > 1e150) {
+      stop_arg("step", sprintf(paste0("is too large: %s; proposals would ",
+                                      "leave the finite range"), format(step)))
+    }
   }
   if (is.null(warmup)) warmup <- if (adapt) min(1000L, n_iter) else 0L
   warmup <- check_count(warmup, "warmup", min = 0L)

@@ -24,6 +24,36 @@ static void check_same_dim(SEXP a, SEXP b, const char *what)
         Rf_error(_("'%s' must have the dimensions of the particles"), what);
 }
 
+/* Interrupts: R_CheckUserInterrupt() may not be called inside a parallel
+ * region, so the O(n^2) loops run in chunks of about KB_CHUNK_WORK units
+ * (one unit: one coordinate of one pair, about 1-2 ns; a chunk takes about
+ * 0.05-0.1 s on one core) with a check between chunks, and one at entry for
+ * an interrupt that arrived while R code (a score closure) ran. */
+#define KB_CHUNK_WORK 5e7
+
+/* End of the chunk of rows starting at i0 (and before end) when row i
+ * costs per_row units. */
+static R_xlen_t chunk_end(R_xlen_t i0, R_xlen_t end, double per_row)
+{
+    double c = KB_CHUNK_WORK / (per_row > 1.0 ? per_row : 1.0);
+    R_xlen_t m = c < 1.0 ? 1 : c > (double) (end - i0) ? end - i0 : (R_xlen_t) c;
+    return i0 + m;
+}
+
+/* The same for the rows of the strict upper triangle of an n x n pair
+ * matrix, row i holding n - 1 - i pairs of per_pair units. */
+static R_xlen_t tri_chunk_end(R_xlen_t i0, R_xlen_t end, R_xlen_t n,
+                              double per_pair)
+{
+    double w = 0.0;
+    R_xlen_t i = i0;
+    while (i < end && w < KB_CHUNK_WORK) {
+        w += (double) (n - 1 - i) * per_pair + 1.0;
+        i++;
+    }
+    return i;
+}
+
 /* ---- SVGD ------------------------------------------------------------- */
 
 #define SVGD_TILE 64
@@ -158,30 +188,35 @@ static double svgd_median(const double *X, R_xlen_t n, int d, double *P,
         *nb = below + nt, *over = nb + nt;
     for (int t = 0; t < nt; t++)
         below[t] = nb[t] = over[t] = 0;
+    for (R_xlen_t c0 = 0; c0 < n - 1; ) {
+        R_xlen_t c1 = tri_chunk_end(c0, n - 1, n, d + 4.0);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 8) if (par)
 #endif
-    for (R_xlen_t i = 0; i < n - 1; i++) {
-        int tid = 0;
+        for (R_xlen_t i = c0; i < c1; i++) {
+            int tid = 0;
 #ifdef _OPENMP
-        tid = omp_get_thread_num();
+            tid = omp_get_thread_num();
 #endif
-        double *row = P + pk_off(i, n), *bt = buf + (size_t) tid * (cap + 1);
-        int m = (int) (n - 1 - i);
-        sq_dist_row(X, n, d, i, i + 1, m, row);
-        R_xlen_t bl = below[tid], k = nb[tid];
-        for (int t = 0; t < m; t++) {
-            double v = row[t];
-            bl += v < lo;
-            bt[k] = v;             /* slot cap is the spare one */
-            k += (v >= lo) & (v <= hi);
-            if (k == cap) {
-                over[tid] = 1;
-                k = cap - 1;
+            double *row = P + pk_off(i, n), *bt = buf + (size_t) tid * (cap + 1);
+            int m = (int) (n - 1 - i);
+            sq_dist_row(X, n, d, i, i + 1, m, row);
+            R_xlen_t bl = below[tid], k = nb[tid];
+            for (int t = 0; t < m; t++) {
+                double v = row[t];
+                bl += v < lo;
+                bt[k] = v;             /* slot cap is the spare one */
+                k += (v >= lo) & (v <= hi);
+                if (k == cap) {
+                    over[tid] = 1;
+                    k = cap - 1;
+                }
             }
+            below[tid] = bl;
+            nb[tid] = k;
         }
-        below[tid] = bl;
-        nb[tid] = k;
+        R_CheckUserInterrupt();
+        c0 = c1;
     }
     if (qa < 0)
         return 0.0;
@@ -240,8 +275,10 @@ SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP ws, SEXP nthreads)
     R_xlen_t n = Rf_nrows(x);
     int d = Rf_ncols(x), nt = kb_nthreads(nthreads);
     double h = kb_scalar_real(h_, "h");
-    if (n < 2 || n * (n - 1) / 2 > INT_MAX)
-        Rf_error(_("SVGD needs between 2 and 65536 particles"));
+    if (n < 2 || (!(h > 0.0) && n * (n - 1) / 2 > INT_MAX))
+        Rf_error(_("SVGD needs at least 2 particles, and at most 65536 with "
+                   "the median bandwidth"));
+    R_CheckUserInterrupt();
     const double *X = REAL(x), *S = REAL(s);
     R_xlen_t N = n * (n - 1) / 2;
     int par = (double) N * (d + 4) >= KB_PAR_MIN_EVALS * 8;
@@ -255,10 +292,16 @@ SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP ws, SEXP nthreads)
         double med = svgd_median(X, n, d, P, nt, par);
         h = sqrt(0.5 * med / log((double) n + 1.0));
         if (!(h > 0.0))
-            Rf_error(_("the median heuristic gives a zero bandwidth: the "
-                       "particles coincide; give a numeric 'bandwidth'"));
+            kb_error_numeric(_("the median heuristic gives a zero bandwidth: "
+                               "the particles coincide; give a numeric "
+                               "'bandwidth'"));
     }
     double h2 = h * h, c = -0.5 / h2, a = d / h2, b = 1.0 / (h2 * h2);
+    if (!(h2 > 0.0) || !R_FINITE(h2) || !R_FINITE(b))
+        kb_error_numeric(_("the SVGD kernel bandwidth %g is out of range (its "
+                           "square or 1 / h^4 is not a finite positive "
+                           "number): the particles' scale is the cause; "
+                           "rescale the problem"), h);
     /* per-thread sums: rs (n), KS (d x n), KX (d x n) */
     size_t nacc = (size_t) n * (2 * d + 1);
     double *acc = (double *) R_alloc(nacc * nt, sizeof(double));
@@ -266,89 +309,96 @@ SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP ws, SEXP nthreads)
     memset(acc, 0, nacc * nt * sizeof(double));
     R_xlen_t T = (n + SVGD_TILE - 1) / SVGD_TILE, ntile = T * (T + 1) / 2;
     double tr_sum = 0.0;
+    for (R_xlen_t c0 = 0; c0 < ntile; ) {
+        R_xlen_t c1 = chunk_end(c0, ntile, (double) SVGD_TILE * SVGD_TILE * (2.0 * d + 4.0));
+        double tr_chunk = 0.0;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (par) \
-    reduction(+:tr_sum)
+        reduction(+:tr_chunk)
 #endif
-    for (R_xlen_t tile = 0; tile < ntile; tile++) {
-        int tid = 0;
+        for (R_xlen_t tile = c0; tile < c1; tile++) {
+            int tid = 0;
 #ifdef _OPENMP
-        tid = omp_get_thread_num();
+            tid = omp_get_thread_num();
 #endif
-        /* tile -> (I, J), I <= J, row-major over the upper triangle */
-        R_xlen_t I = 0, rem = tile;
-        while (rem >= T - I) {
-            rem -= T - I;
-            I++;
-        }
-        R_xlen_t J = I + rem;
-        R_xlen_t i0 = I * SVGD_TILE, i1 = i0 + SVGD_TILE < n ? i0 + SVGD_TILE : n,
-            j0 = J * SVGD_TILE, j1 = j0 + SVGD_TILE < n ? j0 + SVGD_TILE : n;
-        int m = (int) (j1 - j0);
-        double *rs = acc + nacc * tid, *KS = rs + n, *KX = KS + (size_t) d * n;
-        double *d2 = tbuf + (size_t) tid * 2 * SVGD_TILE, *kv = d2 + SVGD_TILE;
-        double trl = 0.0;
-        for (R_xlen_t i = i0; i < i1; i++) {
-            if (I != J) {
-                if (P)
-                    memcpy(d2, P + pk_off(i, n) + (j0 - i - 1), (size_t) m * sizeof(double));
-                else
-                    sq_dist_row(X, n, d, i, j0, m, d2);
-            } else {
-                if (P) {
-                    for (int t = 0; t < m; t++) {
-                        R_xlen_t j = j0 + t;
-                        d2[t] = j > i ? P[pk_off(i, n) + (j - i - 1)] :
-                            j < i ? P[pk_off(j, n) + (i - j - 1)] : 0.0;
-                    }
+            /* tile -> (I, J), I <= J, row-major over the upper triangle */
+            R_xlen_t I = 0, rem = tile;
+            while (rem >= T - I) {
+                rem -= T - I;
+                I++;
+            }
+            R_xlen_t J = I + rem;
+            R_xlen_t i0 = I * SVGD_TILE, i1 = i0 + SVGD_TILE < n ? i0 + SVGD_TILE : n,
+                j0 = J * SVGD_TILE, j1 = j0 + SVGD_TILE < n ? j0 + SVGD_TILE : n;
+            int m = (int) (j1 - j0);
+            double *rs = acc + nacc * tid, *KS = rs + n, *KX = KS + (size_t) d * n;
+            double *d2 = tbuf + (size_t) tid * 2 * SVGD_TILE, *kv = d2 + SVGD_TILE;
+            double trl = 0.0;
+            for (R_xlen_t i = i0; i < i1; i++) {
+                if (I != J) {
+                    if (P)
+                        memcpy(d2, P + pk_off(i, n) + (j0 - i - 1), (size_t) m * sizeof(double));
+                    else
+                        sq_dist_row(X, n, d, i, j0, m, d2);
                 } else {
-                    sq_dist_row(X, n, d, i, j0, m, d2);
+                    if (P) {
+                        for (int t = 0; t < m; t++) {
+                            R_xlen_t j = j0 + t;
+                            d2[t] = j > i ? P[pk_off(i, n) + (j - i - 1)] :
+                                j < i ? P[pk_off(j, n) + (i - j - 1)] : 0.0;
+                        }
+                    } else {
+                        sq_dist_row(X, n, d, i, j0, m, d2);
+                    }
                 }
-            }
-            double ksum = 0.0, tacc = 0.0;
-            for (int t = 0; t < m; t++) {
-                double k = exp(c * d2[t]);
-                kv[t] = k;
-                ksum += k;
-                tacc += k * (a - b * d2[t]);
-            }
-            rs[i] += ksum;
-            if (I != J) {
-                trl += 2.0 * tacc;
-                double *rsj = rs + j0;
-                for (int t = 0; t < m; t++)
-                    rsj[t] += kv[t];
-            } else {
-                trl += tacc;
-            }
-            for (int k = 0; k < d; k++) {
-                const double *sk = S + (size_t) k * n, *xk = X + (size_t) k * n;
-                const double *sj = sk + j0, *xj = xk + j0;
-                double as = 0.0, ax = 0.0;
+                double ksum = 0.0, tacc = 0.0;
+                for (int t = 0; t < m; t++) {
+                    double k = exp(c * d2[t]);
+                    kv[t] = k;
+                    ksum += k;
+                    tacc += k * (a - b * d2[t]);
+                }
+                rs[i] += ksum;
+                if (I != J) {
+                    trl += 2.0 * tacc;
+                    double *rsj = rs + j0;
+                    for (int t = 0; t < m; t++)
+                        rsj[t] += kv[t];
+                } else {
+                    trl += tacc;
+                }
+                for (int k = 0; k < d; k++) {
+                    const double *sk = S + (size_t) k * n, *xk = X + (size_t) k * n;
+                    const double *sj = sk + j0, *xj = xk + j0;
+                    double as = 0.0, ax = 0.0;
 #ifdef _OPENMP
 #pragma omp simd reduction(+:as, ax)
 #endif
-                for (int t = 0; t < m; t++) {
-                    as += kv[t] * sj[t];
-                    ax += kv[t] * xj[t];
-                }
-                KS[(size_t) k * n + i] += as;
-                KX[(size_t) k * n + i] += ax;
-                if (I != J) {
-                    double sik = sk[i], xik = xk[i];
-                    double *KSj = KS + (size_t) k * n + j0,
-                        *KXj = KX + (size_t) k * n + j0;
+                    for (int t = 0; t < m; t++) {
+                        as += kv[t] * sj[t];
+                        ax += kv[t] * xj[t];
+                    }
+                    KS[(size_t) k * n + i] += as;
+                    KX[(size_t) k * n + i] += ax;
+                    if (I != J) {
+                        double sik = sk[i], xik = xk[i];
+                        double *KSj = KS + (size_t) k * n + j0,
+                            *KXj = KX + (size_t) k * n + j0;
 #ifdef _OPENMP
 #pragma omp simd
 #endif
-                    for (int t = 0; t < m; t++) {
-                        KSj[t] += kv[t] * sik;
-                        KXj[t] += kv[t] * xik;
+                        for (int t = 0; t < m; t++) {
+                            KSj[t] += kv[t] * sik;
+                            KXj[t] += kv[t] * xik;
+                        }
                     }
                 }
             }
+            tr_chunk += trl;
         }
-        tr_sum += trl;
+        tr_sum += tr_chunk;
+        R_CheckUserInterrupt();
+        c0 = c1;
     }
     for (int th = 1; th < nt; th++) {
         const double *src = acc + nacc * th;
@@ -406,47 +456,53 @@ SEXP kb_cross_kernel(SEXP z, SEXP x, SEXP w, SEXP kern, SEXP nthreads)
     double *val = REAL(val_), *grad = REAL(grad_);
     size_t per = (size_t) 4 * KB_BLOCK + 2 * (size_t) d;
     double *scratch = (double *) R_alloc(per * nt, sizeof(double));
+    int par = (double) nz * nx * (d + 4) >= KB_PAR_MIN_EVALS * 8;
+    R_CheckUserInterrupt();
+    for (int c0 = 0; c0 < nz; ) {
+        int c1 = (int) chunk_end(c0, nz, (double) nx * (d + 4));
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) \
-    if ((double) nz * nx * (d + 4) >= KB_PAR_MIN_EVALS * 8)
+#pragma omp parallel for num_threads(nt) schedule(static) if (par)
 #endif
-    for (int i = 0; i < nz; i++) {
-        int tid = 0;
+        for (int i = c0; i < c1; i++) {
+            int tid = 0;
 #ifdef _OPENMP
-        tid = omp_get_thread_num();
+            tid = omp_get_thread_num();
 #endif
-        double *r = scratch + per * tid, *p0 = r + KB_BLOCK,
-            *p1 = p0 + KB_BLOCK, *p2 = p1 + KB_BLOCK, *zi = p2 + KB_BLOCK,
-            *g = zi + d;
-        for (int k = 0; k < d; k++) {
-            zi[k] = Z[i + (size_t) k * nz];
-            g[k] = 0.0;
-        }
-        double v = 0.0;
-        for (int j0 = 0; j0 < nx; j0 += KB_BLOCK) {
-            int m = nx - j0 < KB_BLOCK ? nx - j0 : KB_BLOCK;
-            kb_dist_block(&K, zi, X, nx, j0, m, r);
-            kb_phi_block(&K, m, r, p0, p1, p2);
-            double c1 = 0.0;
-            for (int t = 0; t < m; t++) {
-                v += W[j0 + t] * p0[t];
-                p1[t] *= 2.0 * lam * W[j0 + t];
-                c1 += p1[t];
-            }
+            double *r = scratch + per * tid, *p0 = r + KB_BLOCK,
+                *p1 = p0 + KB_BLOCK, *p2 = p1 + KB_BLOCK, *zi = p2 + KB_BLOCK,
+                *g = zi + d;
             for (int k = 0; k < d; k++) {
-                const double *xk = X + (size_t) k * nx + j0;
-                double acc = 0.0;
+                zi[k] = Z[i + (size_t) k * nz];
+                g[k] = 0.0;
+            }
+            double v = 0.0;
+            for (int j0 = 0; j0 < nx; j0 += KB_BLOCK) {
+                int m = nx - j0 < KB_BLOCK ? nx - j0 : KB_BLOCK;
+                kb_dist_block(&K, zi, X, nx, j0, m, r);
+                kb_phi_block(&K, m, r, p0, p1, p2);
+                double c1 = 0.0;
+                for (int t = 0; t < m; t++) {
+                    v += W[j0 + t] * p0[t];
+                    p1[t] *= 2.0 * lam * W[j0 + t];
+                    c1 += p1[t];
+                }
+                for (int k = 0; k < d; k++) {
+                    const double *xk = X + (size_t) k * nx + j0;
+                    double acc = 0.0;
 #ifdef _OPENMP
 #pragma omp simd reduction(+:acc)
 #endif
-                for (int t = 0; t < m; t++)
-                    acc += p1[t] * xk[t];
-                g[k] += zi[k] * c1 - acc;
+                    for (int t = 0; t < m; t++)
+                        acc += p1[t] * xk[t];
+                    g[k] += zi[k] * c1 - acc;
+                }
             }
+            val[i] = v;
+            for (int k = 0; k < d; k++)
+                grad[i + (size_t) k * nz] = g[k];
         }
-        val[i] = v;
-        for (int k = 0; k < d; k++)
-            grad[i + (size_t) k * nz] = g[k];
+        R_CheckUserInterrupt();
+        c0 = c1;
     }
     UNPROTECT(1);
     return ans;
@@ -486,91 +542,100 @@ SEXP kb_ksd_grad(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
     size_t per = (size_t) 8 * KB_BLOCK + 4 * (size_t) d;
     double *scratch = (double *) R_alloc(per * nt, sizeof(double));
     double total = 0.0, scale = 2.0 / ((double) n * n);
+    int par = (double) n * n * (3 * d + 8) >= KB_PAR_MIN_EVALS * 8;
+    R_CheckUserInterrupt();
+    for (int c0 = 0; c0 < n; ) {
+        int c1 = (int) chunk_end(c0, n, (double) n * (3 * d + 8));
+        double tchunk = 0.0;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) \
-    if ((double) n * n * (3 * d + 8) >= KB_PAR_MIN_EVALS * 8) reduction(+:total)
+#pragma omp parallel for num_threads(nt) schedule(static) if (par) \
+        reduction(+:tchunk)
 #endif
-    for (int i = 0; i < n; i++) {
-        int tid = 0;
+        for (int i = c0; i < c1; i++) {
+            int tid = 0;
 #ifdef _OPENMP
-        tid = omp_get_thread_num();
+            tid = omp_get_thread_num();
 #endif
-        double *r = scratch + per * tid, *p0 = r + KB_BLOCK,
-            *p1 = p0 + KB_BLOCK, *p2 = p1 + KB_BLOCK, *ss = p2 + KB_BLOCK,
-            *sz = ss + KB_BLOCK, *c1 = sz + KB_BLOCK, *c2 = c1 + KB_BLOCK,
-            *xi = c2 + KB_BLOCK, *si = xi + d, *gp = si + d, *gv = gp + d;
-        for (int k = 0; k < d; k++) {
-            xi[k] = X[i + (size_t) k * n];
-            si[k] = S[i + (size_t) k * n];
-            gp[k] = gv[k] = 0.0;
-        }
-        double urow = 0.0;
-        for (int j0 = 0; j0 < n; j0 += KB_BLOCK) {
-            int m = n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK;
-            kb_dist_block(&K, xi, X, n, j0, m, r);
-            kb_phi_block(&K, m, r, p0, p1, p2);
-            /* ss = s_i.s_j, sz = (s_j - s_i).z, z = x_i - x_j */
-            for (int t = 0; t < m; t++)
-                ss[t] = sz[t] = 0.0;
+            double *r = scratch + per * tid, *p0 = r + KB_BLOCK,
+                *p1 = p0 + KB_BLOCK, *p2 = p1 + KB_BLOCK, *ss = p2 + KB_BLOCK,
+                *sz = ss + KB_BLOCK, *c1 = sz + KB_BLOCK, *c2 = c1 + KB_BLOCK,
+                *xi = c2 + KB_BLOCK, *si = xi + d, *gp = si + d, *gv = gp + d;
             for (int k = 0; k < d; k++) {
-                const double *xk = X + (size_t) k * n + j0,
-                    *sk = S + (size_t) k * n + j0;
-                double xik = xi[k], sik = si[k];
+                xi[k] = X[i + (size_t) k * n];
+                si[k] = S[i + (size_t) k * n];
+                gp[k] = gv[k] = 0.0;
+            }
+            double urow = 0.0;
+            for (int j0 = 0; j0 < n; j0 += KB_BLOCK) {
+                int m = n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK;
+                kb_dist_block(&K, xi, X, n, j0, m, r);
+                kb_phi_block(&K, m, r, p0, p1, p2);
+                /* ss = s_i.s_j, sz = (s_j - s_i).z, z = x_i - x_j */
+                for (int t = 0; t < m; t++)
+                    ss[t] = sz[t] = 0.0;
+                for (int k = 0; k < d; k++) {
+                    const double *xk = X + (size_t) k * n + j0,
+                        *sk = S + (size_t) k * n + j0;
+                    double xik = xi[k], sik = si[k];
 #ifdef _OPENMP
 #pragma omp simd
 #endif
-                for (int t = 0; t < m; t++) {
-                    ss[t] += sik * sk[t];
-                    sz[t] += (sk[t] - sik) * (xik - xk[t]);
+                    for (int t = 0; t < m; t++) {
+                        ss[t] += sik * sk[t];
+                        sz[t] += (sk[t] - sik) * (xik - xk[t]);
+                    }
                 }
-            }
-            double sc1 = 0.0, sc2 = 0.0;
-            for (int t = 0; t < m; t++) {
-                double r0 = r[t] / lam, f1 = p1[t], f2 = p2[t], f3;
-                /* phi''' from phi'': IMQ (beta - 2) / (c + r), Gaussian -1/2 */
-                if (K.type == KB_IMQ)
-                    f3 = f2 * (K.beta - 2.0) / (K.c + r[t]);
-                else
-                    f3 = -0.5 * f2;
-                urow += p0[t] * ss[t] + 2.0 * lam * f1 * sz[t] -
-                    4.0 * lam * lam * f2 * r0 - 2.0 * d * lam * f1;
-                c1[t] = 2.0 * lam * f1 * ss[t] + 4.0 * lam * lam * f2 * sz[t] -
-                    8.0 * lam * lam * lam * f3 * r0 -
-                    (8.0 + 4.0 * d) * lam * lam * f2;
-                c2[t] = 2.0 * lam * f1;
-                sc1 += c1[t];
-                sc2 += c2[t];
-            }
-            for (int k = 0; k < d; k++) {
-                const double *xk = X + (size_t) k * n + j0,
-                    *sk = S + (size_t) k * n + j0;
-                double a1 = 0.0, a2 = 0.0, a3 = 0.0;
+                double sc1 = 0.0, sc2 = 0.0;
+                for (int t = 0; t < m; t++) {
+                    double r0 = r[t] / lam, f1 = p1[t], f2 = p2[t], f3;
+                    /* phi''' from phi'': IMQ (beta - 2) / (c + r), Gaussian -1/2 */
+                    if (K.type == KB_IMQ)
+                        f3 = f2 * (K.beta - 2.0) / (K.c + r[t]);
+                    else
+                        f3 = -0.5 * f2;
+                    urow += p0[t] * ss[t] + 2.0 * lam * f1 * sz[t] -
+                        4.0 * lam * lam * f2 * r0 - 2.0 * d * lam * f1;
+                    c1[t] = 2.0 * lam * f1 * ss[t] + 4.0 * lam * lam * f2 * sz[t] -
+                        8.0 * lam * lam * lam * f3 * r0 -
+                        (8.0 + 4.0 * d) * lam * lam * f2;
+                    c2[t] = 2.0 * lam * f1;
+                    sc1 += c1[t];
+                    sc2 += c2[t];
+                }
+                for (int k = 0; k < d; k++) {
+                    const double *xk = X + (size_t) k * n + j0,
+                        *sk = S + (size_t) k * n + j0;
+                    double a1 = 0.0, a2 = 0.0, a3 = 0.0;
 #ifdef _OPENMP
 #pragma omp simd reduction(+:a1, a2, a3)
 #endif
-                for (int t = 0; t < m; t++) {
-                    a1 += c1[t] * xk[t];
-                    a2 += c2[t] * sk[t];
-                    a3 += p0[t] * sk[t];
-                }
-                /* sum_j c1 z = x_i sum c1 - sum c1 x_j;
-                 * sum_j c2 (s_j - s_i) = sum c2 s_j - s_i sum c2;
-                 * v: sum_j phi s_j - (x_i sum c2 - sum c2 x_j) */
-                gp[k] += xi[k] * sc1 - a1 + a2 - si[k] * sc2;
-                double a4 = 0.0;
+                    for (int t = 0; t < m; t++) {
+                        a1 += c1[t] * xk[t];
+                        a2 += c2[t] * sk[t];
+                        a3 += p0[t] * sk[t];
+                    }
+                    /* sum_j c1 z = x_i sum c1 - sum c1 x_j;
+                     * sum_j c2 (s_j - s_i) = sum c2 s_j - s_i sum c2;
+                     * v: sum_j phi s_j - (x_i sum c2 - sum c2 x_j) */
+                    gp[k] += xi[k] * sc1 - a1 + a2 - si[k] * sc2;
+                    double a4 = 0.0;
 #ifdef _OPENMP
 #pragma omp simd reduction(+:a4)
 #endif
-                for (int t = 0; t < m; t++)
-                    a4 += c2[t] * xk[t];
-                gv[k] += a3 - (xi[k] * sc2 - a4);   /* -2 lam phi' z = -c2 z */
+                    for (int t = 0; t < m; t++)
+                        a4 += c2[t] * xk[t];
+                    gv[k] += a3 - (xi[k] * sc2 - a4);   /* -2 lam phi' z = -c2 z */
+                }
+            }
+            tchunk += urow;
+            for (int k = 0; k < d; k++) {
+                pos[i + (size_t) k * n] = scale * gp[k];
+                V[i + (size_t) k * n] = scale * gv[k];
             }
         }
-        total += urow;
-        for (int k = 0; k < d; k++) {
-            pos[i + (size_t) k * n] = scale * gp[k];
-            V[i + (size_t) k * n] = scale * gv[k];
-        }
+        total += tchunk;
+        R_CheckUserInterrupt();
+        c0 = c1;
     }
     SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(total / ((double) n * n)));
     UNPROTECT(1);
@@ -605,87 +670,124 @@ SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
     double *scratch = (double *) R_alloc((size_t) nt * (2 * KB_BLOCK + d),
                                          sizeof(double));
     /* pass 1: the largest log weight, for a stable sum */
+    R_CheckUserInterrupt();
+    for (int c0 = 0; c0 < n; ) {
+        int c1 = (int) chunk_end(c0, n, (double) n * (d + 4));
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static) if (par)
 #endif
-    for (int i = 0; i < n; i++) {
-        int tid = 0;
+        for (int i = c0; i < c1; i++) {
+            int tid = 0;
 #ifdef _OPENMP
-        tid = omp_get_thread_num();
+            tid = omp_get_thread_num();
 #endif
-        double *r = scratch + (size_t) tid * (2 * KB_BLOCK + d);
-        double mx = R_NegInf;
-        for (int j0 = 0; j0 < n; j0 += KB_BLOCK) {
-            int m = n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK;
-            sq_dist_row(X, n, d, i, j0, m, r);
-            for (int t = 0; t < m; t++) {
-                if (j0 + t == i)
-                    continue;
-                double lw = -0.5 * se * log(r[t] + e2) + 0.5 * (V[i] + V[j0 + t]);
-                if (lw > mx)
-                    mx = lw;
+            double *r = scratch + (size_t) tid * (2 * KB_BLOCK + d);
+            double mx = R_NegInf;
+            for (int j0 = 0; j0 < n; j0 += KB_BLOCK) {
+                int m = n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK;
+                sq_dist_row(X, n, d, i, j0, m, r);
+                for (int t = 0; t < m; t++) {
+                    if (j0 + t == i)
+                        continue;
+                    double lw = -0.5 * se * log(r[t] + e2) + 0.5 * V[i] + 0.5 * V[j0 + t];
+                    if (lw > mx)
+                        mx = lw;
+                }
             }
+            rowmax[i] = mx;
         }
-        rowmax[i] = mx;
+        R_CheckUserInterrupt();
+        c0 = c1;
     }
     double M = R_NegInf;
     for (int i = 0; i < n; i++)
         if (rowmax[i] > M)
             M = rowmax[i];
+    if (M == R_PosInf) {
+        /* a zero distance with eps = 0 (the log densities are finite) */
+        int a = 0, b = 0;
+        for (int i = 0; i < n && !b; i++) {
+            if (rowmax[i] != R_PosInf)
+                continue;
+            for (int j = 0; j < n; j++) {
+                double r2 = 0.0;
+                for (int k = 0; k < d; k++) {
+                    double u = X[i + (size_t) k * n] - X[j + (size_t) k * n];
+                    r2 += u * u;
+                }
+                if (j != i && r2 == 0.0) {
+                    a = i + 1;
+                    b = j + 1;
+                    break;
+                }
+            }
+        }
+        kb_error_numeric(_("MIED: particles %d and %d coincide and 'eps' is "
+                           "0, so the energy is infinite; give eps > 0 or "
+                           "distinct particles"), a, b);
+    }
     if (!R_FINITE(M))
-        Rf_error(_("MIED: the energy is not finite (coinciding particles "
-                   "with eps = 0?)"));
+        kb_error_numeric(_("MIED: the energy is not finite: the squared "
+                           "distances between particles overflow or the log "
+                           "densities are too large; rescale the problem"));
     const char *nms[] = {"value", "grad", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP g_ = Rf_allocMatrix(REALSXP, n, d);
     SET_VECTOR_ELT(ans, 1, g_);
     double *G = REAL(g_), total = 0.0;
+    for (int c0 = 0; c0 < n; ) {
+        int c1 = (int) chunk_end(c0, n, (double) n * (d + 4));
+        double tchunk = 0.0;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static) if (par) \
-    reduction(+:total)
+        reduction(+:tchunk)
 #endif
-    for (int i = 0; i < n; i++) {
-        int tid = 0;
+        for (int i = c0; i < c1; i++) {
+            int tid = 0;
 #ifdef _OPENMP
-        tid = omp_get_thread_num();
+            tid = omp_get_thread_num();
 #endif
-        double *r = scratch + (size_t) tid * (2 * KB_BLOCK + d), *c = r + KB_BLOCK,
-            *xi = r + 2 * KB_BLOCK;
-        for (int k = 0; k < d; k++)
-            xi[k] = X[i + (size_t) k * n];
-        double wsum = 0.0, csum = 0.0;
-        /* the gradient accumulates in G's row i (this thread only) */
-        for (int k = 0; k < d; k++)
-            G[i + (size_t) k * n] = 0.0;
-        for (int j0 = 0; j0 < n; j0 += KB_BLOCK) {
-            int m = n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK;
-            sq_dist_row(X, n, d, i, j0, m, r);
-            double cb = 0.0;
-            for (int t = 0; t < m; t++) {
-                if (j0 + t == i) {
-                    c[t] = 0.0;
-                    continue;
+            double *r = scratch + (size_t) tid * (2 * KB_BLOCK + d), *c = r + KB_BLOCK,
+                *xi = r + 2 * KB_BLOCK;
+            for (int k = 0; k < d; k++)
+                xi[k] = X[i + (size_t) k * n];
+            double wsum = 0.0, csum = 0.0;
+            /* the gradient accumulates in G's row i (this thread only) */
+            for (int k = 0; k < d; k++)
+                G[i + (size_t) k * n] = 0.0;
+            for (int j0 = 0; j0 < n; j0 += KB_BLOCK) {
+                int m = n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK;
+                sq_dist_row(X, n, d, i, j0, m, r);
+                double cb = 0.0;
+                for (int t = 0; t < m; t++) {
+                    if (j0 + t == i) {
+                        c[t] = 0.0;
+                        continue;
+                    }
+                    double q = r[t] + e2;
+                    double w = exp(-0.5 * se * log(q) + 0.5 * V[i] + 0.5 * V[j0 + t] - M);
+                    wsum += w;
+                    c[t] = w * se / q;
+                    cb += c[t];
                 }
-                double q = r[t] + e2;
-                double w = exp(-0.5 * se * log(q) + 0.5 * (V[i] + V[j0 + t]) - M);
-                wsum += w;
-                c[t] = w * se / q;
-                cb += c[t];
+                csum += cb;
+                for (int k = 0; k < d; k++) {
+                    const double *xk = X + (size_t) k * n + j0;
+                    double acc = 0.0;
+                    for (int t = 0; t < m; t++)
+                        acc += c[t] * xk[t];
+                    /* sum_j c_j (x_i - x_j) */
+                    G[i + (size_t) k * n] += xi[k] * cb - acc;
+                }
             }
-            csum += cb;
-            for (int k = 0; k < d; k++) {
-                const double *xk = X + (size_t) k * n + j0;
-                double acc = 0.0;
-                for (int t = 0; t < m; t++)
-                    acc += c[t] * xk[t];
-                /* sum_j c_j (x_i - x_j) */
-                G[i + (size_t) k * n] += xi[k] * cb - acc;
-            }
+            for (int k = 0; k < d; k++)
+                G[i + (size_t) k * n] = -G[i + (size_t) k * n] -
+                    0.5 * wsum * S[i + (size_t) k * n];
+            tchunk += wsum;
         }
-        for (int k = 0; k < d; k++)
-            G[i + (size_t) k * n] = -G[i + (size_t) k * n] -
-                0.5 * wsum * S[i + (size_t) k * n];
-        total += wsum;
+        total += tchunk;
+        R_CheckUserInterrupt();
+        c0 = c1;
     }
     for (R_xlen_t t = 0; t < (R_xlen_t) n * d; t++)
         G[t] *= 2.0 / total;

@@ -14,14 +14,14 @@ void kb_sym_eigen(int d, const double *A, double *w, double *Q,
     /* workspace query, then the decomposition */
     F77_CALL(dsyev)("V", "U", &d, Q, &d, w, &wq, &lwork, &info FCONE FCONE);
     if (info != 0)
-        Rf_error(_("eigen-decomposition of '%s' failed (LAPACK dsyev info %d)"),
-                 what, info);
+        kb_error_numeric(_("eigen-decomposition of '%s' failed (LAPACK dsyev "
+                           "info %d)"), what, info);
     lwork = (int) wq;
     double *work = (double *) R_alloc((size_t) lwork, sizeof(double));
     F77_CALL(dsyev)("V", "U", &d, Q, &d, w, work, &lwork, &info FCONE FCONE);
     if (info != 0)
-        Rf_error(_("eigen-decomposition of '%s' failed to converge "
-                   "(LAPACK dsyev info %d)"), what, info);
+        kb_error_numeric(_("eigen-decomposition of '%s' failed to converge "
+                           "(LAPACK dsyev info %d)"), what, info);
 }
 
 /* .Call entry: list(values, vectors) of a symmetric matrix. */
@@ -51,8 +51,8 @@ void kb_chol(int n, double *A, const char *msg)
     int info = 0;
     F77_CALL(dpotrf)("U", &n, A, &n, &info FCONE);
     if (info != 0)
-        Rf_errorcall(R_NilValue, "%s (LAPACK dpotrf: leading minor %d is "
-                     "not positive)", msg, info);
+        kb_error_numeric("%s (LAPACK dpotrf: leading minor %d is not "
+                         "positive)", msg, info);
 }
 
 void kb_chol_solve(int n, int nrhs, const double *U, double *B)
@@ -77,8 +77,8 @@ void kb_lu(int n, double *A, int *ipiv, const char *msg)
     int info = 0;
     F77_CALL(dgetrf)(&n, &n, A, &n, ipiv, &info);
     if (info != 0)
-        Rf_errorcall(R_NilValue, "%s (LAPACK dgetrf: U[%d, %d] is exactly "
-                     "zero)", msg, info, info);
+        kb_error_numeric("%s (LAPACK dgetrf: U[%d, %d] is exactly zero)", msg,
+                         info, info);
 }
 
 void kb_lu_solve_factored(int n, int nrhs, const double *LU, const int *ipiv,

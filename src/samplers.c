@@ -76,6 +76,15 @@ void kb_sampler_step(kb_sampler *smp)
         for (int k = 0; k < d; k++)
             smp->y[k] = smp->x[k] + h * smp->z[k];
     }
+    /* a proposal beyond the doubles is the step's fault, not the closure's */
+    for (int k = 0; k < d; k++)
+        if (!R_FINITE(smp->y[k]))
+            kb_error_class("kb_error_numeric",
+                           _("the %s proposal left the finite range (coordinate "
+                             "%d is %g): the step %g is too large for this "
+                             "target; give a smaller 'step'"),
+                           smp->type == KB_MALA ? "MALA" : "random walk",
+                           k + 1, smp->y[k], h);
     kb_closure_eval(&smp->logd, smp->y, 1, &smp->lpy, 1);
     double loga = R_NegInf;
     if (smp->lpy > R_NegInf) {
@@ -130,8 +139,9 @@ SEXP kb_mcmc(SEXP type_, SEXP rho, SEXP vectorized, SEXP x0, SEXP n_iter_,
         kb_sampler_step(&smp);
         if (adapt)
             adapt_step(&smp, target, it);
-        if ((it + 1) % 1000 == 0)
-            R_CheckUserInterrupt();
+        /* every step calls R closures, which cost far more than the check;
+         * an interrupt raised inside one is honoured at once */
+        R_CheckUserInterrupt();
     }
     smp.accepted = smp.proposed = 0.0;
     const char *nms[] = {"x", "score", "log_density", "accept_rate", "step", ""};
@@ -152,8 +162,7 @@ SEXP kb_mcmc(SEXP type_, SEXP rho, SEXP vectorized, SEXP x0, SEXP n_iter_,
                 REAL(S)[(R_xlen_t) k * n_iter + it] = smp.s[k];
         }
         REAL(LP)[it] = smp.lp;
-        if ((it + 1) % 1000 == 0)
-            R_CheckUserInterrupt();
+        R_CheckUserInterrupt();
     }
     PutRNGstate();
     SET_VECTOR_ELT(ans, 3, Rf_ScalarReal(n_iter > 0 ? smp.accepted / smp.proposed : NA_REAL));

@@ -319,3 +319,65 @@ ref_num_grad_mat <- function(f, x, h = 1e-5) {
 
 # Smallest distance between two distinct rows.
 ref_min_pairdist <- function(x) min(stats::dist(x))
+
+# ---- interrupts ------------------------------------------------------------------
+
+# A closure that sends SIGINT to this R process on its k-th call (an
+# in-process Ctrl-C) and counts its calls in env$calls.
+interrupting <- function(f, k, env) {
+  force(f)
+  env$calls <- 0
+  function(...) {
+    env$calls <- env$calls + 1
+    if (env$calls == k) tools::pskill(Sys.getpid(), tools::SIGINT)
+    f(...)
+  }
+}
+
+# Run `code` (R source that calls report("started") once the long call is
+# under way, and evaluates the long call as `res <- ...`) in a child Rscript,
+# send it SIGINT after it reports, and return the child's output lines and
+# the seconds from the interrupt to its exit (NA if it is still running
+# after `limit` seconds; then it is killed).  The child prints INTERRUPTED
+# when the call signals an interrupt and RETURNED when it returns.
+run_interrupted_child <- function(code, limit = 120) {
+  dir <- tempfile("kbint")
+  dir.create(dir)
+  on.exit(unlink(dir, recursive = TRUE), add = TRUE)
+  out <- file.path(dir, "out.txt")
+  script <- file.path(dir, "child.R")
+  writeLines(c(
+    "suppressMessages(library(kernbayes))",
+    sprintf("report <- function(s) cat(s, Sys.getpid(), '\\n', file = %s, append = TRUE)",
+            deparse(out)),
+    "r <- tryCatch({",
+    code,
+    "  'RETURNED'",
+    "}, interrupt = function(e) 'INTERRUPTED')",
+    "report(r)",
+    "report('EXIT')"), script)
+  system2(file.path(R.home("bin"), "Rscript"), c("--vanilla", shQuote(script)),
+          stdout = FALSE, stderr = FALSE, wait = FALSE,
+          env = sprintf("R_LIBS=%s", paste(.libPaths(), collapse = .Platform$path.sep)))
+  read_out <- function() if (file.exists(out)) readLines(out, warn = FALSE) else character()
+  t0 <- Sys.time()
+  while (!any(grepl("^started", read_out())) &&
+         difftime(Sys.time(), t0, units = "secs") < limit) Sys.sleep(0.1)
+  lines <- read_out()
+  if (!any(grepl("^started", lines))) return(list(lines = lines, seconds = NA))
+  pid <- as.integer(strsplit(grep("^started", lines, value = TRUE)[1L], " ")[[1L]][2L])
+  Sys.sleep(0.5)                      # well inside the C computation
+  tools::pskill(pid, tools::SIGINT)
+  t1 <- Sys.time()
+  # until it reports its exit, or dies (an interrupt that escaped), or the
+  # time limit
+  while (!any(grepl("^EXIT", read_out())) && isTRUE(tools::pskill(pid, 0)) &&
+         difftime(Sys.time(), t1, units = "secs") < limit) Sys.sleep(0.05)
+  secs <- as.numeric(difftime(Sys.time(), t1, units = "secs"))
+  lines <- read_out()
+  if (!any(grepl("^EXIT", lines))) {
+    if (isTRUE(tools::pskill(pid, 0))) tools::pskill(pid, tools::SIGKILL)
+    secs <- NA
+  }
+  list(lines = lines, seconds = secs)
+}

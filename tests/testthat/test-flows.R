@@ -613,3 +613,213 @@ test_that("plot methods accept main, xlab and ylab", {
     expect_silent(plot(f1, ty, main = "mine", xlab = "a"))
   }
 })
+
+# ---- issue 12: interrupts ----------------------------------------------------------
+
+test_that("an interrupt raised inside a score closure stops every flow at once and returns nothing", {
+  skip_on_os("windows")   # no SIGINT to send
+  set.seed(670)
+  x0 <- matrix(rnorm(40), 20)
+  g <- flow_gauss(2, 671)
+  env <- new.env()
+  # a one-point score (evaluated row by row from C)
+  sc <- interrupting(g$score1, 25, env)
+  expect_identical(tryCatch(svgd(x0, sc, n_iter = 10, progress = FALSE),
+                            interrupt = function(e) "interrupted"), "interrupted")
+  expect_lte(env$calls, 40)
+  # a vectorised target, called once per iteration: the old flows returned
+  # their result and left the interrupt pending
+  tv <- g$target_vec
+  mk <- function(k) kb_target(tv$log_density, interrupting(tv$score, k, env),
+                              dim = 2, vectorized = TRUE)
+  expect_identical(tryCatch(svgd(x0, mk(3), n_iter = 5, progress = FALSE),
+                            interrupt = function(e) "interrupted"), "interrupted")
+  expect_identical(env$calls, 3)
+  expect_identical(tryCatch(mied(x0, mk(2), n_iter = 5, progress = FALSE),
+                            interrupt = function(e) "interrupted"), "interrupted")
+  expect_identical(env$calls, 2)
+  for (m in c("gd", "lbfgs")) {
+    expect_identical(tryCatch(ksd_descent(x0, mk(2), method = m, n_iter = 5,
+                                          step = if (m == "gd") 0.01,
+                                          progress = FALSE),
+                              interrupt = function(e) "interrupted"),
+                     "interrupted", label = m)
+    # the finite-difference Jacobian calls the score twice more in R before
+    # the next C entry honours the interrupt
+    expect_lte(env$calls, 4)
+  }
+  # the MMD flows call no closure but the noise schedule
+  nz <- interrupting(function(t) 0, 2, env)
+  pr <- rings_problem(n = 10, m = 20)
+  expect_identical(tryCatch(mmd_flow(pr$x0, pr$y, noise = nz, n_iter = 5,
+                                     progress = FALSE),
+                            interrupt = function(e) "interrupted"), "interrupted")
+  expect_identical(env$calls, 2)
+  # and nothing is left pending: the next call runs normally
+  expect_s3_class(svgd(x0, g$score1, n_iter = 2, progress = FALSE), "kb_particles")
+})
+
+test_that("Ctrl-C stops a large svgd() and mied() promptly in a child R process", {
+  skip_on_cran()
+  skip_if(nzchar(Sys.getenv("KB_VALGRIND")), "slow under valgrind")
+  skip_on_os("windows")
+  # one iteration takes seconds (30000 / 10000 particles); SIGINT is sent
+  # 0.5 s into it.  The old code finished the iteration, returned, and the
+  # interrupt struck later outside the call (the child then died without
+  # reporting).  Measured here: stopped 0.1-0.3 s after the interrupt.
+  score_code <- paste0(
+    "tg <- kb_target(function(x) -rowSums(x^2) / 2, function(x) { ",
+    "if (!exists('done')) { done <<- TRUE; report('started') }; -x }, ",
+    "dim = 2, vectorized = TRUE)")
+  r <- run_interrupted_child(c(
+    "set.seed(1); x <- matrix(rnorm(60000), 30000)", score_code,
+    "res <- svgd(x, tg, n_iter = 1, bandwidth = 1, progress = FALSE)"))
+  expect_true(any(grepl("^INTERRUPTED", r$lines)), label = paste(r$lines, collapse = "; "))
+  expect_false(any(grepl("^RETURNED", r$lines)))
+  expect_false(is.na(r$seconds))      # liveness only: it exited by itself
+  r <- run_interrupted_child(c(
+    "set.seed(1); x <- matrix(rnorm(20000), 10000)", score_code,
+    "res <- mied(x, tg, n_iter = 1, progress = FALSE)"))
+  expect_true(any(grepl("^INTERRUPTED", r$lines)), label = paste(r$lines, collapse = "; "))
+  expect_false(any(grepl("^RETURNED", r$lines)))
+  expect_false(is.na(r$seconds))
+})
+
+# ---- issue 12: arguments before work, sizes, messages ------------------------------
+
+test_that("flows check every argument before calling a closure or resolving a kernel", {
+  set.seed(672)
+  x0 <- matrix(rnorm(40), 20)
+  g <- flow_gauss(2, 673)
+  env <- new.env()
+  sc <- interrupting(g$score1, 0, env)      # k = 0: only counts
+  tv <- g$target_vec
+  tg <- kb_target(interrupting(tv$log_density, 0, env), sc, dim = 2)
+  bad_svgd <- list(list(n_iter = 0), list(step = -1), list(bandwidth = "x"),
+                   list(bandwidth = 1e-200), list(optimizer = "x"),
+                   list(alpha = 1), list(keep_every = -1), list(progress = NA),
+                   list(nthreads = 0))
+  for (b in bad_svgd) {
+    expect_error(do.call(svgd, c(list(x0, sc), b)), class = "kb_error_arg",
+                 regexp = sprintf("'%s'", names(b)))
+  }
+  for (b in c(list(list(kernel = "imq"), list(score_jacobian = 1)),
+              bad_svgd[c(1, 2, 7, 8, 9)])) {
+    expect_error(do.call(ksd_descent, c(list(x0, sc, method = "gd"), b)),
+                 class = "kb_error_arg", regexp = sprintf("'%s'", names(b)))
+  }
+  expect_error(ksd_descent(x0, sc, method = "x"), class = "kb_error_arg",
+               regexp = "'method'")
+  for (b in c(list(list(s = 1), list(eps = -1), list(optimizer = "sgdx")),
+              bad_svgd[c(1, 2, 7, 8, 9)])) {
+    expect_error(do.call(mied, c(list(x0, tg), b)), class = "kb_error_arg",
+                 regexp = sprintf("'%s'", names(b)))
+  }
+  nz <- interrupting(function(t) 0, 0, env)
+  for (b in c(list(list(kernel = 1)), bad_svgd[c(1, 2, 7, 8, 9)])) {
+    expect_error(do.call(mmd_flow, c(list(x0, x0 + 1, noise = nz), b)),
+                 class = "kb_error_arg", regexp = sprintf("'%s'", names(b)))
+    expect_error(do.call(dmmd_flow, c(list(x0, x0 + 1, noise = nz), b)),
+                 class = "kb_error_arg", regexp = sprintf("'%s'", names(b)))
+  }
+  expect_identical(env$calls, 0)
+})
+
+test_that("sizes are checked before anything is allocated, with the memory named", {
+  env <- new.env()
+  sc <- interrupting(function(x) -x, 0, env)
+  # 70000 particles with the median bandwidth: 18.3 GB of pair distances
+  # were allocated before the C size check
+  x <- matrix(0, 70000, 2)
+  x[, 1] <- seq_len(70000) / 70000
+  expect_error(svgd(x, sc, n_iter = 1, progress = FALSE), class = "kb_error_arg",
+               regexp = "'x0' has 70000 particles: the median bandwidth would need 18.3 GB .*numeric 'bandwidth'")
+  expect_identical(env$calls, 0)
+  op <- options(kernbayes.max_memory = 1e6)
+  on.exit(options(op))
+  set.seed(674)
+  x <- matrix(rnorm(1000), 500)
+  expect_error(svgd(x, sc, n_iter = 1, progress = FALSE), class = "kb_error_arg",
+               regexp = "'x0' is too large: svgd\\(\\) with 500 particles and the median bandwidth would need 1.1 MB")
+  expect_identical(env$calls, 0)
+  expect_s3_class(svgd(x, sc, n_iter = 1, bandwidth = 1, progress = FALSE),
+                  "kb_particles")
+  expect_error(dmmd_flow(x[1:10, ], x, n_iter = 1, progress = FALSE),
+               class = "kb_error_arg",
+               regexp = "'y' is too large: dmmd_flow\\(\\) with a target sample of 500 points would need 5.7 MB")
+})
+
+test_that("flow errors name the cause: step, bandwidth, data scale, noise, log density", {
+  set.seed(675)
+  x0 <- matrix(rnorm(40), 20)
+  tg <- gaussian_target(c(0, 0))
+  pr <- rings_problem(n = 10, m = 30)
+  # a huge lambda with the default step = lambda flung particles to 1e299
+  expect_error(dmmd_flow(pr$x0, pr$y, lambda = 1e300, n_iter = 2, progress = FALSE),
+               class = "kb_error_numeric",
+               regexp = "the step \\(by default 'lambda' = 1e\\+300\\) is too large: at iteration 1")
+  # with a sane step it runs (the DrMMD flow is then nearly the MMD flow)
+  fd <- dmmd_flow(pr$x0, pr$y, lambda = 1e300, step = 0.5, n_iter = 3,
+                  progress = FALSE)
+  fm <- mmd_flow(pr$x0, pr$y, step = 1, n_iter = 3, progress = FALSE)
+  expect_lt(max(abs(fd$x - fm$x)), 1e-12)
+  # sprintf arguments were swapped: "invalid format '%d'"
+  expect_error(mmd_flow(x0, x0 + 1, noise = function(t) NA, n_iter = 3,
+                        progress = FALSE),
+               class = "kb_error_arg",
+               regexp = "'noise' returned NA at iteration 1; expected one number >= 0")
+  expect_error(mmd_flow(x0, x0 + 1, noise = function(t) c(1, 2), n_iter = 3,
+                        progress = FALSE),
+               class = "kb_error_arg", regexp = "'noise' returned a double vector of length 2")
+  # an adaptive step of 1e10 moved particles by 1e10 and reported KSD^2 1e18
+  expect_error(svgd(x0, tg, step = 1e10, n_iter = 5, progress = FALSE),
+               class = "kb_error_numeric",
+               regexp = "'step' is too large: at iteration 1 a particle moved by 1e\\+10")
+  # the bandwidth and the data's scale, not the step
+  expect_error(svgd(x0, tg, bandwidth = 1e-200, n_iter = 2, progress = FALSE),
+               class = "kb_error_arg", regexp = "'bandwidth' must be between 1e-50 and 1e50")
+  expect_error(svgd(x0 * 1e200, tg, n_iter = 2, progress = FALSE),
+               class = "kb_error_arg",
+               regexp = "'x0' has coordinates up to .*e\\+200: squared distances between particles would overflow")
+  expect_error(svgd(x0 * 1e-200, tg, n_iter = 2, progress = FALSE),
+               class = "kb_error_arg", regexp = "'x0' spans only .*underflow")
+  expect_error(mmd_flow(x0, (x0 + 1) * 1e160, n_iter = 2, progress = FALSE),
+               class = "kb_error_arg", regexp = "'y' has coordinates up to")
+  expect_error(ksd_descent(x0, tg, kernel = gaussian_kernel(bandwidth = 1e-60),
+                           n_iter = 2, progress = FALSE),
+               class = "kb_error_arg", regexp = "'kernel' has bandwidth 1e-60")
+  expect_error(mmd_flow(x0 * 1e-120, x0 * 1e-120 + 1e-120, n_iter = 2,
+                        progress = FALSE),
+               class = "kb_error_arg", regexp = "'y' sets the kernel bandwidth .* by the median heuristic")
+  # MIED: a -Inf log density was reported as "coinciding particles"
+  tl <- kb_target(function(x) if (x[1] > 2) -Inf else -sum(x^2) / 2,
+                  function(x) -x, dim = 2)
+  x1 <- x0
+  x1[2, 1] <- 3
+  expect_error(mied(x1, tl, n_iter = 3, progress = FALSE), class = "kb_error_numeric",
+               regexp = "the log density is -Inf at particle 2: it is outside the target's support")
+  expect_error(mied(rbind(c(0, 0), c(1, 1), c(0, 0)), tg, eps = 0, n_iter = 2,
+                    progress = FALSE),
+               class = "kb_error_numeric", regexp = "particles 1 and 3 coincide and 'eps' is 0")
+  # huge but finite log densities: 0.5 V_i + 0.5 V_j does not overflow
+  th <- kb_target(function(x) -1e308 - sum(x^2), function(x) -2 * x, dim = 2)
+  expect_true(is.finite(mied(x0, th, n_iter = 2, progress = FALSE)$objective[1]))
+})
+
+test_that("a median bandwidth that fails on the data names the data, not 'precon'", {
+  expect_error(mmd_flow(c(1, 2), c(0, 0), n_iter = 2, progress = FALSE),
+               class = "kb_error_arg",
+               regexp = "'y' sets the kernel bandwidth by the median heuristic, which fails on it")
+  expect_error(ksd_descent(c(1, 1, 1), gaussian_target(0), n_iter = 2,
+                           kernel = imq_kernel(precon = "med"), progress = FALSE),
+               class = "kb_error_arg", regexp = "'x0' sets the kernel bandwidth")
+})
+
+test_that("a direction that overflows blames the scale of the problem, not the step", {
+  set.seed(676)
+  x0 <- matrix(rnorm(40), 20)
+  # was "non-finite particle positions ...; try a smaller 'step'"
+  expect_error(svgd(x0, function(x) c(1e308, 1e308), n_iter = 2, progress = FALSE),
+               class = "kb_error_numeric",
+               regexp = "the SVGD direction is not finite at iteration 1 \\(bandwidth .*scores up to 1e\\+308\\).*rescale the problem")
+})

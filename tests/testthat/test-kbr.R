@@ -816,22 +816,335 @@ test_that("plot methods draw and return their argument invisibly", {
   expect_error(plot(f, truth = c(1, NA)), "'truth'", fixed = TRUE)
 })
 
-test_that("a low-rank filter that breaks down stops with a message naming rank, eps, delta", {
-  # a narrow kernel on a circle: rank 40 misses most of G_X, mu explodes
+# ---- issue 12: low rank accurate, prior weights, messages, sizes --------------
+
+# Plain-R Nystrom approximation: greedy pivots on the residual diagonal
+# diag(G - G[, P] G[P, P]^{-1} G[P, ]) (first maximum), and the
+# approximations G[, P] G[P, P]^{-1} G[P, B] of the columns B.
+ref_nystrom_pivots <- function(G, tol, r) {
+  P <- integer(0)
+  dg <- diag(G)
+  for (j in seq_len(r)) {
+    p <- which.max(dg)
+    if (dg[p] <= tol) break
+    P <- c(P, p)
+    dg <- diag(G) - rowSums(G[, P, drop = FALSE] *
+                              t(solve(G[P, P, drop = FALSE], G[P, , drop = FALSE])))
+    dg[P] <- 0
+  }
+  P
+}
+ref_nystrom <- function(G, P, B = G) {
+  G[, P, drop = FALSE] %*% solve(G[P, P, drop = FALSE], B[P, , drop = FALSE])
+}
+# The "iw" operator D^(1/2) (D^(1/2) G D^(1/2) + n delta I)^{-1} D^(1/2) by a
+# symmetric eigen-decomposition (solve() on the nearly singular matrix
+# loses 2 digits at delta = 1e-10; ref_kbr_R uses it)
+ref_iw_R <- function(G, mu, delta) {
+  n <- nrow(G)
+  s <- sqrt(pmax(mu, 0))
+  M <- s * t(s * G)
+  e <- eigen((M + t(M)) / 2, symmetric = TRUE)
+  s * t(s * (e$vectors %*% ((1 / (e$values + n * delta)) * t(e$vectors))))
+}
+
+test_that("low-rank kbr() equals the plain-R Nystrom formulas for small delta (was -13.7)", {
+  set.seed(21)
+  x <- rnorm(200)
+  y <- x + rnorm(200, sd = 0.5)
+  sx <- ref_med_bw(x)
+  sy <- ref_med_bw(y)
+  Gx <- ref_gauss_gram(x, x, sx)
+  Gy <- ref_gauss_gram(y, y, sy)
+  yn <- c(-1, 1, 2)
+  Ky <- ref_gauss_gram(y, yn, sy)
+  Px <- ref_nystrom_pivots(Gx, 1e-6, 50)
+  Py <- ref_nystrom_pivots(Gy, 1e-6, 50)
+  Gxt <- ref_nystrom(Gx, Px)
+  Gyt <- ref_nystrom(Gy, Py)
+  Kt <- Gy[, Py] %*% solve(Gy[Py, Py], Ky[Py, ])
+  for (method in c("iw", "kbr")) {
+    fit <- kbr(x, y, eps = 1e-2, delta = 1e-10, method = method, rank = 50)
+    expect_identical(c(fit$rank_x, fit$rank_y), c(length(Px), length(Py)))
+    mu <- ref_kbr_mu(Gxt, Gxt %*% rep(1 / 200, 200), 1e-2)
+    expect_lt(rel_err(fit$mu, mu), 1e-8)
+    W <- if (method == "iw") ref_iw_R(Gyt, mu, 1e-10) %*% Kt else
+      ref_kbr_R(Gyt, mu, 1e-10, method) %*% Kt
+    # measured 3.7e-6 (iw), 2.6e-10 (kbr)
+    expect_lt(rel_err(predict(fit, yn), W), 2e-5, label = method)
+    pm <- posterior_mean(fit, 1)
+    # measured: 0.962 (iw), 0.914 (kbr); full path 1.063, 0.914; exact 0.8
+    expect_gt(pm, 0.75)
+    expect_lt(pm, 1.1)
+    # smaller delta: finite, tending to the delta -> 0 limit (the old
+    # Woodbury form reached -1.5e11 at 1e-20)
+    for (dl in c(1e-14, 1e-20)) {
+      p2 <- posterior_mean(kbr(x, y, eps = 1e-2, delta = dl, method = method,
+                               rank = 50), 1)
+      expect_true(is.finite(p2))
+      expect_lt(abs(p2 - 0.962166), 0.02, label = sprintf("%s, delta %g", method, dl))
+    }
+  }
+})
+
+test_that("low-rank kbr() with a separate prior uses the Nystrom features of the prior", {
+  set.seed(22)
+  x <- rnorm(120)
+  y <- x + rnorm(120, sd = 0.5)
+  U <- rnorm(40, sd = 0.7)
+  g <- runif(40)
+  k <- gaussian_kernel(bandwidth = 0.6)
+  Gx <- ref_gauss_gram(x, x, 0.6)
+  Gy <- ref_gauss_gram(y, y, 0.6)
+  Px <- ref_nystrom_pivots(Gx, 1e-6, 60)
+  Py <- ref_nystrom_pivots(Gy, 1e-6, 60)
+  m <- Gx[, Px] %*% solve(Gx[Px, Px], ref_gauss_gram(x[Px], U, 0.6) %*% (g / sum(g)))
+  mu <- ref_kbr_mu(ref_nystrom(Gx, Px), m, 1e-3)
+  fit <- kbr(x, y, prior = U, prior_weights = g, kernel_x = k, kernel_y = k,
+             eps = 1e-3, delta = 1e-6, method = "iw", rank = 60)
+  expect_lt(rel_err(fit$mu, mu), 1e-8)
+  Kt <- Gy[, Py] %*% solve(Gy[Py, Py], ref_gauss_gram(y[Py], c(0, 1), 0.6))
+  expect_lt(rel_err(predict(fit, c(0, 1)),
+                    ref_kbr_R(ref_nystrom(Gy, Py), mu, 1e-6, "iw") %*% Kt), 1e-6)
+})
+
+# The low-rank KBR filter from the formulas on Nystrom approximations.
+ref_lowrank_filter <- function(x, y, yo, s, eps, delta, method, r) {
+  T <- nrow(x) - 1L
+  X <- x[seq_len(T), , drop = FALSE]
+  Xp <- x[1L + seq_len(T), , drop = FALSE]
+  Y <- y[seq_len(T), , drop = FALSE]
+  Gx <- ref_gauss_gram(X, X, s)
+  Gy <- ref_gauss_gram(Y, Y, s)
+  Px <- ref_nystrom_pivots(Gx, 1e-6, r)
+  Py <- ref_nystrom_pivots(Gy, 1e-6, r)
+  Gxt <- ref_nystrom(Gx, Px)
+  Gxx <- Gx[, Px] %*% solve(Gx[Px, Px], ref_gauss_gram(X[Px, , drop = FALSE], Xp, s))
+  Gyt <- ref_nystrom(Gy, Py)
+  Ky <- Gy[, Py] %*% solve(Gy[Py, Py], ref_gauss_gram(Y[Py, , drop = FALSE], yo, s))
+  A <- Gxt + T * eps * diag(T)
+  a <- rep(1 / T, T)
+  W <- matrix(NA_real_, T, nrow(yo))
+  for (t in seq_len(nrow(yo))) {
+    v <- solve(A, Gxt %*% a)
+    mu <- drop(T * solve(A, Gxx %*% v))
+    R <- if (method == "iw") ref_iw_R(Gyt, mu, delta) else
+      ref_kbr_R(Gyt, mu, delta, method)
+    a <- drop(R %*% Ky[, t])
+    W[, t] <- a
+  }
+  crossprod(W, X)
+}
+
+test_that("a coarse low-rank filter equals the Nystrom formulas and warns (it used to explode)", {
+  # a narrow kernel on a circle: rank 40 leaves a residual of 0.37 of G_X's
+  # diagonal; the old Woodbury form blew up, the Nystrom form is exact for
+  # the approximated matrices
   set.seed(9)
   T <- 400
   th <- cumsum(rep(0.3, T + 1)) + rnorm(T + 1, sd = 0.05)
   x <- cbind(cos(th), sin(th))
   y <- x + matrix(rnorm(2 * (T + 1), sd = 0.2), T + 1)
   k <- gaussian_kernel(bandwidth = 0.1)
-  expect_error(kbr_filter(x, y, y[1:30, ], k, k, eps = 1e-4, delta = 1e-5,
-                          rank = 40),
-               "low-rank KBR filter broke down at step .*rank-40 factor.*increase 'rank', 'eps' or 'delta'")
-  # the same with enough rank (or the full path) runs
-  f <- kbr_filter(x, y, y[1:30, ], k, k, eps = 1e-4, delta = 1e-5)
+  expect_warning(f <- kbr_filter(x, y, y[1:30, ], k, k, eps = 1e-4,
+                                 delta = 1e-5, rank = 40),
+                 "rank-40 factor of the Gram matrix of x leaves a residual of 0.37")
   expect_true(all(is.finite(f$mean)))
-  # the residual of the factorisations is reported
-  fl <- kbr_filter(x, y, y[1:5, ], eps = 1e-3, delta = 1e-4, rank = 30)
-  expect_true(fl$rank_x <= 30L)
-  expect_true(fl$residual[["x"]] >= 0 && fl$residual[["x"]] < 1)
+  expect_lt(max(abs(f$mean)), 3)   # states on the unit circle; measured 1.99
+  expect_warning(fi <- kbr_filter(x, y, y[1:10, ], k, k, eps = 1e-4,
+                                  delta = 1e-5, method = "iw", rank = 40),
+                 "residual of 0.37")
+  ref <- ref_lowrank_filter(x, y, y[1:10, ], 0.1, 1e-4, 1e-5, "iw", 40)
+  expect_lt(rel_err(fi$mean, ref), 1e-6)
+  # with enough rank the low-rank filter approaches the full one
+  f0 <- kbr_filter(x, y, y[1:10, ], k, k, eps = 1e-4, delta = 1e-5)
+  f2 <- suppressWarnings(kbr_filter(x, y, y[1:10, ], k, k, eps = 1e-4,
+                                    delta = 1e-5, rank = 300))
+  expect_lt(max(abs(f2$mean - f0$mean)), 0.1)
+  for (method in c("iw", "kbr")) {
+    set.seed(110)
+    xs <- matrix(cumsum(rnorm(61, sd = 0.3)))
+    ys <- xs + rnorm(61, sd = 0.3)
+    fs <- kbr_filter(xs, ys, ys[1:6], gaussian_kernel(bandwidth = 0.5),
+                     gaussian_kernel(bandwidth = 0.5), eps = 1e-3,
+                     delta = 1e-8, method = method, rank = 15)
+    rs <- ref_lowrank_filter(xs, ys, matrix(ys[1:6]), 0.5, 1e-3, 1e-8, method, 15)
+    expect_lt(rel_err(fs$mean, rs), 1e-6, label = method)
+  }
+})
+
+test_that("prior weights are rescaled to sum 1; a zero or negative total is an error", {
+  d <- kbr_toy_1d(40, 120)
+  f1 <- kbr(d$x, d$y, prior_weights = rep(1 / 40, 40), eps = 0.01, delta = 0.01)
+  # 1e308 each used to overflow to NaN posteriors
+  f2 <- kbr(d$x, d$y, prior_weights = rep(1e308, 40), eps = 0.01, delta = 0.01)
+  expect_equal(posterior_mean(f2, c(0, 1)), posterior_mean(f1, c(0, 1)),
+               tolerance = 1e-14)
+  f3 <- kbr(d$x, d$y, prior_weights = rep(3, 40), eps = 0.01, delta = 0.01,
+            method = "iw", rank = 20)
+  f4 <- kbr(d$x, d$y, eps = 0.01, delta = 0.01, method = "iw", rank = 20)
+  expect_equal(f3$mu, f4$mu, tolerance = 1e-14)
+  # all-zero weights used to give posterior mean 0
+  expect_error(kbr(d$x, d$y, prior_weights = rep(0, 40), eps = 0.01, delta = 0.01),
+               class = "kb_error_arg", regexp = "'prior_weights' must have a positive sum")
+  expect_error(kbr(d$x, d$y, prior_weights = c(-1, rep(0.01, 39)), eps = 0.01,
+                   delta = 0.01),
+               class = "kb_error_arg", regexp = "'prior_weights'.*sum to -0.61")
+})
+
+test_that("default eps/delta with fewer than 5 rows names eps and delta, not folds", {
+  msgs <- character()
+  expect_error(withCallingHandlers(kbr(1:4, c(1.1, 2.3, 2.8, 4.2)),
+                                   message = function(m) msgs <<- c(msgs, "m")),
+               class = "kb_error_arg",
+               regexp = "'eps' and 'delta' must be given when x has fewer than 5 rows \\(it has 4\\)")
+  expect_identical(msgs, character())
+  expect_error(kbr(1:4, c(1.1, 2.3, 2.8, 4.2), eps = 0.1),
+               class = "kb_error_arg", regexp = "^'delta' must be given")
+  expect_error(kbr(1, 1, eps = 0.1, delta = 0.1), class = "kb_error_arg",
+               regexp = "'x' must have at least 2 rows")
+  expect_error(kbr_cv(1, 1), class = "kb_error_arg",
+               regexp = "'x' must have at least 2 rows")
+  # a median heuristic that fails names the kernel argument and the data
+  expect_error(kbr(rep(1, 6), 1:6, eps = 0.1, delta = 0.1),
+               class = "kb_error_arg", regexp = "'kernel_x' uses the median heuristic, which fails on 'x'")
+  expect_s3_class(kbr(rep(1, 6), 1:6, kernel_x = gaussian_kernel(bandwidth = 1),
+                      eps = 0.1, delta = 0.1), "kb_kbr")
+})
+
+test_that("posterior_expect() names f and what it must return; checks y_new before calling f", {
+  d <- kbr_toy_1d(30, 121)
+  fit <- kbr(d$x, d$y, eps = 0.01, delta = 0.01)
+  expect_error(posterior_expect(fit, 1, function(x) NULL),
+               class = "kb_error_callback",
+               regexp = "'f' must return a numeric vector .* at row 1 of x it returned NULL")
+  expect_error(posterior_expect(fit, 1, function(x) "a"),
+               class = "kb_error_callback", regexp = "type 'character'")
+  expect_error(posterior_expect(fit, 1, function(x) if (x > 0) 1 else c(1, 2)),
+               class = "kb_error_callback", regexp = "'f' must return vectors of one length")
+  expect_error(posterior_expect(fit, 1, function(x) if (x > 1) NA else x),
+               class = "kb_error_callback", regexp = "NA, NaN or Inf at row")
+  expect_error(posterior_expect(fit, 1, function(x) 1e308 * c(1, 1) * 10^(x > 0)),
+               class = "kb_error_callback")
+  # a counting closure is not called when a later argument is bad
+  calls <- 0
+  f <- function(x) {
+    calls <<- calls + 1
+    x^2
+  }
+  expect_error(posterior_expect(fit, "a", f), class = "kb_error_arg",
+               regexp = "'y_new'")
+  expect_error(posterior_expect(fit, matrix(1, 1, 2), f), class = "kb_error_arg",
+               regexp = "'y_new' must have 1 columns")
+  expect_identical(calls, 0)
+  # and the values are right
+  e2 <- posterior_expect(fit, c(0, 1), f)
+  expect_equal(e2, crossprod(predict(fit, c(0, 1)), d$x^2), tolerance = 1e-14)
+  expect_identical(calls, 30)
+})
+
+test_that("kalman_filter() rejects covariances that are not positive semi-definite", {
+  expect_error(kalman_filter(1:3, A = 0.9, C = 1, Q = -5, R = 1),
+               class = "kb_error_arg", regexp = "'Q' must be positive semi-definite")
+  expect_error(kalman_filter(1:3, A = 0.9, C = 1, Q = 0.1, R = -1),
+               class = "kb_error_arg", regexp = "'R' must be positive semi-definite")
+  expect_error(kalman_filter(cbind(1:3, 1:3), A = 0.9, C = matrix(1, 2, 1),
+                             Q = 0.1, R = matrix(c(1, 0.5, 0, 1), 2)),
+               class = "kb_error_arg", regexp = "'R' must be symmetric")
+  expect_error(kalman_filter(1:3, A = 0.9, C = 1, Q = 0.1, R = 1, P0 = -1),
+               class = "kb_error_arg", regexp = "'P0' must be positive semi-definite")
+  expect_error(kalman_filter(1:3, A = 1, C = 1, Q = 1e308, R = 1e308),
+               class = "kb_error_numeric", regexp = "overflowed at step 2")
+  expect_error(kalman_filter(1:3, A = 0.9, C = 0, Q = 0.1, R = 0),
+               class = "kb_error_numeric", regexp = "singular at step 1.*'R'")
+})
+
+test_that("kbr(), kbr_cv() and kbr_filter() check sizes before allocating Gram matrices", {
+  d <- kbr_toy_1d(200, 122)
+  withr_opt <- options(kernbayes.max_memory = 1e6)
+  on.exit(options(withr_opt), add = TRUE)
+  expect_error(kbr(d$x, d$y, eps = 0.1, delta = 0.1), class = "kb_error_arg",
+               regexp = "'x' is too large: kbr\\(\\) with 200 points on the full path would need 1.5 MB of memory, more than 976.6 KB.*'rank'")
+  # no cross-validation message either: the size is checked first
+  expect_error(expect_silent(try(kbr(d$x, d$y), silent = TRUE)), NA)
+  expect_error(kbr_cv(d$x, d$y), class = "kb_error_arg",
+               regexp = "'x' is too large: cross-validation with 200 points")
+  expect_error(kbr_filter(d$x, d$y, 1:3), class = "kb_error_arg",
+               regexp = "'x_train' is too large: the full KBR filter with 199 transitions")
+  # the low-rank path fits in the limit
+  expect_s3_class(kbr(d$x, d$y, eps = 0.1, delta = 0.1, rank = 20), "kb_kbr")
+  options(kernbayes.max_memory = "a")
+  expect_error(kbr(d$x, d$y, eps = 0.1, delta = 0.1), class = "kb_error_arg",
+               regexp = "'kernbayes.max_memory'")
+})
+
+test_that("kbr_cv() checks the arguments for the final fit before cross-validating", {
+  d <- kbr_toy_1d(60, 123)
+  for (bad in list(list(rank = 0), list(tol = -1), list(nthreads = 0),
+                   list(prior_weights = rep(0, 60)), list(prior = cbind(1, 2)),
+                   list(delta = 1))) {
+    t0 <- proc.time()[["elapsed"]]
+    expect_error(do.call(kbr_cv, c(list(d$x, d$y), bad)), class = "kb_error_arg",
+                 regexp = if (names(bad) == "delta") "'...'.*'delta'" else
+                   sprintf("'%s'", names(bad)))
+  }
+  # fit = FALSE does not use them
+  expect_s3_class(kbr_cv(d$x, d$y, folds = 2, fit = FALSE, rank = 0), "kb_kbr_cv")
+  expect_error(kbr_cv(d$x, d$y, fit = NA), class = "kb_error_arg", regexp = "'fit'")
+})
+
+test_that("a failed factorisation on the full path is a classed numeric error naming the regulariser", {
+  set.seed(21)
+  x <- rnorm(200)
+  y <- x + rnorm(200, sd = 0.5)
+  expect_error(kbr(x, y, eps = 1e-2, delta = 1e-20, method = "iw"),
+               class = "kb_error_numeric",
+               regexp = "not positive definite; increase 'delta' \\(LAPACK dpotrf")
+  # the low-rank path gives the accurate answer there (measured 0.962)
+  p <- posterior_mean(kbr(x, y, eps = 1e-2, delta = 1e-20, method = "iw",
+                          rank = 50), 1)
+  expect_lt(abs(p - 0.962166), 1e-4)
+})
+
+test_that("kbr() blames the data's scale, a tolerance that leaves no column, and an edited fit", {
+  set.seed(124)
+  x <- rnorm(20)
+  y <- x + rnorm(20, sd = 0.5)
+  # was "kernbayes internal error: preconditioner is not positive definite"
+  expect_error(kbr(x * 1e300, y, eps = 0.1, delta = 0.1), class = "kb_error_arg",
+               regexp = "'x' has values up to .*e\\+300: squared distances would overflow")
+  expect_error(kbr_filter(x, y * 1e300, 1), class = "kb_error_arg",
+               regexp = "'y_train' has values up to")
+  # was "a dimension is zero"
+  expect_error(kbr(x, y, eps = 0.1, delta = 0.1, rank = 5, tol = 1),
+               class = "kb_error_arg", regexp = "'tol' must be in \\[0, 1\\)")
+  expect_error(kbr(x, rep(2, 20), eps = 0.1, delta = 0.1), class = "kb_error_arg",
+               regexp = "'kernel_y' uses the median heuristic, which fails on 'y' \\(.*; it has too few distinct rows\\)")
+  for (rank in list(NULL, 10)) {
+    fit <- kbr(x, y, eps = 0.1, delta = 0.1, rank = rank)
+    for (field in c("mu", "gy", "B", "method", "x")) {
+      if (is.null(fit[[field]])) next
+      bad <- fit
+      bad[[field]] <- NULL
+      expect_error(predict(bad, 1), class = "kb_error_state",
+                   regexp = sprintf("'object' is not a kbr\\(\\) fit .* field '%s'", field))
+    }
+    bad <- fit
+    bad$mu <- bad$mu[-1]
+    expect_error(posterior_mean(bad, 1), class = "kb_error_state",
+                 regexp = "'fit' .* field 'mu'")
+  }
+})
+
+test_that("a kernel the default cross-validation cannot tune is named before any message or work", {
+  d <- kbr_toy_1d(30, 125)
+  msgs <- character()
+  expect_error(withCallingHandlers(
+    kbr(d$x, d$y, kernel_y = gaussian_kernel(precon = "sclmed")),
+    message = function(m) {
+      msgs <<- c(msgs, conditionMessage(m))
+      invokeRestart("muffleMessage")
+    }), class = "kb_error_arg",
+    regexp = "^'kernel_y' must use the median heuristic or a fixed bandwidth")
+  expect_identical(msgs, character())
 })

@@ -376,3 +376,57 @@ test_that("a chain that barely moves gives a warning naming step and x0", {
   # a healthy chain is silent
   expect_silent(mala(tg, x0 = c(0, 0), n_iter = 200))
 })
+
+# ---- issue 12 ------------------------------------------------------------------
+
+test_that("a step too large is blamed, not the log density 'at row 1 of x'", {
+  tg <- gaussian_target(c(0, 0))
+  expect_error(mala(tg, c(0, 0), 10, step = 1e300), class = "kb_error_arg",
+               regexp = "'step' is too large: 1e\\+300")
+  expect_error(rwm(tg, c(0, 0), 10, step = 1e300), class = "kb_error_arg",
+               regexp = "'step' is too large")
+  # a finite step whose proposal overflows (score near the largest double)
+  big <- kb_target(function(x) -sum(abs(x)), function(x) rep(1.7e308, 2), dim = 2)
+  set.seed(700)
+  expect_error(mala(big, c(0, 0), 10, step = 2), class = "kb_error_numeric",
+               regexp = "the MALA proposal left the finite range .*give a smaller 'step'")
+})
+
+test_that("an interrupt raised inside a closure stops a chain at once", {
+  skip_on_os("windows")   # no SIGINT to send
+  env <- new.env()
+  env$calls <- 0
+  ld <- function(x) {
+    env$calls <- env$calls + 1
+    if (env$calls == 50) tools::pskill(Sys.getpid(), tools::SIGINT)
+    -sum(x^2) / 2
+  }
+  tg <- kb_target(ld, function(x) -x, dim = 2)
+  set.seed(701)
+  expect_identical(tryCatch(rwm(tg, c(0, 0), 5000, step = 1),
+                            interrupt = function(e) "interrupted"), "interrupted")
+  # the old chains checked every 1000 iterations
+  expect_lte(env$calls, 51)   # measured: 50 (the old code: 217 in a script)
+})
+
+test_that("rwm() and mala() check every argument before calling the target", {
+  env <- new.env()
+  env$calls <- 0
+  tg <- kb_target(function(x) {
+    env$calls <- env$calls + 1
+    -sum(x^2) / 2
+  }, function(x) {
+    env$calls <- env$calls + 1
+    -x
+  }, dim = 2)
+  for (f in list(rwm, mala)) {
+    for (b in list(list(n_iter = 0), list(step = -1), list(step = 1e300),
+                   list(warmup = -1), list(target_accept = 1),
+                   list(x0 = c(0, NA)), list(x0 = 1))) {
+      args <- utils::modifyList(list(target = tg, x0 = c(0, 0), n_iter = 10), b)
+      expect_error(do.call(f, args), class = "kb_error_arg",
+                   regexp = sprintf("'%s'", names(b)))
+    }
+  }
+  expect_identical(env$calls, 0)
+})
