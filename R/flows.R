@@ -581,9 +581,9 @@ noise_level <- function(noise) {
     return(function(t) {
       b <- noise(t)
       if (!is.numeric(b) || length(b) != 1L || !is.finite(b) || b < 0) {
-        stop_arg("noise", sprintf(paste0("returned %s at iteration %d; ",
-                                         "expected one number >= 0"),
-                                  describe_noise(b), t))
+        stop_callback("noise", sprintf(paste0("returned %s at iteration %d; ",
+                                              "expected one number >= 0"),
+                                       describe_noise(b), t))
       }
       b
     })

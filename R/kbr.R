@@ -648,6 +648,7 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   if (is.null(grid$sigma_x)) grid$sigma_x <- NA_real_
   if (is.null(grid$sigma_y)) grid$sigma_y <- NA_real_
   fit <- check_flag(fit, "fit")
+  if (!is.null(seed)) seed <- check_count(seed, "seed", min = -.Machine$integer.max)
   if (fit) check_kbr_dots(list(...), x)
   # G_X and G_Y, and per fold their training blocks and the weights
   check_memory(8 * 5 * n^2, "x",

@@ -162,7 +162,9 @@ sym_eigen <- function(A, what) .Call(C_kb_eigen_sym, A, what)
 # L = Q diag(lambda) Q'.  Points are handed to C in the eigenbasis (x Q),
 # where L is diagonal; iso means L = lambda I and no rotation.  `arg` names
 # the sample in messages.
-resolve_kernel <- function(kernel, x, arg = "x") {
+# A kernel object as imq_kernel() or gaussian_kernel() make it (an edited
+# one is rejected naming the argument); no data needed.
+check_kernel <- function(kernel) {
   if (!inherits(kernel, "kb_kernel")) {
     stop_arg("kernel", "must be a kernel object such as imq_kernel() or ",
              "gaussian_kernel()")
@@ -180,6 +182,12 @@ resolve_kernel <- function(kernel, x, arg = "x") {
                "beta < 0 are needed); make it with imq_kernel()")
     }
   }
+  check_precon(kernel$precon)
+  invisible(kernel)
+}
+
+resolve_kernel <- function(kernel, x, arg = "x") {
+  check_kernel(kernel)
   n <- nrow(x)
   d <- ncol(x)
   precon <- check_precon(kernel$precon)

@@ -2,9 +2,9 @@
 
 # Check the score argument against the points without evaluating anything:
 # closures run only after every argument has been checked.
-check_score <- function(score, x) {
+check_score <- function(score, x, arg = "score") {
   if (missing(score) || is.null(score)) {
-    stop_arg("score", "is missing: give a matrix of gradients, a function ",
+    stop_arg(arg, "is missing: give a matrix of gradients, a function ",
              "or a kb_target")
   }
   if (inherits(score, "kb_target")) {
@@ -18,15 +18,15 @@ check_score <- function(score, x) {
   if (is.function(score)) return(invisible(score))
   if (is.data.frame(score) || is.matrix(score) ||
       (is.numeric(score) && ncol(x) == 1L)) {
-    s <- as_points(score, "score")
+    s <- as_points(score, arg)
     if (any(dim(s) != dim(x))) {
-      stop_arg("score", sprintf(paste0("must have the same dimensions as x ",
-                                       "(%d x %d); it is %d x %d"),
-                                nrow(x), ncol(x), nrow(s), ncol(s)))
+      stop_arg(arg, sprintf(paste0("must have the same dimensions as x ",
+                                   "(%d x %d); it is %d x %d"),
+                            nrow(x), ncol(x), nrow(s), ncol(s)))
     }
     return(invisible(score))
   }
-  stop_arg("score", "must be a numeric matrix of gradients, a function or a ",
+  stop_arg(arg, "must be a numeric matrix of gradients, a function or a ",
            "kb_target")
 }
 
@@ -69,10 +69,10 @@ first_bad_row <- function(m) which(rowSums(!is.finite(m)) > 0)[1L]
 # Every argument (x, score's type and shape, standardize, kernel and its
 # preconditioner) is checked before the score closure runs; callers check
 # their own arguments before calling this.
-stein_setup <- function(x, score, kernel, standardize) {
+stein_setup <- function(x, score, kernel, standardize, score_arg = "score") {
   x <- as_points(x)
   standardize <- check_flag(standardize, "standardize")
-  check_score(score, x)
+  check_score(score, x, score_arg)
   scale <- NULL
   xs <- x
   if (standardize) {

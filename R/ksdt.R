@@ -55,10 +55,6 @@ eval_schedule <- function(f, t, arg) {
   as.double(v)
 }
 
-# A user function given as an argument returned something unusable.
-stop_callback <- function(arg, ...) {
-  stop(kb_error(sprintf("'%s' %s", arg, paste0(...)), "kb_error_callback", arg))
-}
 
 #' Online KSD thinning (KSDT)
 #'
@@ -141,9 +137,7 @@ ksdt_stream <- function(dim, budget = 0, min_size = "sqrt", min_size_coef = 1,
                         min_size_floor = 10, kernel = imq_kernel(),
                         nthreads = NULL, progress = interactive()) {
   dim <- check_count(dim, "dim")
-  if (!inherits(kernel, "kb_kernel")) {
-    stop_arg("kernel", "must be a kernel object such as imq_kernel()")
-  }
+  check_kernel(kernel)
   st <- new.env(parent = emptyenv())
   st$dim <- dim
   st$budget_fun <- make_budget(budget)

@@ -2,6 +2,7 @@
 # thinning (kernel herding) and KSD-optimal weights.
 
 check_m <- function(m, n, unique) {
+  if (missing(m)) stop_arg("m", "is missing: give the number of points to select")
   m <- check_count(m, "m")
   if (unique && m > n) {
     stop_arg("m", sprintf("must be at most nrow(x) = %d when unique = TRUE", n))
@@ -177,7 +178,7 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   # every argument is checked before any closure runs
   check_log_density(log_p, x, "log_p")
   check_log_density(log_q, x, "log_q")
-  check_score(score_q, x)
+  check_score(score_q, x, "score_q")
   if (!inherits(kernel, "kb_kernel")) {
     stop_arg("kernel", "must be a kernel object such as imq_kernel() or ",
              "gaussian_kernel()")
@@ -205,7 +206,7 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
                            "a few points dominate; consider a better proxy ",
                            "or 'range_cap'"), max(w)), call. = FALSE)
   }
-  st <- stein_setup(x, score_q, kernel, standardize)
+  st <- stein_setup(x, score_q, kernel, standardize, "score_q")
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, w,
                nthreads)
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)

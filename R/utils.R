@@ -16,6 +16,12 @@ stop_arg <- function(arg, ...) {
   stop(kb_error(sprintf("'%s' %s", arg, paste0(...)), "kb_error_arg", arg))
 }
 
+# A user function given as an argument failed or returned something
+# unusable.
+stop_callback <- function(arg, ...) {
+  stop(kb_error(sprintf("'%s' %s", arg, paste0(...)), "kb_error_callback", arg))
+}
+
 stop_numeric <- function(...) {
   stop(kb_error(paste0(...), "kb_error_numeric"))
 }

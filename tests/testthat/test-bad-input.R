@@ -161,7 +161,8 @@ bi_xs_cases <- function(fn, extra = list(), standardize = TRUE,
       bi_any(bi_arg("precon"), bi_arg("x", "constant"))),
     C("kernel_smpcov_1e300", mk(x = quote(X * 1e300), score = quote(S / 1e300),
                                 kernel = quote(imq_kernel(precon = "smpcov"))),
-      bi_any(bi_ok(function(v) bi_all_finite(v)), bi_num()))
+      bi_any(bi_ok(function(v) bi_all_finite(v)), bi_num(),
+             bi_arg("x", "smpcov.*rescale x")))
   )
   if (nthreads) {
     cs <- c(cs, list(
@@ -373,10 +374,10 @@ bi_add("mmd_thin", list(
   C("value_d1", Q(mmd_thin(X1, 3)), bi_ok(function(v) all(v$index %in% 1:10))),
   C("scale_1e300", Q(mmd_thin(X * 1e300, 5)),
     bi_any(bi_ok(function(v) identical(v$index, mmd_thin(bi_env$X, 5)$index)),
-           bi_num())),
+           bi_num(), bi_arg("x", "median.*rescale x"))),
   C("scale_1e-300", Q(mmd_thin(X * 1e-300, 5)),
     bi_any(bi_ok(function(v) identical(v$index, mmd_thin(bi_env$X, 5)$index)),
-           bi_num()))
+           bi_num(), bi_arg("x", "median.*rescale x")))
 ))
 
 # ---- kernels -----------------------------------------------------------------
@@ -440,9 +441,11 @@ bi_add("kernel_matrix", list(
   C("value_vector_x", Q(kernel_matrix(c(0, 1, 3), kernel = gaussian_kernel(bandwidth = 1))),
     bi_ok(function(v) bi_near(v[1, 2], exp(-0.5)))),
   C("scale_1e300_med", Q(kernel_matrix(X * 1e300)),
-    bi_any(bi_ok(Q(same_as(kernel_matrix(X)))), bi_num())),
+    bi_any(bi_ok(Q(same_as(kernel_matrix(X)))), bi_num(),
+           bi_arg("x", "median.*rescale x"))),
   C("scale_1e-300_med", Q(kernel_matrix(X * 1e-300)),
-    bi_any(bi_ok(Q(same_as(kernel_matrix(X)))), bi_num())),
+    bi_any(bi_ok(Q(same_as(kernel_matrix(X)))), bi_num(),
+           bi_arg("x", "median.*rescale x"))),
   C("precon_not_pd", Q(kernel_matrix(X, kernel = imq_kernel(precon = -diag(2)))),
     bi_arg("precon")),
   C("precon_not_symmetric",
@@ -779,7 +782,7 @@ bi_ksdt_sample_cases <- function(fn) {
                                 step = 0.5, progress = FALSE), list(...))
     as.call(c(as.name(fn), a))
   }
-  cs <- list(
+  cs <- Filter(Negate(is.null), list(
     C("target_bad", mk(target = 1), bi_arg("target")),
     C("x0_length", mk(x0 = 1), bi_arg("x0")),
     C("n_iter_0", mk(n_iter = 0), bi_arg("n_iter")),
@@ -806,7 +809,7 @@ bi_ksdt_sample_cases <- function(fn) {
         bi_near(v$ksd, ksd1(v$score))))),
     C("value_d1", mk(target = quote(tg1), x0 = 0),
       bi_ok(function(v) bi_near(v$ksd[length(v$ksd)], ksd(v$points, v$score))))
-  )
+  ))
   if (fn == "ksdt_sample") {
     cs <- c(cs, list(
       C("candidates_0", mk(candidates = 0), bi_arg("candidates")),
@@ -916,9 +919,11 @@ bi_add("svgd", c(bi_flow_common("svgd", list(score = quote(tg2))), list(
   C("value_2_particles", Q(svgd(X[1:2, ], tg2, n_iter = 3, progress = FALSE)),
     bi_ok(function(v) all(is.finite(v$x)))),
   C("particles_coincide", Q(svgd(Xsame, tg2, n_iter = 3, progress = FALSE)),
-    bi_any(bi_ok(function(v) all(is.finite(v$x))), bi_arg("x0"), bi_arg("bandwidth"))),
+    bi_any(bi_ok(function(v) all(is.finite(v$x))), bi_arg("x0"), bi_arg("bandwidth"),
+           bi_num("particles coincide; give a numeric 'bandwidth'"))),
   C("scale_1e300", Q(svgd(X * 1e300, tg2, n_iter = 2, progress = FALSE)),
-    bi_any(bi_ok(function(v) all(is.finite(v$x))), bi_num()))
+    bi_any(bi_ok(function(v) all(is.finite(v$x))), bi_num(),
+           bi_arg("x0", "would overflow; rescale")))
 )))
 
 bi_add("ksd_descent", c(bi_flow_common("ksd_descent", list(score = quote(tg2))), list(
@@ -956,7 +961,7 @@ bi_add("mmd_flow", c(bi_flow_common("mmd_flow", list(y = quote(X))), list(
     bi_arg("kernel")),
   C("kernel_bad", Q(mmd_flow(X, X, kernel = 1)), bi_arg("kernel")),
   C("y_rows_equal_med", Q(mmd_flow(X, Xsame, n_iter = 2, progress = FALSE)),
-    bi_arg("precon")),
+    bi_any(bi_arg("precon"), bi_arg("y", "median heuristic"))),
   C("value_d1", Q(mmd_flow(X1, X1 + 1, n_iter = 3, progress = FALSE)),
     bi_ok(function(v) all(dim(v$x) == c(10, 1)) && all(is.finite(v$x)) &&
             mean(v$x) > mean(bi_env$X1))),
@@ -987,7 +992,8 @@ bi_add("mied", c(bi_flow_common("mied", list(target = quote(tg2))), list(
   C("log_density_-Inf", Q(mied(X[1:5, ], kb_target(function(x) if (x[1] > 0) -Inf else 0,
                                                      function(x) 0 * x, dim = 2),
                                n_iter = 2, progress = FALSE)),
-    bi_any(bi_arg("x0", "row"), bi_err("kb_error_callback", "'log_density'.*row"))),
+    bi_any(bi_arg("x0", "row"), bi_err("kb_error_callback", "'log_density'.*row"),
+           bi_num("log density is -Inf at particle [0-9]"))),
   C("particles_coincide", Q(mied(Xsame, tg2, n_iter = 2, progress = FALSE)),
     bi_any(bi_ok(function(v) all(is.finite(v$x))), bi_arg("x0")))
 )))
@@ -1048,7 +1054,7 @@ bi_add("kbr", list(
            bi_num())),
   C("scale_1e300", Q(posterior_mean(kbr(kx * 1e300, ky, eps = 0.01, delta = 0.01), 0.5)),
     bi_any(bi_ok(Q(function(v) bi_near(v / 1e300, posterior_mean(fit, 0.5), 1e-6))),
-           bi_num())),
+           bi_num(), bi_arg("x", "would overflow; rescale"))),
   C("value_posterior_mean_d1", Q(posterior_mean(fit, c(-1, 1))),
     bi_ok(function(v) all(dim(v) == c(2, 1)) && v[1] < v[2]))
 ))

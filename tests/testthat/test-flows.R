@@ -766,7 +766,7 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
   # sprintf arguments were swapped: "invalid format '%d'"
   expect_error(mmd_flow(x0, x0 + 1, noise = function(t) NA, n_iter = 3,
                         progress = FALSE),
-               class = "kb_error_arg",
+               class = "kb_error_callback",
                regexp = "'noise' returned NA at iteration 1; expected one number >= 0")
   expect_error(mmd_flow(x0, x0 + 1, noise = function(t) c(1, 2), n_iter = 3,
                         progress = FALSE),

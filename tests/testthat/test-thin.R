@@ -659,7 +659,7 @@ test_that("bad x and score are rejected, naming them", {
     sb <- s
     sb[4, 1] <- bad
     expect_error(stein_thin(x, sb, 5), "'score'")
-    expect_error(stein_thin_gf(x, lp, lp, sb, 5), "'score'")
+    expect_error(stein_thin_gf(x, lp, lp, sb, 5), "'score_q'")
     expect_error(ksd_weights(x, sb), "'score'")
   }
   for (xb in list(matrix("a", 20, 2), list(x), NULL, matrix(numeric(0), 0, 2),
@@ -674,7 +674,7 @@ test_that("bad x and score are rejected, naming them", {
   expect_error(stein_thin(x, m = 5), "'score'")
   expect_error(stein_thin(x, function(z) c(z, 1), 5), "'score'.*length 3")
   expect_error(stein_thin(x, gaussian_target(c(0, 0, 0)), 5), "'x'.*3 columns")
-  expect_error(stein_thin_gf(x, lp, lp, s[, 1], 5), "'score'")
+  expect_error(stein_thin_gf(x, lp, lp, s[, 1], 5), "'score_q'")
   expect_error(ksd_weights(x, s[-1, ]), "'score'.*20 x 2")
   expect_error(stein_thin(x, s, 5, kernel = "imq"), "'kernel'")
   expect_error(mmd_thin(x, 5, kernel = imq_kernel), "'kernel'")
@@ -910,7 +910,7 @@ test_that("thinning checks every argument before any closure runs", {
   expect_error(stein_thin_gf(x, logd, lp[-1], score, 5),
                class = "kb_error_arg", regexp = "'log_q'")
   expect_error(stein_thin_gf(x, logd, logd, -x[-1, ], 5),
-               class = "kb_error_arg", regexp = "'score'")
+               class = "kb_error_arg", regexp = "'score_q'")
   expect_error(stein_thin_gf(x, logd, logd, score, 5, kernel = "imq"),
                class = "kb_error_arg", regexp = "'kernel'")
   expect_error(stein_thin_gf(x, logd, logd, score, 5, standardize = NA),
