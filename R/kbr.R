@@ -83,28 +83,6 @@ check_prior_weights <- function(w, l) {
   (w / big) / s
 }
 
-# Refuse work whose arrays would need more than the option
-# kernbayes.max_memory (bytes; default 16 GiB) before allocating any of
-# them: an error naming the argument that sets the size and the memory.
-check_memory <- function(bytes, arg, what, hint = NULL) {
-  lim <- getOption("kernbayes.max_memory", 2^34)
-  if (!is.numeric(lim) || length(lim) != 1L || is.na(lim) || !(lim > 0)) {
-    stop_arg("kernbayes.max_memory", "(option) must be a positive number of bytes")
-  }
-  if (bytes > lim) {
-    stop_arg(arg, sprintf("is too large: %s would need %s of memory, more than %s (option 'kernbayes.max_memory')%s",
-                          what, format_bytes(bytes), format_bytes(lim),
-                          if (is.null(hint)) "" else paste0("; ", hint)))
-  }
-  invisible(bytes)
-}
-
-format_bytes <- function(b) {
-  u <- c("bytes", "KB", "MB", "GB", "TB", "PB")
-  k <- max(0, min(length(u) - 1, floor(log(max(b, 1), 1024))))
-  if (k == 0) sprintf("%.0f bytes", b) else sprintf("%.1f %s", b / 1024^k, u[k + 1])
-}
-
 check_reg <- function(v, arg) {
   if (is.null(v)) return(NULL)
   check_number(v, arg, lower = 0, lower_open = TRUE)
