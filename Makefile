@@ -48,8 +48,10 @@ $(TARBALL): setup
 
 # R CMD check --as-cran with tests and vignettes; fails on any ERROR or
 # WARNING (R CMD check itself only fails on errors).
+# NOT_CRAN=true: the snapshot, multisession and subprocess tests (the
+# crash-prone bad-input cases, Ctrl-C in child processes) run here too.
 check: $(TARBALL)
-	_R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_FORCE_SUGGESTS_=true \
+	NOT_CRAN=true _R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_FORCE_SUGGESTS_=true \
 	_R_CHECK_FUTURE_FILE_TIMESTAMPS_=false \
 	  $(R) CMD check --as-cran --no-manual $(TARBALL); status=$$?; \
 	  cat $(PKG).Rcheck/tests/testthat.Rout* 2>/dev/null | grep -E '^\[ FAIL' | tail -n 1; \
@@ -59,7 +61,7 @@ check: $(TARBALL)
 
 # tests against the installed package, without the full check
 test: install
-	cd tests && $(RSCRIPT) testthat.R
+	cd tests && NOT_CRAN=true $(RSCRIPT) testthat.R
 
 # tests under valgrind memcheck; non-zero exit on any memory error.  The
 # large statistical tests are skipped (KB_VALGRIND): about 20-30 minutes.

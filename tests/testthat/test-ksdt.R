@@ -977,7 +977,7 @@ test_that("an interrupted push keeps whole steps, says how many rows, and resume
   child <- file.path(dir, "child.R")
   writeLines(c(
     "library(kernbayes)",
-    "set.seed(1); n <- 30000; x <- matrix(rnorm(2 * n), n); s <- -x",
+    "set.seed(1); n <- 60000; x <- matrix(rnorm(2 * n), n); s <- -x",
     "mk <- function() ksdt_stream(2, min_size = 'linear', min_size_coef = 0.5, progress = FALSE)",
     "st <- mk()",
     sprintf("writeLines(as.character(Sys.getpid()), '%s')", file.path(dir, "pid")),
@@ -1000,7 +1000,7 @@ test_that("an interrupted push keeps whole steps, says how many rows, and resume
   pidf <- file.path(dir, "pid")
   for (i in 1:300) if (file.exists(pidf) && length(readLines(pidf)) == 1L) break else Sys.sleep(0.1)
   pid <- as.integer(readLines(pidf))
-  Sys.sleep(1)
+  Sys.sleep(0.5)
   tools::pskill(pid, tools::SIGINT)
   for (i in 1:600) if (file.exists(out) && any(grepl("^RESUMED|^RESULT FALSE", readLines(out)))) break else Sys.sleep(0.25)
   txt <- readLines(out)
@@ -1008,8 +1008,8 @@ test_that("an interrupted push keeps whole steps, says how many rows, and resume
   expect_identical(res[2], "TRUE")
   k <- as.numeric(res[3])
   expect_gt(k, 0)
-  expect_lt(k, 30000)
+  expect_lt(k, 60000)
   expect_match(grep("^MESSAGE", txt, value = TRUE),
-               sprintf("interrupted: %.0f of 30000 rows were taken.*x\\[-\\(1:%.0f\\), \\]", k, k))
+               sprintf("interrupted: %.0f of 60000 rows were taken.*x\\[-\\(1:%.0f\\), \\]", k, k))
   expect_true(any(grepl("^RESUMED TRUE", txt)))
 })
