@@ -562,27 +562,31 @@ ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
                         min_size_floor = 10, kernel = imq_kernel(),
                         warmup = NULL, target_accept = NULL, nthreads = NULL,
                         progress = interactive()) {
+  a <- ksdt_sample_setup(target, sampler, budget, min_size, min_size_coef,
+                         min_size_floor, kernel, nthreads, progress)
+  run_ksdt_sampler(target, x0, n_iter, a$sampler, step, candidates, "last",
+                   FALSE, kernel, warmup, target_accept, a$stream, NULL,
+                   nthreads, progress, "KSDT")
+}
+
+# The sampler's name and a new stream, every argument checked.
+ksdt_sample_setup <- function(target, sampler, budget, min_size, min_size_coef,
+                              min_size_floor, kernel, nthreads, progress) {
   sampler <- check_choice(sampler, c("mala", "rwm"), "sampler")
   check_target(target)
   st <- ksdt_stream(target$dim, budget = budget, min_size = min_size,
                     min_size_coef = min_size_coef,
                     min_size_floor = min_size_floor, kernel = kernel,
                     nthreads = nthreads, progress = progress)
-  run_ksdt_sampler(target, x0, n_iter, sampler, step, candidates, "last",
-                   FALSE, kernel, warmup, target_accept, st, NULL, nthreads,
-                   progress, "KSDT")
+  list(sampler = sampler, stream = st)
 }
 
 # ksdt_sample()'s checks alone, with its arguments (for ksdt_chains()).
 ksdt_sample_check <- function() {
-  sampler <- check_choice(sampler, c("mala", "rwm"), "sampler")
-  check_target(target)
-  st <- ksdt_stream(target$dim, budget = budget, min_size = min_size,
-                    min_size_coef = min_size_coef,
-                    min_size_floor = min_size_floor, kernel = kernel,
-                    nthreads = nthreads, progress = progress)
+  a <- ksdt_sample_setup(target, sampler, budget, min_size, min_size_coef,
+                         min_size_floor, kernel, nthreads, progress)
   check_ksdt_sampler(target, x0, n_iter, step, candidates, warmup,
-                     target_accept, sampler, kernel, st)
+                     target_accept, a$sampler, kernel, a$stream)
   invisible(TRUE)
 }
 formals(ksdt_sample_check) <- formals(ksdt_sample)
