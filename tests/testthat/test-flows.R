@@ -770,7 +770,7 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
                regexp = "'noise' returned NA at iteration 1; expected one number >= 0")
   expect_error(mmd_flow(x0, x0 + 1, noise = function(t) c(1, 2), n_iter = 3,
                         progress = FALSE),
-               class = "kb_error_arg", regexp = "'noise' returned a double vector of length 2")
+               class = "kb_error_callback", regexp = "'noise' returned a double vector of length 2")
   # an adaptive step of 1e10 moved particles by 1e10 and reported KSD^2 1e18
   expect_error(svgd(x0, tg, step = 1e10, n_iter = 5, progress = FALSE),
                class = "kb_error_numeric",
