@@ -102,3 +102,13 @@ void kb_closure_row_matrix(kb_closure *cl)
     UNPROTECT(1);
     cl->row_matrix = 1;
 }
+
+void kb_call_progress(SEXP progress, double i, double size, double ksd)
+{
+    SEXP a1 = PROTECT(Rf_ScalarReal(i));
+    SEXP a2 = PROTECT(Rf_ScalarReal(size));
+    SEXP a3 = PROTECT(Rf_ScalarReal(ksd));
+    SEXP call = PROTECT(Rf_lang4(progress, a1, a2, a3));
+    Rf_eval(call, R_GlobalEnv);
+    UNPROTECT(4);
+}

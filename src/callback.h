@@ -26,4 +26,7 @@ void kb_closure_row_matrix(kb_closure *cl);
 void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
                      double *out, R_xlen_t row);
 
+/* progress(i, size, ksd), an R function of three numbers. */
+void kb_call_progress(SEXP progress, double i, double size, double ksd);
+
 #endif

@@ -7,16 +7,18 @@
  *
  * The state lives in malloc'd memory owned by an external pointer with a
  * finalizer, so it survives between pushes from R, and an error or an
- * interrupt between two steps leaves it consistent and leaks nothing. */
+ * interrupt between two steps leaves it consistent and leaks nothing.
+ * This file is the dictionary and its pushes; samplers that feed it
+ * (ksdt_sample, sp_mcmc) are in spmcmc.c, through ksdt.h. */
 #include <limits.h>
 #include <time.h>
-#include "stein.h"
-#include "samplers.h"
+#include "ksdt.h"
+#include "callback.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-typedef struct {
+struct ksdt_state {
     kb_kernel K;
     double *lam;               /* own copy of the kernel's eigenvalues */
     int d, n, cap, newest;     /* newest: position of the last added point */
@@ -26,6 +28,7 @@ typedef struct {
     double *X, *S;             /* cap x d, kernel coordinates (ld = cap) */
     double *Xo, *So;           /* cap x d, the user's coordinates */
     double *r, *kd, *cache;    /* row sums, diagonal, newest point's row */
+    double *row;               /* scratch: a removed point's row */
     double *sidx;              /* stream index of each point (1-based) */
     double *pt;                /* scratch: one point and its score */
     double *crows;             /* candidates' rows (ccap doubles) */
@@ -43,7 +46,7 @@ typedef struct {
     double bad_sidx;           /* set by a step that met a non-finite value */
     int busy;                  /* a push or a sampler is running on it */
     int fail_alloc;            /* testing: fail the n-th allocation (0: off) */
-} ksdt_state;
+};
 
 static void state_free(ksdt_state *st)
 {
@@ -68,7 +71,7 @@ static SEXP ksdt_tag(void)
     return Rf_install("kernbayes_ksdt_stream");
 }
 
-static ksdt_state *get_state(SEXP ptr)
+ksdt_state *kb_ksdt_state(SEXP ptr)
 {
     if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrTag(ptr) != ksdt_tag())
         kb_error_class("kb_error_arg", _("'stream' must be a KSDT stream from "
@@ -112,11 +115,11 @@ static void ensure_capacity(ksdt_state *st, int need)
     int d = st->d, n = st->n, nb = (nc + KB_BLOCK - 1) / KB_BLOCK;
     size_t mat = (size_t) nc * d;
     double *mem = (double *) checked_malloc(
-        st, (4 * mat + 4 * (size_t) nc + 2 * (size_t) nb) * sizeof(double),
+        st, (4 * mat + 5 * (size_t) nc + 2 * (size_t) nb) * sizeof(double),
         "dictionary");
     double *X = mem, *S = X + mat, *Xo = S + mat, *So = Xo + mat,
         *r = So + mat, *kd = r + nc, *cache = kd + nc, *sidx = cache + nc,
-        *bsum = sidx + nc, *bval = bsum + nb;
+        *row = sidx + nc, *bsum = row + nc, *bval = bsum + nb;
     if (n > 0) {
         double *from[4] = {st->X, st->S, st->Xo, st->So}, *to[4] = {X, S, Xo, So};
         for (int q = 0; q < 4; q++)
@@ -131,7 +134,7 @@ static void ensure_capacity(ksdt_state *st, int need)
     free(st->mem);
     st->mem = mem;
     st->X = X; st->S = S; st->Xo = Xo; st->So = So;
-    st->r = r; st->kd = kd; st->cache = cache; st->sidx = sidx;
+    st->r = r; st->kd = kd; st->cache = cache; st->sidx = sidx; st->row = row;
     st->bsum = bsum; st->bval = bval;
     st->nbcap = nb;
     st->cap = nc;
@@ -199,53 +202,99 @@ static double block_min(const double *v, int m)
     return m2 < m0 ? m2 : m0;
 }
 
-/* One pass over positions [0, n): with row_known NULL, compute
- * k_p(x, x_i) (into st->cache when keep is set); then r_i += sign * k
- * (only when apply is set: otherwise a dry run), per-block sums and
- * per-block minima of kd_i - 2 (r_i + sign k). */
+/* k_p(x, x_i) for the n dictionary points, into out (threads over blocks). */
+static void dict_row(ksdt_state *st, const double *x, const double *s,
+                     double *out, int nt)
+{
+    int n = st->n, nb = (n + KB_BLOCK - 1) / KB_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
+#endif
+    for (int b = 0; b < nb; b++) {
+        int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
+        kb_stein_row(&st->K, x, s, st->X, st->S, st->cap, i0, i1, out + i0);
+    }
+    st->evals += n;
+}
+
+/* Block b (positions i0 .. i0 + m - 1) of a pass with a Stein kernel row k
+ * (row[t] = k_p(y, x_{i0+t})): the block's sum of k and its minimum of
+ * kd_i - 2 (r_i + sign k_i), the removal criterion after adding (sign 1)
+ * or removing (sign -1) y; with `apply` the row sums become r_i + sign k_i. */
+static inline void scan_block(ksdt_state *st, int b, int i0, int m,
+                              const double *row, double sign, int apply)
+{
+    double sum = 0.0;
+    double *r = st->r + i0;
+    const double *kd = st->kd + i0;
+    double vals[KB_BLOCK];
+#pragma omp simd reduction(+:sum)
+    for (int t = 0; t < m; t++) {
+        double rt = r[t] + sign * row[t];
+        if (apply)
+            r[t] = rt;
+        sum += row[t];
+        vals[t] = kd[t] - 2.0 * rt;
+    }
+    st->bsum[b] = sum;
+    st->bval[b] = block_min(vals, m);
+}
+
 /* The parallel regions below run once per stream step, so they only pay
  * off for large dictionaries: at 2048 points (the former threshold) a
  * region held ~12 us of work, and on a machine with other busy processes
  * the barrier waits for a descheduled thread made 2 threads up to 200x
  * slower than 1 (15,000 states: 87.5 s vs 0.44 s).  Now 16384 points. */
-static void pass(ksdt_state *st, int n, const double *x, const double *s,
-                 const double *row_known, double sign, int keep, int apply,
-                 int nt)
+
+/* A pass over positions [0, n) with a known row. */
+static void pass(ksdt_state *st, int n, const double *row, double sign,
+                 int apply, int nt)
 {
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
-    const kb_kernel *K = &st->K;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
 #endif
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
-        double buf[KB_BLOCK], sum = 0.0, bv;
-        const double *row;
-        if (row_known) {
-            row = row_known + i0;
-        } else {
-            kb_stein_row(K, x, s, st->X, st->S, st->cap, i0, i0 + m, buf);
-            if (keep)
-                memcpy(st->cache + i0, buf, (size_t) m * sizeof(double));
-            row = buf;
-        }
-        double *r = st->r + i0;
-        const double *kd = st->kd + i0;
-        double vals[KB_BLOCK];
-#pragma omp simd reduction(+:sum)
-        for (int t = 0; t < m; t++) {
-            double rt = r[t] + sign * row[t];
-            if (apply)
-                r[t] = rt;
-            sum += row[t];
-            vals[t] = kd[t] - 2.0 * rt;
-        }
-        bv = block_min(vals, m);
-        st->bsum[b] = sum;
-        st->bval[b] = bv;
+        scan_block(st, b, i0, m, row + i0, sign, apply);
     }
-    if (!row_known)
-        st->evals += n;
+}
+
+/* A pass with the row of the point (x, s), computed block by block into
+ * out and scanned while it is in cache. */
+static void pass_point(ksdt_state *st, int n, const double *x, const double *s,
+                       double *out, double sign, int apply, int nt)
+{
+    int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
+#endif
+    for (int b = 0; b < nb; b++) {
+        int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
+        kb_stein_row(&st->K, x, s, st->X, st->S, st->cap, i0, i0 + m, out + i0);
+        scan_block(st, b, i0, m, out + i0, sign, apply);
+    }
+    st->evals += n;
+}
+
+/* As if a point with row `row` were added: sums and minima, nothing
+ * changed. */
+static void scan_added(ksdt_state *st, int n, const double *row, int nt)
+{
+    pass(st, n, row, 1.0, 0, nt);
+}
+
+/* Add (sign 1) or subtract (sign -1) a point's row to the row sums. */
+static void update_rows(ksdt_state *st, int n, const double *row, double sign,
+                        int nt)
+{
+    pass(st, n, row, sign, 1, nt);
+}
+
+/* The minima of the current row sums, nothing changed. */
+static void scan_current(ksdt_state *st, int n, int nt)
+{
+    pass(st, n, st->cache, 0.0, 0, nt);
 }
 
 /* The best point to remove after a pass over n positions: the smallest
@@ -314,13 +363,13 @@ static int remove_point(ksdt_state *st, int j, int nt)
     st->kd[j] = R_PosInf;      /* keep j out of the pass's minima */
     if (j == st->newest) {
         /* its row is known from when it was added */
-        pass(st, n, NULL, NULL, st->cache, -1.0, 0, 1, nt);
+        update_rows(st, n, st->cache, -1.0, nt);
         st->newest = -1;
     } else {
         double *pt = st->pt;
         kb_get_row(st->X, st->cap, j, st->d, pt);
         kb_get_row(st->S, st->cap, j, st->d, pt + st->d);
-        pass(st, n, pt, pt + st->d, NULL, -1.0, 0, 1, nt);
+        pass_point(st, n, pt, pt + st->d, st->row, -1.0, 1, nt);
     }
     st->kd[j] = kdj;
     st->Ssum -= 2.0 * rj - kdj;
@@ -336,101 +385,21 @@ static int remove_point(ksdt_state *st, int j, int nt)
     return best;
 }
 
-/* One KSDT step: add (x, s) (user and kernel coordinates; kt = k_p(x, x);
- * row, when known, its Stein kernel row with the dictionary; sidx its index
- * in the stream), then prune with budget eps down to no fewer than fmin
- * points.  Returns the number of removals, or -1 when a Stein kernel value
- * with the dictionary is not finite: then the dictionary is as it was
- * (st->bad_sidx is the stream index of the dictionary state involved, or 0
- * for the new state itself or an overflowing total). */
-static int step(ksdt_state *st, const double *xo, const double *so,
-                const double *x, const double *s, const double *row,
-                double kt, double sidx, double eps, double fmin, int nt)
+/* KSD^2 (times nothing: a V-statistic sum over m^2) of a set of m points
+ * whose total is S, without a member whose row sum is r and diagonal kd. */
+static inline double ksd2_without(double S, double r, double kd, double m)
 {
-    int d = st->d, n = st->n;
-    ensure_capacity(st, n + 1);
-    st->bad_sidx = 0.0;
-    if (!R_FINITE(kt))
-        return -1;
-    int best = -1;
-    double rowsum = 0.0;
-    if (n > 0) {
-        /* a dry pass first: the new state is often the one pruned at once,
-         * and then D and its row sums stay exactly as they were */
-        if (row) {
-            /* the row is known (a candidate's): keep it as cache */
-            memcpy(st->cache, row, (size_t) n * sizeof(double));
-            pass(st, n, NULL, NULL, st->cache, 1.0, 0, 0, nt);
-        } else {
-            pass(st, n, x, s, NULL, 1.0, 1, 0, nt);
-        }
-        /* the cache no longer holds the newest point's row */
-        st->newest = -1;
-        rowsum = pass_sum(st, n);
-        if (!R_FINITE(rowsum) || !R_FINITE(st->Ssum + 2.0 * rowsum + kt)) {
-            for (int i = 0; i < n; i++)
-                if (!R_FINITE(st->cache[i])) {
-                    st->bad_sidx = st->sidx[i];
-                    break;
-                }
-            return -1;
-        }
-        best = pass_argmin(st, n, -1, st->cache);
-    }
-    st->t += 1.0;
-    double rnew = rowsum + kt, Snew = st->Ssum + 2.0 * rowsum + kt,
-        n1 = n + 1.0, K0 = Snew / (n1 * n1);
-    if (n >= 1 && n >= fmin &&
-        (best < 0 || better(kt - 2.0 * rnew, sidx, st->kd[best] -
-                            2.0 * (st->r[best] + 1.0 * st->cache[best]),
-                            st->sidx[best]))) {
-        double val = (Snew - 2.0 * rnew + kt) / ((double) n * n);
-        if (val <= K0 + eps) {
-            /* the new state is pruned at once */
-            int removed = 1;
-            if (!(n >= 2 && n - 1 >= fmin))
-                return removed;
-            pass(st, n, NULL, NULL, st->cache, 0.0, 0, 0, nt);
-            best = pass_argmin(st, n, -1, NULL);
-            while (st->n >= 2 && st->n - 1 >= fmin && best >= 0) {
-                double m1 = st->n - 1.0;
-                double v = (st->Ssum - 2.0 * st->r[best] + st->kd[best]) /
-                    (m1 * m1);
-                if (!(v <= K0 + eps))
-                    break;
-                best = remove_point(st, best, nt);
-                removed++;
-            }
-            return removed;
-        }
-    }
-    if (n > 0) {
-        pass(st, n, NULL, NULL, st->cache, 1.0, 0, 1, nt);
-        best = pass_argmin(st, n, -1, NULL);
-    }
-    for (int k = 0; k < d; k++) {
-        size_t a = (size_t) k * st->cap + n;
-        st->X[a] = x[k];
-        st->S[a] = s[k];
-        st->Xo[a] = xo[k];
-        st->So[a] = so[k];
-    }
-    st->r[n] = rnew;
-    st->kd[n] = kt;
-    st->cache[n] = kt;
-    st->sidx[n] = sidx;
-    st->Ssum = Snew;
-    st->newest = n;
-    if (best < 0 || better(kt - 2.0 * st->r[n], sidx,
-                           st->kd[best] - 2.0 * st->r[best], st->sidx[best]))
-        best = n;
-    st->n = n + 1;
+    return (S - 2.0 * r + kd) / (m * m);
+}
 
+/* Greedy removals while the KSD^2 without the best candidate stays at most
+ * `bound`, down to fmin points (and never below 1).  Returns removals. */
+static int prune(ksdt_state *st, int best, double bound, double fmin, int nt)
+{
     int removed = 0;
     while (st->n >= 2 && st->n - 1 >= fmin && best >= 0) {
-        double m1 = st->n - 1.0;
-        double val = (st->Ssum - 2.0 * st->r[best] + st->kd[best]) / (m1 * m1);
-        if (!(val <= K0 + eps))
+        if (!(ksd2_without(st->Ssum, st->r[best], st->kd[best], st->n - 1.0) <=
+              bound))
             break;
         best = remove_point(st, best, nt);
         removed++;
@@ -438,49 +407,158 @@ static int step(ksdt_state *st, const double *xo, const double *so,
     return removed;
 }
 
-static void record(ksdt_state *st, int removed)
+/* Store the new point p at position n, with row sum rnew and total Snew. */
+static void append_point(ksdt_state *st, const kb_ksdt_point *p, double rnew,
+                         double Snew)
+{
+    int n = st->n;
+    for (int k = 0; k < st->d; k++) {
+        size_t a = (size_t) k * st->cap + n;
+        st->X[a] = p->x[k];
+        st->S[a] = p->s[k];
+        st->Xo[a] = p->xo[k];
+        st->So[a] = p->so[k];
+    }
+    st->r[n] = rnew;
+    st->kd[n] = p->kd;
+    st->cache[n] = p->kd;
+    st->sidx[n] = p->sidx;
+    st->Ssum = Snew;
+    st->newest = n;
+    st->n = n + 1;
+}
+
+/* The stream index of the first dictionary point whose value in a Stein
+ * kernel row is not finite (0 if none: a total overflowed). */
+static double first_nonfinite(const ksdt_state *st, const double *row, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!R_FINITE(row[i]))
+            return st->sidx[i];
+    return 0.0;
+}
+
+/* One KSDT step: add the point p (row, when known, its Stein kernel row
+ * with the dictionary), then prune with budget eps down to no fewer than
+ * fmin points.  Returns the number of removals, or -1 when a Stein kernel
+ * value with the dictionary is not finite: then the dictionary is as it
+ * was (st->bad_sidx is the stream index of the dictionary state involved,
+ * or 0 for the new state itself or an overflowing total). */
+static int step(ksdt_state *st, const kb_ksdt_point *p, const double *row,
+                double eps, double fmin, int nt)
+{
+    int n = st->n;
+    double kt = p->kd;
+    ensure_capacity(st, n + 1);
+    st->bad_sidx = 0.0;
+    if (!R_FINITE(kt))
+        return -1;
+    int best = -1;
+    double rowsum = 0.0;
+    if (n > 0) {
+        /* the new point's row goes into the cache (which then no longer
+         * holds the newest point's), and a dry pass first: the new state is
+         * often the one pruned at once, and then D and its row sums stay
+         * exactly as they were */
+        if (row) {
+            memcpy(st->cache, row, (size_t) n * sizeof(double));
+            scan_added(st, n, st->cache, nt);
+        } else {
+            pass_point(st, n, p->x, p->s, st->cache, 1.0, 0, nt);
+        }
+        st->newest = -1;
+        rowsum = pass_sum(st, n);
+        if (!R_FINITE(rowsum) || !R_FINITE(st->Ssum + 2.0 * rowsum + kt)) {
+            st->bad_sidx = first_nonfinite(st, st->cache, n);
+            return -1;
+        }
+        best = pass_argmin(st, n, -1, st->cache);
+    }
+    st->t += 1.0;
+    double rnew = rowsum + kt, Snew = st->Ssum + 2.0 * rowsum + kt,
+        n1 = n + 1.0, bound = Snew / (n1 * n1) + eps;
+    if (n >= 1 && n >= fmin &&
+        (best < 0 || better(kt - 2.0 * rnew, p->sidx, st->kd[best] -
+                            2.0 * (st->r[best] + 1.0 * st->cache[best]),
+                            st->sidx[best])) &&
+        ksd2_without(Snew, rnew, kt, n) <= bound) {
+        /* the new state is pruned at once */
+        if (!(n >= 2 && n - 1 >= fmin))
+            return 1;
+        scan_current(st, n, nt);
+        return 1 + prune(st, pass_argmin(st, n, -1, NULL), bound, fmin, nt);
+    }
+    if (n > 0) {
+        update_rows(st, n, st->cache, 1.0, nt);
+        best = pass_argmin(st, n, -1, NULL);
+    }
+    append_point(st, p, rnew, Snew);
+    if (best < 0 || better(kt - 2.0 * st->r[n], p->sidx,
+                           st->kd[best] - 2.0 * st->r[best], st->sidx[best]))
+        best = n;
+    return prune(st, best, bound, fmin, nt);
+}
+
+void kb_ksdt_record(ksdt_state *st, int removed, double offered)
 {
     double nn = st->n;
     st->h_ksd[st->hlen] = sqrt(st->Ssum > 0 ? st->Ssum : 0.0) / nn;
     st->h_size[st->hlen] = nn;
     st->h_removed[st->hlen] = removed;
     st->hlen++;
+    st->offered = offered;
 }
 
-static double diag_of(ksdt_state *st, const double *s)
+double kb_ksdt_diag(ksdt_state *st, const double *s)
 {
     st->evals += 1.0;
     return kb_stein_diag(&st->K, s);
 }
 
-/* k_p(x, X_i) for the n dictionary points, into out (threads over blocks). */
-static void dict_row(ksdt_state *st, const double *x, const double *s,
-                     double *out, int nt)
+int kb_ksdt_add(ksdt_state *st, const kb_ksdt_point *p, double eps,
+                double fmin, int nt)
 {
-    int n = st->n, nb = (n + KB_BLOCK - 1) / KB_BLOCK;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
-#endif
-    for (int b = 0; b < nb; b++) {
-        int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
-        kb_stein_row(&st->K, x, s, st->X, st->S, st->cap, i0, i1, out + i0);
-    }
-    st->evals += n;
+    return step(st, p, NULL, eps, fmin, nt);
 }
 
-/* A block of candidates (SP-MCMC's rule, Chen et al. 2019, as used by the
- * KSDT paper's SPMCMC variants): of the states offered in a block, the one
- * minimising k_p(c, c) + 2 sum_{j in D} k_p(c, x_j) goes to KSDT, the first
- * on ties.  Its row with D is kept for the step.  The dictionary does not
- * change within a block. */
-typedef struct {
-    int filled, cur, best;     /* candidates seen; rows[cur]: the best's row */
-    double crit, kd, sidx;
-    double *rows[2];
-    double *buf;               /* the best's xo, so, x, s (4 d) */
-} cblock;
+void kb_ksdt_reserve(ksdt_state *st, R_xlen_t steps)
+{
+    ensure_history(st, st->hlen + steps);
+}
 
-static void cblock_init(ksdt_state *st, cblock *cb)
+int kb_ksdt_size(const ksdt_state *st) { return st->n; }
+int kb_ksdt_d(const ksdt_state *st) { return st->d; }
+double kb_ksdt_offered(const ksdt_state *st) { return st->offered; }
+double kb_ksdt_evals(const ksdt_state *st) { return st->evals; }
+double kb_ksdt_last_ksd(const ksdt_state *st)
+{
+    return st->hlen > 0 ? st->h_ksd[st->hlen - 1] : NA_REAL;
+}
+
+/* A start for fresh moves: rule 2 a uniformly random dictionary point,
+ * 3 the point of least influence argmin_i 2 r_i - k_p(x_i, x_i) (Chen et
+ * al. 2019; ties to the oldest).  Its user coordinates and score into x, s. */
+void kb_ksdt_start_point(const ksdt_state *st, int rule, double *x, double *s)
+{
+    int j = 0;
+    if (rule == 2) {
+        j = (int) floor(unif_rand() * st->n);
+        if (j >= st->n) j = st->n - 1;
+    } else {
+        double bv = R_PosInf;
+        for (int i = 0; i < st->n; i++) {
+            double v = 2.0 * st->r[i] - st->kd[i];
+            if (v < bv || (v == bv && st->sidx[i] < st->sidx[j])) {
+                bv = v;
+                j = i;
+            }
+        }
+    }
+    kb_get_row(st->Xo, st->cap, j, st->d, x);
+    kb_get_row(st->So, st->cap, j, st->d, s);
+}
+
+void kb_ksdt_block_init(ksdt_state *st, kb_cblock *cb)
 {
     cb->buf = (double *) R_alloc((size_t) 4 * st->d, sizeof(double));
     cb->filled = 0;
@@ -488,11 +566,11 @@ static void cblock_init(ksdt_state *st, cblock *cb)
 
 /* Offer one candidate; returns 0, or -1 on a non-finite Stein kernel value
  * (st->bad_sidx as in step()). */
-static int cblock_offer(ksdt_state *st, cblock *cb, const double *xo,
-                        const double *so, const double *x, const double *s,
-                        double kd, double sidx, int nt)
+int kb_ksdt_block_offer(ksdt_state *st, kb_cblock *cb, const kb_ksdt_point *p,
+                        int nt)
 {
     int n = st->n, d = st->d;
+    double kd = p->kd;
     if (cb->filled == 0) {
         ensure_crows(st, 2 * (size_t) (n > 0 ? n : 1));
         cb->rows[0] = st->crows;
@@ -505,17 +583,13 @@ static int cblock_offer(ksdt_state *st, cblock *cb, const double *xo,
     double crit = kd;
     double *row = cb->rows[1 - cb->cur];
     if (n > 0) {
-        dict_row(st, x, s, row, nt);
+        dict_row(st, p->x, p->s, row, nt);
         double sum = 0.0;
         for (int i = 0; i < n; i++)
             sum += row[i];
         crit += 2.0 * sum;
         if (!R_FINITE(crit)) {
-            for (int i = 0; i < n; i++)
-                if (!R_FINITE(row[i])) {
-                    st->bad_sidx = st->sidx[i];
-                    break;
-                }
+            st->bad_sidx = first_nonfinite(st, row, n);
             return -1;
         }
     }
@@ -523,31 +597,31 @@ static int cblock_offer(ksdt_state *st, cblock *cb, const double *xo,
         cb->crit = crit;
         cb->cur = 1 - cb->cur;
         cb->kd = kd;
-        cb->sidx = sidx;
+        cb->sidx = p->sidx;
         cb->best = cb->filled;
-        memcpy(cb->buf, xo, (size_t) d * sizeof(double));
-        memcpy(cb->buf + d, so, (size_t) d * sizeof(double));
-        memcpy(cb->buf + 2 * d, x, (size_t) d * sizeof(double));
-        memcpy(cb->buf + 3 * d, s, (size_t) d * sizeof(double));
+        memcpy(cb->buf, p->xo, (size_t) d * sizeof(double));
+        memcpy(cb->buf + d, p->so, (size_t) d * sizeof(double));
+        memcpy(cb->buf + 2 * d, p->x, (size_t) d * sizeof(double));
+        memcpy(cb->buf + 3 * d, p->s, (size_t) d * sizeof(double));
     }
     cb->filled++;
     return 0;
 }
 
 /* Offer the block's best to KSDT; returns as step(). */
-static int cblock_commit(ksdt_state *st, cblock *cb, double eps, double fmin,
-                         int nt)
+int kb_ksdt_block_commit(ksdt_state *st, kb_cblock *cb, double eps,
+                         double fmin, int nt)
 {
     int d = st->d;
     cb->filled = 0;
-    return step(st, cb->buf, cb->buf + d, cb->buf + 2 * d, cb->buf + 3 * d,
-                st->n > 0 ? cb->rows[cb->cur] : NULL, cb->kd, cb->sidx, eps,
-                fmin, nt);
+    kb_ksdt_point p = {cb->buf, cb->buf + d, cb->buf + 2 * d, cb->buf + 3 * d,
+                       cb->kd, cb->sidx};
+    return step(st, &p, st->n > 0 ? cb->rows[cb->cur] : NULL, eps, fmin, nt);
 }
 
 /* The error for a step or an offer that met a non-finite value. */
-static void NORET nonfinite_error(const ksdt_state *st, const char *what,
-                                  double row, double taken)
+void NORET kb_ksdt_nonfinite(const ksdt_state *st, const char *what,
+                             double row, double taken)
 {
     if (st->bad_sidx > 0)
         kb_error_numeric(_("KSDT: the Stein kernel of %s %.0f and the "
@@ -565,7 +639,7 @@ static void NORET nonfinite_error(const ksdt_state *st, const char *what,
 /* A push or a sampler holds the stream while it runs: a closure or a
  * progress function that pushes to the same stream is refused, and the
  * hold is released however the call ends (error, interrupt). */
-static void hold(ksdt_state *st)
+void kb_ksdt_hold(ksdt_state *st)
 {
     if (st->busy)
         kb_error_class("kb_error_state",
@@ -575,20 +649,9 @@ static void hold(ksdt_state *st)
     st->busy = 1;
 }
 
-static void release(void *data)
+void kb_ksdt_release(void *data)
 {
     ((ksdt_state *) data)->busy = 0;
-}
-
-static void call_progress(SEXP progress, double i, double size, double ksd)
-{
-    /* progress(i, size, ksd) */
-    SEXP a1 = PROTECT(Rf_ScalarReal(i));
-    SEXP a2 = PROTECT(Rf_ScalarReal(size));
-    SEXP a3 = PROTECT(Rf_ScalarReal(ksd));
-    SEXP call = PROTECT(Rf_lang4(progress, a1, a2, a3));
-    Rf_eval(call, R_GlobalEnv);
-    UNPROTECT(4);
 }
 
 /* ---- .Call entry points ------------------------------------------------ */
@@ -651,8 +714,8 @@ static SEXP push_body(void *data)
     }
     int nblocks = (m + C - 1) / C;
     ensure_history(st, st->hlen + nblocks);
-    cblock cb;
-    cblock_init(st, &cb);
+    kb_cblock cb;
+    kb_ksdt_block_init(st, &cb);
     time_t last = time(NULL);
     double since = 0.0, base = st->offered;
     int blk = 0;
@@ -663,29 +726,27 @@ static SEXP push_body(void *data)
         kb_get_row(SK, m, i, d, buf + 3 * d);
         double e0 = st->evals;
         int rem;
+        kb_ksdt_point p = {buf, buf + d, buf + 2 * d, buf + 3 * d, kdv[i],
+                           base + i + 1.0};
         /* the diagonal evaluated above is counted as its row is taken */
         if (C == 1) {
-            rem = step(st, buf, buf + d, buf + 2 * d, buf + 3 * d, NULL,
-                       kdv[i], base + i + 1.0, REAL(A->eps)[blk],
-                       REAL(A->fmin)[blk], nt);
+            rem = step(st, &p, NULL, REAL(A->eps)[blk], REAL(A->fmin)[blk], nt);
             if (rem >= 0)
                 st->evals += 1.0;
         } else {
-            if (cblock_offer(st, &cb, buf, buf + d, buf + 2 * d, buf + 3 * d,
-                             kdv[i], base + i + 1.0, nt) < 0)
-                nonfinite_error(st, "row", i + 1.0, st->offered - base);
+            if (kb_ksdt_block_offer(st, &cb, &p, nt) < 0)
+                kb_ksdt_nonfinite(st, "row", i + 1.0, st->offered - base);
             st->evals += 1.0;
             since += st->evals - e0;
             if (cb.filled < C && i < m - 1)
                 goto check;
             e0 = st->evals;
-            rem = cblock_commit(st, &cb, REAL(A->eps)[blk], REAL(A->fmin)[blk],
-                                nt);
+            rem = kb_ksdt_block_commit(st, &cb, REAL(A->eps)[blk],
+                                       REAL(A->fmin)[blk], nt);
         }
         if (rem < 0)
-            nonfinite_error(st, "row", i + 1.0, st->offered - base);
-        record(st, rem);
-        st->offered = base + i + 1.0;
+            kb_ksdt_nonfinite(st, "row", i + 1.0, st->offered - base);
+        kb_ksdt_record(st, rem, base + i + 1.0);
         blk++;
         since += st->evals - e0;
     check:
@@ -694,8 +755,8 @@ static SEXP push_body(void *data)
             since = 0.0;
             time_t now = time(NULL);
             if (A->progress != R_NilValue && (now > last || i == m - 1)) {
-                call_progress(A->progress, i + 1.0, st->n,
-                              st->h_ksd[st->hlen - 1]);
+                kb_call_progress(A->progress, i + 1.0, st->n,
+                                 st->h_ksd[st->hlen - 1]);
                 last = now;
             }
         }
@@ -706,7 +767,7 @@ static SEXP push_body(void *data)
 SEXP kb_ksdt_push(SEXP ptr, SEXP xo, SEXP so, SEXP x, SEXP s, SEXP eps,
                   SEXP fmin, SEXP cand, SEXP nthreads, SEXP progress)
 {
-    ksdt_state *st = get_state(ptr);
+    ksdt_state *st = kb_ksdt_state(ptr);
     int nt = kb_nthreads(nthreads), d = st->d, C = kb_scalar_int(cand, "candidates");
     SEXP mats[4] = {xo, so, x, s};
     for (int q = 0; q < 4; q++)
@@ -730,9 +791,9 @@ SEXP kb_ksdt_push(SEXP ptr, SEXP xo, SEXP so, SEXP x, SEXP s, SEXP eps,
                 kb_error_numeric(_("KSDT push: %s is not finite at row %d; "
                                    "nothing was pushed"), nm[q],
                                  (int) (i % (m > 0 ? m : 1)) + 1);
-    hold(st);
+    kb_ksdt_hold(st);
     push_args A = {st, xo, so, x, s, eps, fmin, progress, nt, C};
-    R_ExecWithCleanup(push_body, &A, release, st);
+    R_ExecWithCleanup(push_body, &A, kb_ksdt_release, st);
     return R_NilValue;
 }
 
@@ -758,7 +819,7 @@ static SEXP copy_vec(const double *v, R_xlen_t n)
 /* The dictionary (in stream order) and the history. */
 SEXP kb_ksdt_result(SEXP ptr)
 {
-    ksdt_state *st = get_state(ptr);
+    ksdt_state *st = kb_ksdt_state(ptr);
     const char *nms[] = {"points", "score", "index", "r", "kdiag", "S",
                          "ksd", "size", "removed", "t", "evals", "n_offered",
                          ""};
@@ -779,199 +840,10 @@ SEXP kb_ksdt_result(SEXP ptr)
     return ans;
 }
 
-/* ---- sampling with KSDT inside (ksdt_sample, sp_mcmc) ----------------- */
-
-/* Point in kernel coordinates: x Q (Q NULL: unchanged). */
-static void to_kernel(int d, const double *Q, const double *x, double *out)
-{
-    if (!Q) {
-        memcpy(out, x, (size_t) d * sizeof(double));
-        return;
-    }
-    for (int k = 0; k < d; k++) {
-        double acc = 0.0;
-        for (int l = 0; l < d; l++)
-            acc += x[l] * Q[l + (size_t) k * d];
-        out[k] = acc;
-    }
-}
-
-/* Run a sampler for n_iter KSDT steps of `cand` chain iterations each.
- * restart = 0 (ksdt_sample): the chain runs on undisturbed; each block of
- *   `cand` consecutive states offers KSDT its state minimising
- *   k_p(y, y) + 2 sum_{x in D} k_p(y, x) (the KSDT paper's SPMCMC variants);
- *   with cand = 1 every state.  Equal to ksdt(chain, candidates = cand).
- * restart = 1 (sp_mcmc, Stein Point MCMC): n_iter steps, each running
- *   `cand` fresh moves from a start chosen by rule (1 last added point,
- *   2 a random dictionary point, 3 the point of least influence
- *   argmin_i 2 r_i - k_p(x_i, x_i), Chen et al. 2019) and continuing from
- *   the selected candidate. */
-typedef struct {
-    ksdt_state *st;
-    SEXP rho, eps, fmin, progress;
-    int vec, type, n_iter, C, start, restart, nt, d;
-    double h;
-    const double *x0, *Q;
-    double acc_rate, step;
-} sample_args;
-
-static SEXP sample_body(void *data)
-{
-    sample_args *A = (sample_args *) data;
-    ksdt_state *st = A->st;
-    int d = A->d, nt = A->nt, C = A->C, n_iter = A->n_iter;
-    const double *Q = A->Q;
-    double *ck = (double *) R_alloc((size_t) 2 * d, sizeof(double)),
-        *cks = ck + d;
-    double *clp = (double *) R_alloc((size_t) C, sizeof(double));
-    double *cxs = (double *) R_alloc((size_t) 2 * C * d, sizeof(double));
-    ensure_history(st, st->hlen + n_iter);
-    cblock cb;
-    cblock_init(st, &cb);
-    kb_sampler smp;
-    GetRNGstate();
-    kb_sampler_init(&smp, A->type, A->rho, A->vec, d, A->x0, A->h);
-    time_t last = time(NULL);
-    double since = 0.0, base = st->offered;
-    int blk = 0, total = n_iter * C;
-    for (int it = 0; it < total; it++) {
-        double e0 = st->evals;
-        int c = A->restart ? it % C : cb.filled;
-        if (A->restart && c == 0 && st->n > 0 && A->start != 1) {
-            int j = 0;
-            if (A->start == 2) {
-                j = (int) floor(unif_rand() * st->n);
-                if (j >= st->n) j = st->n - 1;
-            } else {
-                /* least influence; ties to the oldest point */
-                double bv = R_PosInf;
-                for (int i = 0; i < st->n; i++) {
-                    double v = 2.0 * st->r[i] - st->kd[i];
-                    if (v < bv || (v == bv && st->sidx[i] < st->sidx[j])) {
-                        bv = v;
-                        j = i;
-                    }
-                }
-            }
-            kb_get_row(st->Xo, st->cap, j, d, st->pt);
-            kb_get_row(st->So, st->cap, j, d, st->pt + d);
-            kb_sampler_jump(&smp, st->pt, st->pt + d);
-        }
-        kb_sampler_step(&smp);
-        kb_sampler_score(&smp);
-        to_kernel(d, Q, smp.x, ck);
-        to_kernel(d, Q, smp.s, cks);
-        /* the stream offered to KSDT: the chain's states, or with restarts
-         * the selected candidates, one per step */
-        double kd = diag_of(st, cks),
-            sidx = base + (A->restart ? blk : it) + 1.0;
-        int rem;
-        if (C == 1) {
-            rem = step(st, smp.x, smp.s, ck, cks, NULL, kd, sidx,
-                       REAL(A->eps)[blk], REAL(A->fmin)[blk], nt);
-        } else {
-            if (A->restart) {
-                memcpy(cxs + (size_t) c * 2 * d, smp.x, (size_t) d * sizeof(double));
-                memcpy(cxs + (size_t) c * 2 * d + d, smp.s, (size_t) d * sizeof(double));
-                clp[c] = smp.lp;
-            }
-            if (cblock_offer(st, &cb, smp.x, smp.s, ck, cks, kd, sidx, nt) < 0)
-                nonfinite_error(st, "chain state", it + 1.0, st->offered - base);
-            since += st->evals - e0;
-            if (cb.filled < C && it < total - 1)
-                goto check;
-            e0 = st->evals;
-            int b = cb.best;
-            rem = cblock_commit(st, &cb, REAL(A->eps)[blk], REAL(A->fmin)[blk],
-                                nt);
-            if (A->restart) {
-                /* continue the chain from the selected candidate */
-                memcpy(smp.x, cxs + (size_t) b * 2 * d, (size_t) d * sizeof(double));
-                memcpy(smp.s, cxs + (size_t) b * 2 * d + d, (size_t) d * sizeof(double));
-                smp.lp = clp[b];
-                smp.has_score = 1;
-            }
-        }
-        if (rem < 0)
-            nonfinite_error(st, "chain state", it + 1.0, st->offered - base);
-        record(st, rem);
-        st->offered = sidx;
-        blk++;
-        since += st->evals - e0;
-    check:
-        if (since > 4194304.0 || (it + 1) % 256 == 0 || it == total - 1) {
-            R_CheckUserInterrupt();
-            since = 0.0;
-            time_t now = time(NULL);
-            if (A->progress != R_NilValue && (now > last || it == total - 1)) {
-                call_progress(A->progress, blk, st->n,
-                              st->hlen > 0 ? st->h_ksd[st->hlen - 1] : NA_REAL);
-                last = now;
-            }
-        }
-    }
-    PutRNGstate();
-    A->acc_rate = smp.proposed > 0 ? smp.accepted / smp.proposed : NA_REAL;
-    A->step = smp.step;
-    UNPROTECT(2);              /* kb_sampler_init's */
-    return R_NilValue;
-}
-
-SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP vectorized, SEXP type_, SEXP x0,
-                    SEXP n_iter_, SEXP step_, SEXP cand_, SEXP start_,
-                    SEXP restart_, SEXP eps, SEXP fmin, SEXP Q_,
-                    SEXP nthreads, SEXP progress)
-{
-    ksdt_state *st = get_state(ptr);
-    sample_args A;
-    A.st = st;
-    A.d = st->d;
-    A.nt = kb_nthreads(nthreads);
-    A.type = kb_scalar_int(type_, "type");
-    A.n_iter = kb_scalar_int(n_iter_, "n_iter");
-    A.C = kb_scalar_int(cand_, "candidates");
-    A.start = kb_scalar_int(start_, "start");
-    A.restart = Rf_asLogical(restart_) == TRUE;
-    A.h = kb_scalar_real(step_, "step");
-    A.vec = Rf_asLogical(vectorized) == TRUE;
-    A.rho = rho;
-    A.eps = eps;
-    A.fmin = fmin;
-    A.progress = progress;
-    if (TYPEOF(x0) != REALSXP || XLENGTH(x0) != A.d)
-        Rf_error(_("'x0' must be a numeric vector of length %d"), A.d);
-    A.x0 = REAL(x0);
-    if (A.C < 1 || A.n_iter < 1)
-        KB_INTERNAL("candidates and n_iter must be positive");
-    if (!A.restart && A.start != 1)
-        KB_INTERNAL("start rules need restarts");
-    if ((double) A.n_iter * A.C > INT_MAX)
-        KB_INTERNAL("too many moves");
-    if (TYPEOF(eps) != REALSXP || XLENGTH(eps) != A.n_iter ||
-        TYPEOF(fmin) != REALSXP || XLENGTH(fmin) != A.n_iter)
-        KB_INTERNAL("budget and minimum size must have one value per step");
-    A.Q = NULL;
-    if (Q_ != R_NilValue) {
-        if (TYPEOF(Q_) != REALSXP || XLENGTH(Q_) != (R_xlen_t) A.d * A.d)
-            KB_INTERNAL("Q must be a d x d matrix");
-        A.Q = REAL(Q_);
-    }
-    if (progress != R_NilValue && !Rf_isFunction(progress))
-        KB_INTERNAL("progress must be a function or NULL");
-    hold(st);
-    R_ExecWithCleanup(sample_body, &A, release, st);
-    const char *nms[] = {"accept_rate", "step", ""};
-    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
-    SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(A.acc_rate));
-    SET_VECTOR_ELT(ans, 1, Rf_ScalarReal(A.step));
-    UNPROTECT(1);
-    return ans;
-}
-
 /* .Call entry: c(steps, dictionary size, current KSD, rows offered). */
 SEXP kb_ksdt_info(SEXP ptr)
 {
-    ksdt_state *st = get_state(ptr);
+    ksdt_state *st = kb_ksdt_state(ptr);
     SEXP ans = PROTECT(Rf_allocVector(REALSXP, 4));
     REAL(ans)[0] = st->t;
     REAL(ans)[1] = st->n;
@@ -984,14 +856,14 @@ SEXP kb_ksdt_info(SEXP ptr)
 /* .Call entry: the stream's dimension. */
 SEXP kb_ksdt_dim(SEXP ptr)
 {
-    return Rf_ScalarInteger(get_state(ptr)->d);
+    return Rf_ScalarInteger(kb_ksdt_state(ptr)->d);
 }
 
 /* .Call entry, for tests: make the n-th next allocation of the stream fail
  * (0: never). */
 SEXP kb_ksdt_fail_alloc(SEXP ptr, SEXP n)
 {
-    ksdt_state *st = get_state(ptr);
+    ksdt_state *st = kb_ksdt_state(ptr);
     st->fail_alloc = kb_scalar_int(n, "n");
     return R_NilValue;
 }

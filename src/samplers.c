@@ -51,6 +51,15 @@ void kb_sampler_jump(kb_sampler *smp, const double *x, const double *s)
     smp->has_score = 1;
 }
 
+void kb_sampler_set_state(kb_sampler *smp, const double *x, const double *s,
+                          double lp)
+{
+    memcpy(smp->x, x, (size_t) smp->d * sizeof(double));
+    memcpy(smp->s, s, (size_t) smp->d * sizeof(double));
+    smp->lp = lp;
+    smp->has_score = 1;
+}
+
 /* MALA proposal density log q(to | from) up to a constant:
  * -|to - from - (h^2/2) s(from)|^2 / (2 h^2). */
 static double mala_logq(int d, double h, const double *to, const double *from,

@@ -33,4 +33,8 @@ void kb_sampler_score(kb_sampler *smp);
 /* Move the chain to x (a state seen before, with its score). */
 void kb_sampler_jump(kb_sampler *smp, const double *x, const double *s);
 
+/* Set the chain's state to x with score s and log density lp, all known. */
+void kb_sampler_set_state(kb_sampler *smp, const double *x, const double *s,
+                          double lp);
+
 #endif

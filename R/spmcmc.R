@@ -1,0 +1,187 @@
+# Samplers with KSDT inside: ksdt_sample() (one chain, each block of
+# `candidates` states offering its best to KSDT) and Stein Point MCMC
+# (sp_mcmc(): fresh moves from a chosen start, no pruning).  The chain runs
+# in C (src/spmcmc.c) and feeds the stream of R/ksdt.R.
+
+start_rules <- c("last", "rand", "infl")
+
+# Every argument of a sampler run checked (and the schedules evaluated)
+# before any work: ksdt_chains() calls this once before starting chains.
+check_ksdt_sampler <- function(target, x0, n_iter, step, candidates, warmup,
+                               target_accept, sampler, stream, fmin = NULL) {
+  check_target(target)
+  x0 <- check_x0(x0, target)
+  n_iter <- check_count(n_iter, "n_iter")
+  candidates <- check_count(candidates, "candidates")
+  if (as.double(n_iter) * candidates > .Machine$integer.max) {
+    stop_arg("n_iter", "times the number of candidates must be below 2^31")
+  }
+  type <- if (sampler == "mala") 2L else 1L
+  if (is.null(target_accept)) target_accept <- if (type == 2L) 0.574 else 0.234
+  target_accept <- check_number(target_accept, "target_accept", lower = 0,
+                                upper = 1, lower_open = TRUE,
+                                upper_open = TRUE)
+  if (!is.null(step)) step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  warmup <- if (is.null(warmup)) 1000L else check_count(warmup, "warmup", 2L)
+  heuristic <- is.character(stream$kernel$precon) && stream$kernel$precon != "id"
+  t <- stream_t(stream) + seq_len(n_iter)
+  eps <- stream$budget_fun(t)
+  fm <- if (is.null(fmin)) stream$min_size_fun(t) else rep(fmin, n_iter)
+  list(x0 = x0, n_iter = n_iter, candidates = candidates, type = type,
+       target_accept = target_accept, step = step, warmup = warmup,
+       pilot = is.null(step) || heuristic, eps = eps, fmin = as.double(fm))
+}
+
+# Shared driver of ksdt_sample() and sp_mcmc(): an optional pilot run
+# (step-size adaptation, preconditioner heuristics), then the C loop.
+run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
+                             start, restart, warmup, target_accept, stream,
+                             fmin, method) {
+  a <- check_ksdt_sampler(target, x0, n_iter, step, candidates, warmup,
+                          target_accept, sampler, stream, fmin)
+  x0 <- a$x0
+  step <- a$step
+  pilot <- NULL
+  if (a$pilot) {
+    # pilot chain: adapts the step (when not given) and supplies the sample
+    # that preconditioner heuristics are resolved on; it is not returned
+    pilot <- run_mcmc(a$type, target, x0, a$warmup, step, a$warmup,
+                      a$target_accept, scores = FALSE)
+    step <- pilot$step
+    x0 <- pilot$x[a$warmup, ]
+  }
+  n_iter <- a$n_iter
+  candidates <- a$candidates
+  type <- a$type
+  eps <- a$eps
+  fm <- a$fmin
+  t0 <- stream_t(stream)
+  prog <- if (stream$progress) ksdt_progress(t0, n_iter) else NULL
+  res <- NULL
+  with_stream(stream, {
+    ksdt_stream_resolve(stream, if (is.null(pilot)) matrix(x0, 1L) else pilot$x)
+    res <- .Call(C_kb_ksdt_sample, stream$ptr, closure_env(target),
+                 target$vectorized, type, x0, n_iter, step, candidates,
+                 match(start, start_rules), restart, eps, fm,
+                 stream$rk$Q, stream$nthreads, prog)
+  })
+  if (!is.null(prog)) cat("\n")
+  out <- ksdt_result(stream)
+  out$sampler <- toupper(sampler)
+  out$step <- res$step
+  out$accept_rate <- res$accept_rate
+  out$candidates <- candidates
+  out$start <- if (restart) start
+  out$method <- method
+  out
+}
+
+#' Sampling with KSDT inside, and Stein Point MCMC
+#'
+#' `ksdt_sample()` runs an MCMC sampler ([mala()] or [rwm()]) on a target and
+#' thins its states online with KSDT (see [ksdt()]): the chain's states are
+#' never all stored, only the dictionary. With `candidates = m > 1`, the
+#' chain runs `m` iterations per KSDT step and, of each block of `m`
+#' consecutive states, offers KSDT the one that minimises \eqn{k_p(y, y) +
+#' 2\sum_{x \in D} k_p(y, x)} against the current dictionary \eqn{D} (the
+#' Stein Point MCMC rule, as in the KSDT paper's "SPMCMC" variants); the
+#' chain itself is never restarted, so the result equals
+#' `ksdt(chain, candidates = m)` on the same chain.
+#'
+#' `sp_mcmc()` is Stein Point MCMC (Chen et al., 2019): each step runs `m`
+#' fresh MCMC moves from a start chosen by `start`, adds the candidate that
+#' minimises the same criterion, continues from it, and never removes a
+#' point, so that after `n_iter` steps the point set has `n_iter` points.
+#' Start rules: `"last"` continues from the last added point, `"rand"` from
+#' a uniformly random point of the set, `"infl"` from the point of least
+#' influence, \eqn{\arg\min_i \sum_j k_p(x_i, x_j) + \sum_j k_p(x_j, x_i)
+#' - k_p(x_i, x_i)} (as in the authors' code; the oldest point on ties).
+#'
+#' When `step` is `NULL`, or the kernel's preconditioner is a heuristic, a
+#' pilot chain of `warmup` iterations (default 1000) is run first: it
+#' adapts the step size and is the sample the heuristic is resolved on; it
+#' is discarded and the run starts from its last state.
+#'
+#' @inheritParams ksdt
+#' @inheritParams rwm
+#' @param n_iter Number of KSDT (or SP-MCMC) steps; the chain runs
+#'   `n_iter * candidates` (or `n_iter * m`) iterations.
+#' @param sampler `"mala"` (default) or `"rwm"`.
+#' @param candidates Number of consecutive chain states per KSDT step, of
+#'   which the best is offered (1: plain KSDT on the chain).
+#' @param start Start rule of `sp_mcmc()`'s moves.
+#' @param target_accept Acceptance rate for the pilot's adaptation; default
+#'   0.574 (MALA) or 0.234 (RWM).
+#' @return A `kb_ksdt` object (see [ksdt()]) with, in addition, `sampler`,
+#'   `step`, `accept_rate`, `candidates` and (for `sp_mcmc()`) `start`;
+#'   `index` counts chain iterations for `ksdt_sample()` and steps for `sp_mcmc()`. For `sp_mcmc()` the class is
+#'   `c("kb_spmcmc", "kb_ksdt")`.
+#' @references Chen, W. Y., Barp, A., Briol, F.-X., Gorham, J., Girolami,
+#'   M., Mackey, L. and Oates, C. J. (2019). Stein point Markov chain Monte
+#'   Carlo. *ICML*.
+#'
+#'   Hawkins, C., Koppel, A. and Zhang, Z. Online, informative MCMC thinning
+#'   with kernelized Stein discrepancy.
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_mixture_target(rbind(c(-2, 0), c(2, 0)))
+#' fit <- ksdt_sample(tg, x0 = c(0, 0), n_iter = 2000, step = 1)
+#' fit
+#' sp <- sp_mcmc(tg, x0 = c(0, 0), n_iter = 100, m = 5, step = 1)
+#' sp
+#' @export
+ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
+                        step = NULL, candidates = 1,
+                        budget = 0, min_size = "sqrt", min_size_coef = 1,
+                        min_size_floor = 10, kernel = imq_kernel(),
+                        warmup = NULL, target_accept = NULL, nthreads = NULL,
+                        progress = interactive()) {
+  a <- ksdt_sample_setup(target, sampler, budget, min_size, min_size_coef,
+                         min_size_floor, kernel, nthreads, progress)
+  run_ksdt_sampler(target, x0, n_iter, a$sampler, step, candidates, "last",
+                   FALSE, warmup, target_accept, a$stream, NULL, "KSDT")
+}
+
+# The sampler's name and a new stream, every argument checked.
+ksdt_sample_setup <- function(target, sampler, budget, min_size, min_size_coef,
+                              min_size_floor, kernel, nthreads, progress) {
+  sampler <- check_choice(sampler, c("mala", "rwm"), "sampler")
+  check_target(target)
+  st <- ksdt_stream(target$dim, budget = budget, min_size = min_size,
+                    min_size_coef = min_size_coef,
+                    min_size_floor = min_size_floor, kernel = kernel,
+                    nthreads = nthreads, progress = progress)
+  list(sampler = sampler, stream = st)
+}
+
+# ksdt_sample()'s checks alone, with its arguments (for ksdt_chains()).
+ksdt_sample_check <- function() {
+  a <- ksdt_sample_setup(target, sampler, budget, min_size, min_size_coef,
+                         min_size_floor, kernel, nthreads, progress)
+  check_ksdt_sampler(target, x0, n_iter, step, candidates, warmup,
+                     target_accept, a$sampler, a$stream)
+  invisible(TRUE)
+}
+formals(ksdt_sample_check) <- formals(ksdt_sample)
+
+#' @rdname ksdt_sample
+#' @param m Number of candidates per step.
+#' @export
+sp_mcmc <- function(target, x0, n_iter, m = 10, sampler = c("mala", "rwm"),
+                    start = c("last", "rand", "infl"), kernel = imq_kernel(),
+                    step = NULL, warmup = NULL, target_accept = NULL,
+                    nthreads = NULL, progress = interactive()) {
+  sampler <- check_choice(sampler, c("mala", "rwm"), "sampler")
+  start <- check_choice(start, start_rules, "start")
+  check_target(target)
+  m <- check_count(m, "m")
+  st <- ksdt_stream(target$dim, kernel = kernel, nthreads = nthreads,
+                    progress = progress)
+  out <- run_ksdt_sampler(target, x0, n_iter, sampler, step, m, start,
+                          TRUE, warmup, target_accept, st, Inf,
+                          "Stein Point MCMC")
+  out$budget <- NA
+  out$min_size <- "none (no pruning)"
+  class(out) <- c("kb_spmcmc", "kb_ksdt")
+  out
+}
