@@ -320,3 +320,74 @@ plot.kb_ksd_path <- function(x, log = "xy", reference = TRUE, ...) {
   }
   invisible(x)
 }
+
+# V-statistic KSD with an already resolved kernel (points in the original
+# coordinates).
+ksd_resolved <- function(x, s, rk, nthreads = 1L) {
+  sums <- .Call(C_kb_stein_sums, in_basis(x, rk), in_basis(s, rk), rk, NULL,
+                nthreads)
+  sqrt(max(check_total(sum(sums$sums)) / nrow(x)^2, 0))
+}
+
+# ---- KSD with the double sum split into row blocks (futures) ----------------
+
+#' KSD with the double sum split into row blocks
+#'
+#' Computes the same V-statistic as [ksd()], but splits the double sum
+#' \eqn{\sum_{i,j} k_p(x_i, x_j)} into `blocks` blocks of rows, evaluates
+#' them with the future framework (`future.apply::future_lapply()`, so on
+#' whatever [future::plan()] is set: local processes, a cluster, a
+#' scheduler) and adds the block sums. Row \eqn{j} contributes
+#' \eqn{k_p(x_j, x_j) + 2\sum_{i < j} k_p(x_i, x_j)}, so the block
+#' boundaries are at \eqn{n \sqrt{b / B}} to give the blocks equal work.
+#' Without future.apply the blocks run in turn in this process.
+#'
+#' Each block uses `nthreads` OpenMP threads in its worker (default 1, so
+#' that \eqn{k} workers on \eqn{k} cores do not oversubscribe them). The
+#' whole sample and its scores travel to every worker: \eqn{O(n d)} data
+#' for \eqn{O(n^2 d / B)} work per block.
+#'
+#' @inheritParams ksd
+#' @param blocks Number of row blocks (at least 1; more blocks than rows is
+#'   allowed and gives one row per block). Default: the number of workers
+#'   of the current plan (1 without future).
+#' @param nthreads Threads per block.
+#' @return The KSD (V-statistic), equal to `ksd(x, score, kernel)` up to
+#'   rounding (the terms are added in a different order).
+#' @seealso [ksd()], [ksdt_chains()].
+#' @examples
+#' set.seed(1)
+#' x <- matrix(rnorm(2000), 1000)
+#' tg <- gaussian_target(c(0, 0))
+#' ksd_blocks(x, tg, blocks = 4)
+#' ksd(x, tg)
+#' \donttest{
+#' if (requireNamespace("future", quietly = TRUE)) {
+#'   oplan <- future::plan(future::multisession, workers = 2)
+#'   ksd_blocks(x, tg, blocks = 2)
+#'   future::plan(oplan)
+#' }
+#' }
+#' @export
+ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
+                       standardize = FALSE, nthreads = 1) {
+  if (is.null(blocks)) {
+    blocks <- if (requireNamespace("future", quietly = TRUE)) {
+      max(1L, as.integer(future::nbrOfWorkers()))
+    } else 1L
+  }
+  blocks <- check_count(blocks, "blocks")
+  nthreads <- check_count(nthreads, "nthreads")
+  st <- stein_setup(x, score, kernel, standardize)
+  n <- st$n
+  k <- min(blocks, n)
+  b <- unique(round(n * sqrt(seq(0, k) / k)))
+  ranges <- lapply(seq_len(length(b) - 1L), function(i) c(b[i], b[i + 1L]))
+  X <- st$x
+  S <- st$s
+  K <- st$kernel
+  one <- function(r) sum(.Call(C_kb_stein_block_sums, X, S, K, r[1L], r[2L],
+                               nthreads))
+  sums <- kb_lapply(ranges, one)
+  sqrt(max(check_total(sum(unlist(sums))) / n^2, 0))
+}

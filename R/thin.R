@@ -358,7 +358,6 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
   invisible(x)
 }
 
-`%||%` <- function(a, b) if (is.null(a)) b else a
 
 #' KSD-optimal weights
 #'

@@ -185,3 +185,15 @@ format_bytes <- function(b) {
   k <- max(0, min(length(u) - 1, floor(log(max(b, 1), 1024))))
   if (k == 0) sprintf("%.0f bytes", b) else sprintf("%.1f %s", b / 1024^k, u[k + 1])
 }
+
+# lapply through future.apply when it is installed (any plan: sequential,
+# multisession, cluster, batchtools), plain lapply otherwise.
+kb_lapply <- function(X, FUN, seed = FALSE) {
+  if (requireNamespace("future.apply", quietly = TRUE)) {
+    future.apply::future_lapply(X, FUN, future.seed = seed)
+  } else {
+    lapply(X, FUN)
+  }
+}
+
+`%||%` <- function(a, b) if (is.null(a)) b else a

@@ -246,9 +246,11 @@ static inline void scan_block(ksdt_state *st, int b, int i0, int m,
  * the barrier waits for a descheduled thread made 2 threads up to 200x
  * slower than 1 (15,000 states: 87.5 s vs 0.44 s).  Now 16384 points. */
 
-/* A pass over positions [0, n) with a known row. */
-static void pass(ksdt_state *st, int n, const double *row, double sign,
-                 int apply, int nt)
+/* A pass over positions [0, n) with the Stein kernel row of a point y:
+ * `row` when it is known (x NULL), else computed from (x, s) block by block
+ * into `row` and scanned while it is in cache. */
+static void pass(ksdt_state *st, int n, const double *x, const double *s,
+                 double *row, double sign, int apply, int nt)
 {
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
 #ifdef _OPENMP
@@ -256,45 +258,33 @@ static void pass(ksdt_state *st, int n, const double *row, double sign,
 #endif
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
+        if (x)
+            kb_stein_row(&st->K, x, s, st->X, st->S, st->cap, i0, i0 + m,
+                         row + i0);
         scan_block(st, b, i0, m, row + i0, sign, apply);
     }
-}
-
-/* A pass with the row of the point (x, s), computed block by block into
- * out and scanned while it is in cache. */
-static void pass_point(ksdt_state *st, int n, const double *x, const double *s,
-                       double *out, double sign, int apply, int nt)
-{
-    int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
-#endif
-    for (int b = 0; b < nb; b++) {
-        int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
-        kb_stein_row(&st->K, x, s, st->X, st->S, st->cap, i0, i0 + m, out + i0);
-        scan_block(st, b, i0, m, out + i0, sign, apply);
-    }
-    st->evals += n;
+    if (x)
+        st->evals += n;
 }
 
 /* As if a point with row `row` were added: sums and minima, nothing
  * changed. */
-static void scan_added(ksdt_state *st, int n, const double *row, int nt)
+static void scan_added(ksdt_state *st, int n, double *row, int nt)
 {
-    pass(st, n, row, 1.0, 0, nt);
+    pass(st, n, NULL, NULL, row, 1.0, 0, nt);
 }
 
 /* Add (sign 1) or subtract (sign -1) a point's row to the row sums. */
-static void update_rows(ksdt_state *st, int n, const double *row, double sign,
+static void update_rows(ksdt_state *st, int n, double *row, double sign,
                         int nt)
 {
-    pass(st, n, row, sign, 1, nt);
+    pass(st, n, NULL, NULL, row, sign, 1, nt);
 }
 
 /* The minima of the current row sums, nothing changed. */
 static void scan_current(ksdt_state *st, int n, int nt)
 {
-    pass(st, n, st->cache, 0.0, 0, nt);
+    pass(st, n, NULL, NULL, st->cache, 0.0, 0, nt);
 }
 
 /* The best point to remove after a pass over n positions: the smallest
@@ -369,7 +359,7 @@ static int remove_point(ksdt_state *st, int j, int nt)
         double *pt = st->pt;
         kb_get_row(st->X, st->cap, j, st->d, pt);
         kb_get_row(st->S, st->cap, j, st->d, pt + st->d);
-        pass_point(st, n, pt, pt + st->d, st->row, -1.0, 1, nt);
+        pass(st, n, pt, pt + st->d, st->row, -1.0, 1, nt);
     }
     st->kd[j] = kdj;
     st->Ssum -= 2.0 * rj - kdj;
@@ -464,7 +454,7 @@ static int step(ksdt_state *st, const kb_ksdt_point *p, const double *row,
             memcpy(st->cache, row, (size_t) n * sizeof(double));
             scan_added(st, n, st->cache, nt);
         } else {
-            pass_point(st, n, p->x, p->s, st->cache, 1.0, 0, nt);
+            pass(st, n, p->x, p->s, st->cache, 1.0, 0, nt);
         }
         st->newest = -1;
         rowsum = pass_sum(st, n);

@@ -739,3 +739,48 @@ test_that("every argument is checked before the score closure runs", {
   ksd(x, score)
   expect_identical(calls, 10)
 })
+
+# ---- ksd_blocks(): the double sum in row blocks ----------------------------------
+
+test_that("ksd_blocks() equals ksd() for several block counts, blocks > n included", {
+  set.seed(801)
+  x <- matrix(rnorm(3 * 400), 400)
+  tg <- gaussian_target(c(0.2, 0, -0.1))
+  for (kern in list(imq_kernel(), imq_kernel(precon = "med"),
+                    gaussian_kernel(bandwidth = 1.3))) {
+    k0 <- ksd(x, tg, kern)
+    for (b in c(1, 2, 3, 5, 17, 400, 1000)) {
+      expect_lt(abs(ksd_blocks(x, tg, kern, blocks = b) / k0 - 1), 1e-12,
+                label = sprintf("blocks = %d", b))
+    }
+    expect_lt(abs(ksd(x, tg, kern, blocks = 4) / k0 - 1), 1e-12)
+  }
+  # standardised, a score matrix, two threads per block
+  s <- target_score(tg, x)
+  expect_lt(abs(ksd_blocks(x, s, imq_kernel(precon = "med"), blocks = 3,
+                           standardize = TRUE, nthreads = 2) /
+                  ksd(x, s, imq_kernel(precon = "med"), standardize = TRUE) - 1),
+            1e-12)
+  # the block sums are the plain-R row sums of the lower triangle
+  xs <- x[1:30, ]
+  K <- ref_stein_matrix(xs, target_score(tg, xs), type = "imq", c = 1,
+                        beta = -0.5, L = diag(3))
+  expect_equal(ksd_blocks(xs, tg, blocks = 4), sqrt(mean(K)), tolerance = 1e-12)
+  expect_error(ksd_blocks(x, tg, blocks = 0), "'blocks'")
+  expect_error(ksd(x, tg, type = "U", blocks = 2), "'blocks'")
+  expect_error(ksd(x, tg, weights = rep(1, 400) / 400, blocks = 2), "'blocks'")
+})
+
+test_that("ksd_blocks() checks blocks and nthreads before the score closure runs, and overflow is an error", {
+  calls <- 0
+  sc <- function(z) { calls <<- calls + 1; -z }
+  x <- matrix(rnorm(40), 20)
+  expect_error(ksd_blocks(x, sc, blocks = 0), "'blocks'", class = "kb_error_arg")
+  expect_error(ksd_blocks(x, sc, blocks = 2, nthreads = 0), "'nthreads'",
+               class = "kb_error_arg")
+  expect_identical(calls, 0)
+  s <- -x
+  x[7, ] <- c(1e155, 0)
+  expect_error(ksd_blocks(x, s, blocks = 3), class = "kb_error_numeric",
+               regexp = "overflow")
+})
