@@ -5,6 +5,7 @@
  * by wasserstein2() for the exact W2 distance between equal-size point
  * sets. */
 #include "kernbayes.h"
+#include "entries.h"
 
 /* Minimise sum_j C[j, a_j] over permutations a of 0..n-1, for an n x n
  * column-major cost matrix C.  On return a[j] is the 0-based column of row

@@ -4,6 +4,8 @@
  * evaluated in an environment that binds name to the closure, so that an
  * error inside the closure reads "Error in score(...)" and names it. */
 #include "callback.h"
+#include "args.h"
+#include "entries.h"
 
 void kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
 {

@@ -7,6 +7,9 @@
 #include <math.h>
 #include <R_ext/Utils.h>      /* R_rsort */
 #include "kernels.h"
+#include "args.h"
+#include "runtime.h"
+#include "entries.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

@@ -13,6 +13,8 @@
 #include <math.h>
 #include <string.h>
 #include "kernbayes.h"
+#include "args.h"
+#include "entries.h"
 
 #define GW_NEQ 10          /* 2 states + 2 x 4 sensitivities */
 #define GW_NPAR 4

@@ -1,36 +1,5 @@
 /* Registration of the .Call entry points, nothing else. */
-#include "kernbayes.h"
-
-SEXP kb_stein_matrix(SEXP, SEXP, SEXP, SEXP);
-SEXP kb_stein_sums(SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_phi(SEXP, SEXP);
-SEXP kb_gram(SEXP, SEXP, SEXP, SEXP);
-SEXP kb_kbr_fit(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_kbr_filter(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_svgd_phi(SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_stein_block_sums(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_cross_kernel(SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_ksd_grad(SEXP, SEXP, SEXP, SEXP);
-SEXP kb_mied_grad(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_kbr_mu(SEXP, SEXP, SEXP);
-SEXP kb_kbr_apply(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_kbr_weights(SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_eigen_sym(SEXP, SEXP);
-SEXP kb_stein_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_mmd_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_ksdt_new(SEXP, SEXP);
-SEXP kb_ksdt_push(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_ksdt_fail_alloc(SEXP, SEXP);
-SEXP kb_ksdt_dim(SEXP);
-SEXP kb_ksdt_result(SEXP);
-SEXP kb_ksdt_info(SEXP);
-SEXP kb_mcmc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_ksdt_sample(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP,
-                    SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_goodwin_solve(SEXP, SEXP, SEXP, SEXP);
-SEXP kb_goodwin_logpost(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_assign(SEXP);
+#include "entries.h"
 
 #define CALLDEF(name, n) {#name, (DL_FUNC) &name, n}
 

@@ -3,6 +3,8 @@
  * prior-to-joint weights mu and for the posterior weights. */
 #include <math.h>
 #include "linalg.h"
+#include "args.h"
+#include "entries.h"
 
 /* mu = n (G_X + n eps I)^{-1} m. */
 static void kbr_mu(int n, const double *gx, const double *m, double eps,

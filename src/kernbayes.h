@@ -17,7 +17,7 @@
 #endif
 
 /* Below this many kernel evaluations in a parallel region, threads cost
- * more than they save (and spin idly on a busy machine): run serially. */
+ * more than they save.  Being replaced by runtime.h's KB_PAR_MIN_WORK. */
 #define KB_PAR_MIN_EVALS 65536.0
 
 /* Classed errors (R conditions inheriting from "kb_error"): the message is
@@ -26,16 +26,13 @@
 void NORET kb_error_numeric(const char *fmt, ...);   /* "kb_error_numeric" */
 void NORET kb_error_class(const char *cls, const char *fmt, ...);
 
-/* Internal errors: conditions the R layer is supposed to rule out. */
+/* Internal errors: conditions the R layer is supposed to rule out; the
+ * message names the C function that met it. */
 #define KB_INTERNAL(msg) \
-    kb_error_class("kb_error_internal", _("kernbayes internal error: %s"), msg)
+    kb_error_class("kb_error_internal", \
+                   _("kernbayes internal error in %s(): %s"), __func__, msg)
 
-/* Look up a list element by name; R_NilValue when absent. */
-SEXP kb_list_elt(SEXP list, const char *name);
-/* Checked scalar extraction (the R layer has validated; these guard C). */
-double kb_scalar_real(SEXP x, const char *what);
-int kb_scalar_int(SEXP x, const char *what);
-/* Thread count: at least 1, at most the number of processors. */
-int kb_nthreads(SEXP nthreads);
+/* The other floors' headers: args.h (checks of what R hands to C),
+ * runtime.h (threads, scratch, interrupts), entries.h (.Call entries). */
 
 #endif

@@ -1,6 +1,9 @@
 /* Base kernels: the only place that knows phi and its radial derivatives. */
 #include <math.h>
 #include "kernels.h"
+#include "args.h"
+#include "runtime.h"
+#include "entries.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

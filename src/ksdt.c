@@ -14,6 +14,9 @@
 #include <time.h>
 #include "ksdt.h"
 #include "callback.h"
+#include "args.h"
+#include "runtime.h"
+#include "entries.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

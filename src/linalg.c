@@ -1,4 +1,5 @@
 #include "linalg.h"
+#include "entries.h"
 #include <R_ext/Lapack.h>
 #include <R_ext/BLAS.h>
 #ifndef FCONE

@@ -2,6 +2,8 @@
  * the score (DESIGN.md, "Samplers").  All randomness from R's RNG. */
 #include <math.h>
 #include "samplers.h"
+#include "args.h"
+#include "entries.h"
 
 void kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
                      int d, const double *x0, double step)

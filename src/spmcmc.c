@@ -3,6 +3,9 @@
 #include <time.h>
 #include "ksdt.h"
 #include "samplers.h"
+#include "args.h"
+#include "runtime.h"
+#include "entries.h"
 
 /* Point in kernel coordinates: x Q (Q NULL: unchanged). */
 static void to_kernel(int d, const double *Q, const double *x, double *out)

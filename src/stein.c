@@ -1,6 +1,9 @@
 /* Stein kernel k_p of the Langevin Stein operator (DESIGN.md, "Stein kernel")
  * and the sums behind the kernelized Stein discrepancy. */
 #include "stein.h"
+#include "args.h"
+#include "runtime.h"
+#include "entries.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

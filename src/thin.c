@@ -4,6 +4,9 @@
  * O(n) memory: never an n x m or n x n matrix. */
 #include <limits.h>
 #include "stein.h"
+#include "args.h"
+#include "runtime.h"
+#include "entries.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

@@ -1,0 +1,62 @@
+/* Every .Call entry of kernbayes, declared once: included by init.c (which
+ * registers them) and by each file that defines one, so the compiler checks
+ * that a definition and its registration agree. */
+#ifndef KB_ENTRIES_H
+#define KB_ENTRIES_H
+
+#include "kernbayes.h"
+
+/* assign.c */
+SEXP kb_assign(SEXP);
+
+/* callback.c */
+SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP, SEXP);
+
+/* flows.c */
+SEXP kb_svgd_phi(SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_cross_kernel(SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_ksd_grad(SEXP, SEXP, SEXP, SEXP);
+SEXP kb_mied_grad(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+
+/* goodwin.c */
+SEXP kb_goodwin_solve(SEXP, SEXP, SEXP, SEXP);
+SEXP kb_goodwin_logpost(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+
+/* kbr.c */
+SEXP kb_kbr_fit(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_kbr_filter(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_kbr_mu(SEXP, SEXP, SEXP);
+SEXP kb_kbr_apply(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_kbr_weights(SEXP, SEXP, SEXP, SEXP, SEXP);
+
+/* kernels.c */
+SEXP kb_gram(SEXP, SEXP, SEXP, SEXP);
+
+/* ksdt.c */
+SEXP kb_ksdt_new(SEXP, SEXP);
+SEXP kb_ksdt_push(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_ksdt_fail_alloc(SEXP, SEXP);
+SEXP kb_ksdt_dim(SEXP);
+SEXP kb_ksdt_result(SEXP);
+SEXP kb_ksdt_info(SEXP);
+
+/* linalg.c */
+SEXP kb_eigen_sym(SEXP, SEXP);
+
+/* samplers.c */
+SEXP kb_mcmc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+
+/* spmcmc.c */
+SEXP kb_ksdt_sample(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+
+/* stein.c */
+SEXP kb_stein_matrix(SEXP, SEXP, SEXP, SEXP);
+SEXP kb_stein_sums(SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_phi(SEXP, SEXP);
+SEXP kb_stein_block_sums(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+
+/* thin.c */
+SEXP kb_stein_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_mmd_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+
+#endif

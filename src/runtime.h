@@ -1,0 +1,91 @@
+/* The runtime policy, written once: how many threads a piece of work gets,
+ * per-thread scratch, and how often a long computation looks for a user
+ * interrupt.  Work is counted in "units", about one floating-point
+ * operation on one coordinate of one pair of points (1-2 ns): a base
+ * kernel evaluation in d dimensions costs about d + 4 units, a Stein
+ * kernel evaluation about 3 d + 8. */
+#ifndef KB_RUNTIME_H
+#define KB_RUNTIME_H
+
+#include "kernbayes.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Below this much work a parallel region costs more than it saves (and
+ * spins idly on a busy machine): run it on one thread. */
+#define KB_PAR_MIN_WORK 5e5
+
+/* Work between two interrupt checks: about 0.05-0.1 s on one core. */
+#define KB_TICK_WORK 5e7
+
+/* Work units one call of an R closure counts for in a ticker (a closure
+ * call costs microseconds, so an interrupt is seen within ~100 calls). */
+#define KB_CLOSURE_WORK 5e5
+
+/* The user's thread count (an R integer) capped to [1, processors]. */
+int kb_nthreads(SEXP nthreads);
+
+/* Threads for a region doing `work` units: nt, or 1 when too little. */
+static inline int kb_threads_for(int nt, double work)
+{
+    return work >= KB_PAR_MIN_WORK ? nt : 1;
+}
+
+/* The calling thread's number inside a parallel region (0 outside). */
+static inline int kb_thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* Per-thread scratch: nt slices of `per` doubles (R_alloc: freed when the
+ * .Call returns, or on an error). */
+typedef struct {
+    double *base;
+    size_t per;
+} kb_scratch;
+
+kb_scratch kb_scratch_alloc(size_t per, int nt);
+
+/* This thread's slice. */
+static inline double *kb_scratch_mine(kb_scratch s)
+{
+    return s.base + s.per * (size_t) kb_thread_id();
+}
+
+/* Chunks for loops that run in parallel: the end of the chunk of items
+ * starting at i0 (and before end) when each item costs `per_item` units,
+ * so that a chunk is about KB_TICK_WORK.  The caller checks for an
+ * interrupt (kb_check_interrupt) between chunks, outside the region. */
+R_xlen_t kb_chunk_end(R_xlen_t i0, R_xlen_t end, double per_item);
+
+/* R_CheckUserInterrupt(), named so that every check in the package is one
+ * of two spellings: this between chunks, or kb_tick() in serial loops. */
+static inline void kb_check_interrupt(void)
+{
+    R_CheckUserInterrupt();
+}
+
+/* Ticker for serial loops: add the work done, and the ticker checks for an
+ * interrupt each time KB_TICK_WORK units have accumulated.  Never inside a
+ * parallel region. */
+typedef struct {
+    double acc;
+} kb_ticker;
+
+#define KB_TICKER_INIT {0.0}
+
+static inline void kb_tick(kb_ticker *t, double work)
+{
+    t->acc += work;
+    if (t->acc >= KB_TICK_WORK) {
+        t->acc = 0.0;
+        R_CheckUserInterrupt();
+    }
+}
+
+#endif
