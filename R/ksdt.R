@@ -281,8 +281,11 @@ push_rows <- function(stream, x, score, candidates = 1, announce = FALSE) {
                                              nrow(x), "row") else NULL
   with_stream(stream, {
     ksdt_stream_resolve(stream, x)
-    .Call(C_kb_ksdt_push, stream$ptr, x, s, in_basis(x, stream$rk),
-          in_basis(s, stream$rk), eps, fmin, candidates, stream$nthreads, prog)
+    .Call(C_kb_ksdt_push, stream$ptr,
+          list(x, s, in_basis(x, stream$rk), in_basis(s, stream$rk)),
+          list(eps = as.double(eps), fmin = as.double(fmin),
+               candidates = candidates, nthreads = stream$nthreads,
+               progress = prog))
   }, if (announce) nrow(x))
   if (!is.null(prog)) cat("\n")
   invisible(stream)

@@ -19,14 +19,14 @@ check_x0 <- function(x0, target) {
   stats::setNames(as.double(x0), names(x0))
 }
 
-run_mcmc <- function(type, target, x0, n_iter, step, warmup, target_accept,
+run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
                      scores = TRUE) {
   check_target(target)
   x0 <- check_x0(x0, target)
   n_iter <- check_count(n_iter, "n_iter")
   adapt <- is.null(step)
   if (adapt) {
-    step <- 2.38 / sqrt(target$dim) * if (type == 2L) 0.5 else 1
+    step <- 2.38 / sqrt(target$dim) * if (sampler == "mala") 0.5 else 1
   } else {
     step <- check_number(step, "step", lower = 0, lower_open = TRUE)
     # MALA moves by step^2 / 2 times the score: its square must be finite
@@ -43,20 +43,23 @@ run_mcmc <- function(type, target, x0, n_iter, step, warmup, target_accept,
   target_accept <- check_number(target_accept, "target_accept", lower = 0,
                                 upper = 1, lower_open = TRUE,
                                 upper_open = TRUE)
-  res <- .Call(C_kb_mcmc, type, closure_env(target), target$vectorized, x0,
-               n_iter, step, warmup, adapt, target_accept, scores)
+  res <- .Call(C_kb_mcmc, closure_env(target),
+               list(sampler = sampler, vectorized = target$vectorized,
+                    x0 = x0, n_iter = n_iter, step = step, warmup = warmup,
+                    adapt = adapt, target_accept = target_accept,
+                    scores = scores))
   colnames(res$x) <- names(x0)
   if (n_iter >= 100L && res$accept_rate < 0.01) {
     warning(sprintf(paste0("the %s chain accepted %.2g%% of its proposals (step ",
                            "%s): it barely moved; try a smaller 'step', a warm-up ",
                            "(step = NULL) or a better 'x0'"),
-                    if (type == 2L) "MALA" else "RWM", 100 * res$accept_rate,
+                    toupper(sampler), 100 * res$accept_rate,
                     format(res$step, digits = 3)), call. = FALSE)
   }
   structure(list(x = res$x, score = res$score, log_density = res$log_density,
                  accept_rate = res$accept_rate, step = res$step,
                  adapted = adapt, warmup = warmup,
-                 sampler = if (type == 2L) "MALA" else "RWM",
+                 sampler = toupper(sampler),
                  n_iter = n_iter, d = target$dim),
             class = "kb_chain")
 }
@@ -95,14 +98,14 @@ run_mcmc <- function(type, target, x0, n_iter, step, warmup, target_accept,
 #' @export
 rwm <- function(target, x0, n_iter, step = NULL, warmup = NULL,
                 target_accept = 0.234) {
-  run_mcmc(1L, target, x0, n_iter, step, warmup, target_accept)
+  run_mcmc("rwm", target, x0, n_iter, step, warmup, target_accept)
 }
 
 #' @rdname rwm
 #' @export
 mala <- function(target, x0, n_iter, step = NULL, warmup = NULL,
                  target_accept = 0.574) {
-  run_mcmc(2L, target, x0, n_iter, step, warmup, target_accept)
+  run_mcmc("mala", target, x0, n_iter, step, warmup, target_accept)
 }
 
 #' @export

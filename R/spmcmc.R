@@ -16,8 +16,7 @@ check_ksdt_sampler <- function(target, x0, n_iter, step, candidates, warmup,
   if (as.double(n_iter) * candidates > .Machine$integer.max) {
     stop_arg("n_iter", "times the number of candidates must be below 2^31")
   }
-  type <- if (sampler == "mala") 2L else 1L
-  if (is.null(target_accept)) target_accept <- if (type == 2L) 0.574 else 0.234
+  if (is.null(target_accept)) target_accept <- if (sampler == "mala") 0.574 else 0.234
   target_accept <- check_number(target_accept, "target_accept", lower = 0,
                                 upper = 1, lower_open = TRUE,
                                 upper_open = TRUE)
@@ -27,7 +26,7 @@ check_ksdt_sampler <- function(target, x0, n_iter, step, candidates, warmup,
   t <- stream_t(stream) + seq_len(n_iter)
   eps <- stream$budget_fun(t)
   fm <- if (is.null(fmin)) stream$min_size_fun(t) else rep(fmin, n_iter)
-  list(x0 = x0, n_iter = n_iter, candidates = candidates, type = type,
+  list(x0 = x0, n_iter = n_iter, candidates = candidates, sampler = sampler,
        target_accept = target_accept, step = step, warmup = warmup,
        pilot = is.null(step) || heuristic, eps = eps, fmin = as.double(fm))
 }
@@ -45,32 +44,30 @@ run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
   if (a$pilot) {
     # pilot chain: adapts the step (when not given) and supplies the sample
     # that preconditioner heuristics are resolved on; it is not returned
-    pilot <- run_mcmc(a$type, target, x0, a$warmup, step, a$warmup,
+    pilot <- run_mcmc(a$sampler, target, x0, a$warmup, step, a$warmup,
                       a$target_accept, scores = FALSE)
     step <- pilot$step
     x0 <- pilot$x[a$warmup, ]
   }
-  n_iter <- a$n_iter
-  candidates <- a$candidates
-  type <- a$type
-  eps <- a$eps
-  fm <- a$fmin
   t0 <- stream_t(stream)
-  prog <- if (stream$progress) ksdt_progress(t0, n_iter) else NULL
+  prog <- if (stream$progress) ksdt_progress(t0, a$n_iter) else NULL
   res <- NULL
   with_stream(stream, {
     ksdt_stream_resolve(stream, if (is.null(pilot)) matrix(x0, 1L) else pilot$x)
     res <- .Call(C_kb_ksdt_sample, stream$ptr, closure_env(target),
-                 target$vectorized, type, x0, n_iter, step, candidates,
-                 match(start, start_rules), restart, eps, fm,
-                 stream$rk$Q, stream$nthreads, prog)
+                 list(sampler = sampler, vectorized = target$vectorized,
+                      x0 = as.double(x0), n_iter = a$n_iter, step = step,
+                      candidates = a$candidates, start = start,
+                      restart = restart, eps = as.double(a$eps),
+                      fmin = a$fmin, Q = stream$rk$Q,
+                      nthreads = stream$nthreads, progress = prog))
   })
   if (!is.null(prog)) cat("\n")
   out <- ksdt_result(stream)
   out$sampler <- toupper(sampler)
   out$step <- res$step
   out$accept_rate <- res$accept_rate
-  out$candidates <- candidates
+  out$candidates <- a$candidates
   out$start <- if (restart) start
   out$method <- method
   out

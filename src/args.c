@@ -85,6 +85,21 @@ int kb_arg_choice(SEXP x, const char *what, const char *const *choices)
                 "\"%s\""), what, v);
 }
 
+SEXP kb_arg_function(SEXP x, const char *what)
+{
+    if (x != R_NilValue && !Rf_isFunction(x))
+        ARG_ERROR(_("'%s' must be a function or NULL"), what);
+    return x;
+}
+
+R_xlen_t kb_first_nonfinite(const double *v, R_xlen_t n)
+{
+    for (R_xlen_t i = 0; i < n; i++)
+        if (!R_FINITE(v[i]))
+            return i;
+    return -1;
+}
+
 SEXP kb_list_elt(SEXP list, const char *name)
 {
     SEXP names = Rf_getAttrib(list, R_NamesSymbol);

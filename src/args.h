@@ -33,6 +33,12 @@ int kb_scalar_flag(SEXP x, const char *what);
  * ...), so no integer code is mirrored by hand in R and C. */
 int kb_arg_choice(SEXP x, const char *what, const char *const *choices);
 
+/* A function or NULL (R_NilValue), e.g. a progress callback; returned. */
+SEXP kb_arg_function(SEXP x, const char *what);
+
+/* The first i < n with v[i] not finite (NA, NaN, Inf), or -1. */
+R_xlen_t kb_first_nonfinite(const double *v, R_xlen_t n);
+
 /* A list element by name; R_NilValue when absent. */
 SEXP kb_list_elt(SEXP list, const char *name);
 

@@ -5,6 +5,8 @@
  * by wasserstein2() for the exact W2 distance between equal-size point
  * sets. */
 #include "kernbayes.h"
+#include "args.h"
+#include "runtime.h"
 #include "entries.h"
 
 /* Minimise sum_j C[j, a_j] over permutations a of 0..n-1, for an n x n
@@ -27,7 +29,7 @@ static int assign_lsap(const double *C, int n, int *a)
         u[j] = v[j] = 0.0;
         p[j] = way[j] = 0;
     }
-    double work = 0.0;
+    kb_ticker tk = KB_TICKER_INIT;
     for (int i = 1; i <= n; i++) {
         p[0] = i;
         int j0 = 0;
@@ -65,12 +67,7 @@ static int assign_lsap(const double *C, int n, int *a)
                 }
             }
             j0 = j1;
-            /* each pass costs O(n); check for an interrupt every ~10^7 */
-            work += n;
-            if (work > 1e7) {
-                work = 0.0;
-                R_CheckUserInterrupt();
-            }
+            kb_tick(&tk, 5.0 * n);    /* each pass costs O(n) */
         } while (p[j0] != 0);
         do {
             int j1 = way[j0];
@@ -87,15 +84,9 @@ static int assign_lsap(const double *C, int n, int *a)
  * 1-based column assigned to each row. */
 SEXP kb_assign(SEXP cost)
 {
-    if (TYPEOF(cost) != REALSXP || !Rf_isMatrix(cost))
-        KB_INTERNAL("'cost' must be a double matrix");
-    int n = Rf_nrows(cost);
-    if (Rf_ncols(cost) != n)
-        KB_INTERNAL("'cost' must be a square matrix");
+    int n = kb_arg_square(cost, "cost");
     const double *C = REAL(cost);
-    R_xlen_t nn = XLENGTH(cost);
-    for (R_xlen_t k = 0; k < nn; k++)
-        if (!R_FINITE(C[k]))
+    if (kb_first_nonfinite(C, XLENGTH(cost)) >= 0)
             kb_error_numeric(_("the assignment costs (squared distances) "
                                "are not all finite"));
     SEXP out = PROTECT(Rf_allocVector(INTSXP, n));

@@ -7,7 +7,7 @@
 #include "args.h"
 #include "entries.h"
 
-void kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
+SEXP kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
 {
     cl->allow_neginf = 0;
     if (!Rf_isEnvironment(rho))
@@ -16,11 +16,13 @@ void kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
     if (!Rf_isFunction(Rf_findVarInFrame(rho, sym)))
         kb_error_class("kb_error_arg", _("'%s' must be a function"), what);
     cl->row_matrix = 0;
-    cl->arg = Rf_allocVector(REALSXP, d);
-    cl->call = PROTECT(Rf_lang2(sym, cl->arg));
+    cl->arg = PROTECT(Rf_allocVector(REALSXP, d));
+    cl->call = Rf_lang2(sym, cl->arg);
     cl->rho = rho;
     cl->what = what;
     cl->d = d;
+    UNPROTECT(1);
+    return cl->call;
 }
 
 void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
@@ -69,14 +71,13 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
 SEXP kb_eval_rows(SEXP x, SEXP len_out, SEXP what, SEXP rho,
                   SEXP allow_neginf)
 {
-    if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x))
-        KB_INTERNAL("'x' must be a double matrix");
+    int n = kb_arg_matrix(x, "x", -1, -1), d = Rf_ncols(x),
+        lo = kb_scalar_int(len_out, "len_out");
     if (!Rf_isString(what) || XLENGTH(what) != 1)
         KB_INTERNAL("'what' must be a string");
-    int n = Rf_nrows(x), d = Rf_ncols(x), lo = kb_scalar_int(len_out, "len_out");
     const char *name = CHAR(STRING_ELT(what, 0));
     kb_closure cl;
-    kb_closure_init(&cl, rho, d, name);
+    PROTECT(kb_closure_init(&cl, rho, d, name));
     cl.allow_neginf = Rf_asLogical(allow_neginf) == TRUE;
     SEXP ans = PROTECT(lo == 1 ? Rf_allocVector(REALSXP, n)
                                : Rf_allocMatrix(REALSXP, n, lo));

@@ -15,8 +15,9 @@ typedef struct {
 } kb_closure;
 
 /* Build the call what(<length-d numeric>), to be evaluated in rho where
- * `what` is bound to the closure; pushes ONE protect onto the stack. */
-void kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what);
+ * `what` is bound to the closure.  Returns the call: the caller protects
+ * it for as long as the closure is used. */
+SEXP kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what);
 
 /* Pass the point as a 1 x d matrix, for closures that take batches. */
 void kb_closure_row_matrix(kb_closure *cl);

@@ -34,7 +34,7 @@ SEXP kb_gram(SEXP, SEXP, SEXP, SEXP);
 
 /* ksdt.c */
 SEXP kb_ksdt_new(SEXP, SEXP);
-SEXP kb_ksdt_push(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_ksdt_push(SEXP, SEXP, SEXP);
 SEXP kb_ksdt_fail_alloc(SEXP, SEXP);
 SEXP kb_ksdt_dim(SEXP);
 SEXP kb_ksdt_result(SEXP);
@@ -44,10 +44,10 @@ SEXP kb_ksdt_info(SEXP);
 SEXP kb_eigen_sym(SEXP, SEXP);
 
 /* samplers.c */
-SEXP kb_mcmc(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_mcmc(SEXP, SEXP);
 
 /* spmcmc.c */
-SEXP kb_ksdt_sample(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_ksdt_sample(SEXP, SEXP, SEXP);
 
 /* stein.c */
 SEXP kb_stein_matrix(SEXP, SEXP, SEXP, SEXP);

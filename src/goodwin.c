@@ -14,6 +14,7 @@
 #include <string.h>
 #include "kernbayes.h"
 #include "args.h"
+#include "runtime.h"
 #include "entries.h"
 
 #define GW_NEQ 10          /* 2 states + 2 x 4 sensitivities */
@@ -75,126 +76,154 @@ static double err_norm(const double *v, const double *y, const double *ynew,
     return sqrt(acc / GW_NEQ);
 }
 
-/* Integrate from x(0) = 0, S(0) = 0 to each of the nt non-decreasing times
- * (>= 0).  Writes x (nt x 2) and sens (nt x 2 x 4), column-major.  work
- * holds 9 * GW_NEQ doubles.  Returns GW_OK or a failure code, with the time
- * reached in *t_fail.  Touches no SEXP; may be interrupted by the user. */
-static int goodwin_integrate(const double *th, int nt, const double *times,
-                             double rtol, double atol, double *x,
-                             double *sens, double *work, double *t_fail)
+/* What a solve needs besides theta: the nt non-decreasing observation
+ * times (>= 0) and the tolerances. */
+typedef struct {
+    int nt;
+    const double *times;
+    double rtol, atol;
+} gw_problem;
+
+/* The solver's state: y, the step's stages k1..k7 (FSAL: k7 of an accepted
+ * step is the next k1), a trial point and the error estimate. */
+typedef struct {
+    double y[GW_NEQ], ynew[GW_NEQ], k[7][GW_NEQ], ytmp[GW_NEQ],
+        errv[GW_NEQ];
+    double t, h, facold;
+    long nstep;
+} gw_solver;
+
+/* ytmp = y + h sum_{j < s} a[j] k_j, then k_s = f(ytmp). */
+static void dopri_stage(const double *th, gw_solver *S, int s,
+                        const double *a, double *out)
 {
-    double *y = work, *ynew = work + GW_NEQ, *k1 = work + 2 * GW_NEQ,
-           *k2 = work + 3 * GW_NEQ, *k3 = work + 4 * GW_NEQ,
-           *k4 = work + 5 * GW_NEQ, *k5 = work + 6 * GW_NEQ,
-           *k6 = work + 7 * GW_NEQ, *k7 = work + 8 * GW_NEQ;
-    double ytmp[GW_NEQ], errv[GW_NEQ];
+    if (s == 1) {
+        for (int i = 0; i < GW_NEQ; i++)
+            out[i] = S->y[i] + S->h * a[0] * S->k[0][i];
+        goodwin_rhs(th, out, S->k[1]);
+        return;
+    }
+    for (int i = 0; i < GW_NEQ; i++) {
+        double acc = 0.0;
+        for (int j = 0; j < s; j++)
+            acc += a[j] * S->k[j][i];
+        out[i] = S->y[i] + S->h * acc;
+    }
+    goodwin_rhs(th, out, S->k[s]);
+}
+
+/* One Dormand-Prince trial step of size S->h: ynew and the weighted
+ * error norm. */
+static double dopri_step(const double *th, gw_solver *S, double rtol,
+                         double atol)
+{
+    static const double A[6][6] = {
+        {a21}, {a31, a32}, {a41, a42, a43}, {a51, a52, a53, a54},
+        {a61, a62, a63, a64, a65}, {a71, 0.0, a73, a74, a75, a76}};
+    static const double E[7] = {e1, 0.0, e3, e4, e5, e6, e7};
+    for (int s = 1; s < 6; s++)
+        dopri_stage(th, S, s, A[s - 1], S->ytmp);
+    dopri_stage(th, S, 6, A[5], S->ynew);
+    for (int i = 0; i < GW_NEQ; i++) {
+        double acc = 0.0;
+        for (int j = 0; j < 7; j++)
+            acc += E[j] * S->k[j][i];
+        S->errv[i] = S->h * acc;
+    }
+    return err_norm(S->errv, S->y, S->ynew, rtol, atol);
+}
+
+/* Start at x(0) = 0, S(0) = 0 with the initial step of Hairer et al.
+ * (Sec. II.4): y(0) = 0, so the first guess is 1e-6, refined by one
+ * explicit Euler step. */
+static void gw_start(const double *th, gw_solver *S, double rtol, double atol)
+{
+    const double h0 = 1e-6;
+    memset(S, 0, sizeof *S);
+    S->facold = 1e-4;
+    goodwin_rhs(th, S->y, S->k[0]);
+    double d1 = err_norm(S->k[0], S->y, S->y, rtol, atol);
+    for (int i = 0; i < GW_NEQ; i++)
+        S->ytmp[i] = h0 * S->k[0][i];
+    goodwin_rhs(th, S->ytmp, S->k[1]);
+    for (int i = 0; i < GW_NEQ; i++)
+        S->errv[i] = S->k[1][i] - S->k[0][i];
+    double d2 = err_norm(S->errv, S->y, S->y, rtol, atol) / h0;
+    double dm = fmax(d1, d2);
+    double h1 = dm <= 1e-15 ? fmax(1e-6, h0 * 1e-3) : pow(0.01 / dm, 1.0 / 5.0);
+    S->h = fmin(100.0 * h0, h1);
+}
+
+/* Advance to tout, stepping exactly onto it.  Returns GW_OK or a failure
+ * code (S->t is then the time reached). */
+static int gw_advance(const double *th, gw_solver *S, double tout,
+                      double rtol, double atol, kb_ticker *tk)
+{
     const double safe = 0.9, facmin = 0.2, facmax = 10.0, beta = 0.04;
     const double expo = 0.2 - 0.75 * beta;
-    double t = 0.0, facold = 1e-4, h = 0.0;
-    long nstep = 0;
-
-    for (int i = 0; i < GW_NEQ; i++)
-        y[i] = 0.0;
-    goodwin_rhs(th, y, k1);
-
-    /* Initial step (Hairer et al., Sec. II.4): y(0) = 0, so the first
-     * guess is 1e-6, refined by one explicit Euler step. */
-    {
-        const double h0 = 1e-6;
-        double d1 = err_norm(k1, y, y, rtol, atol);
-        for (int i = 0; i < GW_NEQ; i++)
-            ytmp[i] = y[i] + h0 * k1[i];
-        goodwin_rhs(th, ytmp, k2);
-        for (int i = 0; i < GW_NEQ; i++)
-            errv[i] = k2[i] - k1[i];
-        double d2 = err_norm(errv, y, y, rtol, atol) / h0;
-        double dm = fmax(d1, d2);
-        double h1 = dm <= 1e-15 ? fmax(1e-6, h0 * 1e-3)
-                                : pow(0.01 / dm, 1.0 / 5.0);
-        h = fmin(100.0 * h0, h1);
-    }
-
-    for (int it = 0; it < nt; it++) {
-        const double tout = times[it];
-        while (t < tout) {
-            if (++nstep > GW_MAXSTEPS) {
-                *t_fail = t;
-                return GW_MAXSTEP;
-            }
-            if (nstep % 4096 == 0)
-                R_CheckUserInterrupt();
-            /* land exactly on tout; remember the unclamped proposal */
-            double hprop = h;
-            int last = t + 1.01 * h >= tout;
-            if (last)
-                h = tout - t;
-            if (h <= 16.0 * DBL_EPSILON * fmax(fabs(t), 1.0)) {
-                *t_fail = t;
-                return GW_TINYSTEP;
-            }
-            for (int i = 0; i < GW_NEQ; i++)
-                ytmp[i] = y[i] + h * a21 * k1[i];
-            goodwin_rhs(th, ytmp, k2);
-            for (int i = 0; i < GW_NEQ; i++)
-                ytmp[i] = y[i] + h * (a31 * k1[i] + a32 * k2[i]);
-            goodwin_rhs(th, ytmp, k3);
-            for (int i = 0; i < GW_NEQ; i++)
-                ytmp[i] = y[i] + h * (a41 * k1[i] + a42 * k2[i] + a43 * k3[i]);
-            goodwin_rhs(th, ytmp, k4);
-            for (int i = 0; i < GW_NEQ; i++)
-                ytmp[i] = y[i] + h * (a51 * k1[i] + a52 * k2[i] + a53 * k3[i] +
-                                      a54 * k4[i]);
-            goodwin_rhs(th, ytmp, k5);
-            for (int i = 0; i < GW_NEQ; i++)
-                ytmp[i] = y[i] + h * (a61 * k1[i] + a62 * k2[i] + a63 * k3[i] +
-                                      a64 * k4[i] + a65 * k5[i]);
-            goodwin_rhs(th, ytmp, k6);
-            for (int i = 0; i < GW_NEQ; i++)
-                ynew[i] = y[i] + h * (a71 * k1[i] + a73 * k3[i] + a74 * k4[i] +
-                                      a75 * k5[i] + a76 * k6[i]);
-            goodwin_rhs(th, ynew, k7);
-            for (int i = 0; i < GW_NEQ; i++)
-                errv[i] = h * (e1 * k1[i] + e3 * k3[i] + e4 * k4[i] +
-                               e5 * k5[i] + e6 * k6[i] + e7 * k7[i]);
-            double err = err_norm(errv, y, ynew, rtol, atol);
-            if (!R_FINITE(err)) {
-                /* overflow in a trial stage: retreat sharply */
-                h *= facmin;
-                continue;
-            }
-            /* step-size control with Lund stabilisation, as in DOPRI5 */
-            double fac11 = pow(err, expo);
-            if (err <= 1.0) {
-                double fac = fac11 / pow(facold, beta);
-                fac = fmax(1.0 / facmax, fmin(1.0 / facmin, fac / safe));
-                facold = fmax(err, 1e-4);
-                double hnew = h / fac;
-                memcpy(y, ynew, GW_NEQ * sizeof(double));
-                memcpy(k1, k7, GW_NEQ * sizeof(double)); /* FSAL */
-                if (last) {
-                    t = tout;
-                    /* a short landing step says little about the scale */
-                    h = fmax(hnew, hprop);
-                } else {
-                    t += h;
-                    h = hnew;
-                }
-            } else {
-                h /= fmin(1.0 / facmin, fac11 / safe);
-            }
+    while (S->t < tout) {
+        if (++S->nstep > GW_MAXSTEPS)
+            return GW_MAXSTEP;
+        kb_tick(tk, 7.0 * 40.0 * GW_NEQ);
+        /* land exactly on tout; remember the unclamped proposal */
+        double hprop = S->h;
+        int last = S->t + 1.01 * S->h >= tout;
+        if (last)
+            S->h = tout - S->t;
+        if (S->h <= 16.0 * DBL_EPSILON * fmax(fabs(S->t), 1.0))
+            return GW_TINYSTEP;
+        double err = dopri_step(th, S, rtol, atol);
+        if (!R_FINITE(err)) {
+            /* overflow in a trial stage: retreat sharply */
+            S->h *= facmin;
+            continue;
         }
-        for (int s = 0; s < 2; s++) {
-            if (!R_FINITE(y[s])) {
-                *t_fail = t;
-                return GW_NONFINITE;
-            }
-            x[it + (size_t) nt * s] = y[s];
+        /* step-size control with Lund stabilisation, as in DOPRI5 */
+        double fac11 = pow(err, expo);
+        if (err > 1.0) {
+            S->h /= fmin(1.0 / facmin, fac11 / safe);
+            continue;
+        }
+        double fac = fac11 / pow(S->facold, beta);
+        fac = fmax(1.0 / facmax, fmin(1.0 / facmin, fac / safe));
+        S->facold = fmax(err, 1e-4);
+        double hnew = S->h / fac;
+        memcpy(S->y, S->ynew, GW_NEQ * sizeof(double));
+        memcpy(S->k[0], S->k[6], GW_NEQ * sizeof(double)); /* FSAL */
+        /* a short landing step says little about the scale */
+        S->t = last ? tout : S->t + S->h;
+        S->h = last ? fmax(hnew, hprop) : hnew;
+    }
+    return GW_OK;
+}
+
+/* Integrate from x(0) = 0, S(0) = 0 to each observation time.  Writes x
+ * (nt x 2) and, unless NULL, sens (nt x 2 x 4), column-major.  Returns
+ * GW_OK or a failure code, with the time reached in *t_fail.  Touches no
+ * SEXP; may be interrupted by the user. */
+static int goodwin_integrate(const double *th, const gw_problem *P, double *x,
+                             double *sens, double *t_fail)
+{
+    gw_solver S;
+    kb_ticker tk = KB_TICKER_INIT;
+    int nt = P->nt;
+    gw_start(th, &S, P->rtol, P->atol);
+    for (int it = 0; it < nt; it++) {
+        int code = gw_advance(th, &S, P->times[it], P->rtol, P->atol, &tk);
+        for (int s = 0; s < 2 && code == GW_OK; s++) {
+            if (!R_FINITE(S.y[s]))
+                code = GW_NONFINITE;
+            x[it + (size_t) nt * s] = S.y[s];
+        }
+        if (code != GW_OK) {
+            *t_fail = S.t;
+            return code;
         }
         if (sens != NULL)
             for (int j = 0; j < GW_NPAR; j++)
                 for (int s = 0; s < 2; s++)
                     sens[it + (size_t) nt * s + (size_t) 2 * nt * j] =
-                        y[2 + s + 2 * j];
+                        S.y[2 + s + 2 * j];
     }
     return GW_OK;
 }
@@ -231,12 +260,29 @@ static const double *checked_times(SEXP times, int *nt)
     return tt;
 }
 
-static void checked_tols(SEXP rtol, SEXP atol, double *rt, double *at)
+/* The problem: times and tolerances, checked. */
+static gw_problem checked_problem(SEXP times, SEXP rtol, SEXP atol)
 {
-    *rt = kb_scalar_real(rtol, "rtol");
-    *at = kb_scalar_real(atol, "atol");
-    if (!(*rt > 0.0) || !(*at > 0.0))
+    gw_problem P;
+    P.times = checked_times(times, &P.nt);
+    P.rtol = kb_scalar_real(rtol, "rtol");
+    P.atol = kb_scalar_real(atol, "atol");
+    if (!(P.rtol > 0.0) || !(P.atol > 0.0))
         kb_error_class("kb_error_arg", _("'rtol' and 'atol' must be positive"));
+    return P;
+}
+
+/* list(a, b) with names na, nb. */
+static SEXP named_pair(SEXP a, SEXP b, const char *na, const char *nb)
+{
+    PROTECT(a);
+    PROTECT(b);
+    const char *nms[] = {na, nb, ""};
+    SEXP out = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SET_VECTOR_ELT(out, 0, a);
+    SET_VECTOR_ELT(out, 1, b);
+    UNPROTECT(3);
+    return out;
 }
 
 static const double *checked_real(SEXP v, R_xlen_t len, int positive,
@@ -265,70 +311,90 @@ SEXP kb_goodwin_solve(SEXP theta, SEXP times, SEXP rtol, SEXP atol)
         if (th[j] < 0.0)
             kb_error_class("kb_error_arg",
                            _("'theta' must be non-negative"));
-    int nt;
-    const double *tt = checked_times(times, &nt);
-    double rt, at;
-    checked_tols(rtol, atol, &rt, &at);
-
-    SEXP x = PROTECT(Rf_allocMatrix(REALSXP, nt, 2));
-    SEXP sens = PROTECT(Rf_alloc3DArray(REALSXP, nt, 2, GW_NPAR));
-    double *work = (double *) R_alloc(9 * GW_NEQ, sizeof(double));
+    gw_problem P = checked_problem(times, rtol, atol);
+    SEXP x = PROTECT(Rf_allocMatrix(REALSXP, P.nt, 2));
+    SEXP sens = PROTECT(Rf_alloc3DArray(REALSXP, P.nt, 2, GW_NPAR));
     double t_fail = 0.0;
-    int code = goodwin_integrate(th, nt, tt, rt, at, REAL(x), REAL(sens),
-                                 work, &t_fail);
+    int code = goodwin_integrate(th, &P, REAL(x), REAL(sens), &t_fail);
     if (code != GW_OK)
         goodwin_fail(code, th, t_fail);
-
-    SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
-    SEXP nms = PROTECT(Rf_allocVector(STRSXP, 2));
-    SET_VECTOR_ELT(out, 0, x);
-    SET_VECTOR_ELT(out, 1, sens);
-    SET_STRING_ELT(nms, 0, Rf_mkChar("x"));
-    SET_STRING_ELT(nms, 1, Rf_mkChar("sens"));
-    Rf_setAttrib(out, R_NamesSymbol, nms);
-    UNPROTECT(4);
+    SEXP out = named_pair(x, sens, "x", "sens");
+    UNPROTECT(2);
     return out;
 }
+
+/* The data and prior of the log posterior: observations y (nt x 2), noise
+ * sd (2), prior mean and sd of log(theta) (4 each); and scratch for one
+ * solve: x (nt x 2), sens (nt x 2 x 4). */
+typedef struct {
+    const double *y, *sd, *pm, *ps;
+    double *x, *sens;
+} gw_data;
 
 /* Log posterior over q = log(theta) and its gradient at one point:
  *   log p(q | y) = sum_{i,s} log N(y_is; x_s(t_i; theta), sd_s^2)
  *                  + sum_j log N(q_j; m_j, s_j^2),
  * i.e. theta_j log-normal a priori, which is a normal density for q_j
  * (no Jacobian term is left over).  The chain rule through the
- * sensitivities gives d/dq_j = theta_j d/dtheta_j. */
-static int goodwin_logpost_one(const double *q, int nt, const double *times,
-                               const double *y, const double *sd,
-                               const double *pm, const double *ps,
-                               double rtol, double atol, double *x,
-                               double *sens, double *work, double *lp,
-                               double *grad, double *th, double *t_fail)
+ * sensitivities gives d/dq_j = theta_j d/dtheta_j.  A failed solve gives
+ * the code, and lp, grad untouched. */
+static int goodwin_logpost_one(const double *q, const gw_problem *P,
+                               const gw_data *D, double *lp, double *grad)
 {
+    double th[GW_NPAR], t_fail = 0.0;
+    int nt = P->nt;
     for (int j = 0; j < GW_NPAR; j++)
         th[j] = exp(q[j]);
-    int code = goodwin_integrate(th, nt, times, rtol, atol, x, sens, work,
-                                 t_fail);
+    int code = goodwin_integrate(th, P, D->x, D->sens, &t_fail);
     if (code != GW_OK)
         return code;
     const double half_log_2pi = 0.5 * log(2.0 * M_PI);
     double ll = 0.0, dll[GW_NPAR] = { 0.0, 0.0, 0.0, 0.0 };
     for (int s = 0; s < 2; s++) {
-        double prec = 1.0 / (sd[s] * sd[s]);
-        ll -= nt * (log(sd[s]) + half_log_2pi);
+        double prec = 1.0 / (D->sd[s] * D->sd[s]);
+        ll -= nt * (log(D->sd[s]) + half_log_2pi);
         for (int i = 0; i < nt; i++) {
-            double r = y[i + (size_t) nt * s] - x[i + (size_t) nt * s];
+            double r = D->y[i + (size_t) nt * s] - D->x[i + (size_t) nt * s];
             ll -= 0.5 * r * r * prec;
             for (int j = 0; j < GW_NPAR; j++)
                 dll[j] += r * prec *
-                          sens[i + (size_t) nt * s + (size_t) 2 * nt * j];
+                          D->sens[i + (size_t) nt * s + (size_t) 2 * nt * j];
         }
     }
     for (int j = 0; j < GW_NPAR; j++) {
-        double z = (q[j] - pm[j]) / ps[j];
-        ll -= 0.5 * z * z + log(ps[j]) + half_log_2pi;
-        grad[j] = th[j] * dll[j] - z / ps[j];
+        double z = (q[j] - D->pm[j]) / D->ps[j];
+        ll -= 0.5 * z * z + log(D->ps[j]) + half_log_2pi;
+        grad[j] = th[j] * dll[j] - z / D->ps[j];
     }
     *lp = ll;
     return GW_OK;
+}
+
+/* The log posterior and score at the n rows of Q (n x 4) into ld, sc. */
+static void goodwin_logpost_rows(const double *Q, int n, const gw_problem *P,
+                                 const gw_data *D, double *ld, double *sc)
+{
+    double q[GW_NPAR], g[GW_NPAR];
+    kb_ticker tk = KB_TICKER_INIT;
+    for (int r = 0; r < n; r++) {
+        kb_tick(&tk, KB_CLOSURE_WORK);
+        for (int j = 0; j < GW_NPAR; j++) {
+            q[j] = Q[r + (size_t) n * j];
+            if (!R_FINITE(q[j]))
+                kb_error_class("kb_error_arg",
+                               _("'x' must be finite (row %d)"), r + 1);
+        }
+        if (goodwin_logpost_one(q, P, D, ld + r, g) != GW_OK) {
+            /* stiff parameters far out in the tails: a point of zero
+             * density (a sampler rejects it) rather than an error that
+             * would end the user's run */
+            ld[r] = R_NegInf;
+            for (int j = 0; j < GW_NPAR; j++)
+                g[j] = 0.0;
+        }
+        for (int j = 0; j < GW_NPAR; j++)
+            sc[r + (size_t) n * j] = g[j];
+    }
 }
 
 /* kb_goodwin_logpost(logtheta, y, times, sd, prior_mean, prior_sd, rtol,
@@ -336,60 +402,19 @@ static int goodwin_logpost_one(const double *q, int nt, const double *times,
 SEXP kb_goodwin_logpost(SEXP logtheta, SEXP y, SEXP times, SEXP sd,
                         SEXP prior_mean, SEXP prior_sd, SEXP rtol, SEXP atol)
 {
-    if (TYPEOF(logtheta) != REALSXP || !Rf_isMatrix(logtheta) ||
-        Rf_ncols(logtheta) != GW_NPAR)
-        kb_error_class("kb_error_arg",
-                       _("'x' must be a double matrix with 4 columns"));
-    const int n = Rf_nrows(logtheta);
-    const double *Q = REAL(logtheta);
-    int nt;
-    const double *tt = checked_times(times, &nt);
-    const double *yy = checked_real(y, (R_xlen_t) 2 * nt, 0, "y");
-    const double *sdv = checked_real(sd, 2, 1, "sd");
-    const double *pm = checked_real(prior_mean, GW_NPAR, 0, "prior_mean");
-    const double *ps = checked_real(prior_sd, GW_NPAR, 1, "prior_sd");
-    double rt, at;
-    checked_tols(rtol, atol, &rt, &at);
-
+    int n = kb_arg_matrix(logtheta, "x", -1, GW_NPAR);
+    gw_problem P = checked_problem(times, rtol, atol);
+    gw_data D;
+    D.y = checked_real(y, (R_xlen_t) 2 * P.nt, 0, "y");
+    D.sd = checked_real(sd, 2, 1, "sd");
+    D.pm = checked_real(prior_mean, GW_NPAR, 0, "prior_mean");
+    D.ps = checked_real(prior_sd, GW_NPAR, 1, "prior_sd");
+    D.x = (double *) R_alloc((size_t) 2 * P.nt, sizeof(double));
+    D.sens = (double *) R_alloc((size_t) 2 * GW_NPAR * P.nt, sizeof(double));
     SEXP ld = PROTECT(Rf_allocVector(REALSXP, n));
     SEXP sc = PROTECT(Rf_allocMatrix(REALSXP, n, GW_NPAR));
-    double *pld = REAL(ld), *psc = REAL(sc);
-    double *work = (double *) R_alloc(9 * GW_NEQ, sizeof(double));
-    double *x = (double *) R_alloc((size_t) 2 * nt, sizeof(double));
-    double *sens = (double *) R_alloc((size_t) 2 * GW_NPAR * nt,
-                                      sizeof(double));
-    double q[GW_NPAR], th[GW_NPAR], g[GW_NPAR];
-    for (int r = 0; r < n; r++) {
-        R_CheckUserInterrupt();
-        for (int j = 0; j < GW_NPAR; j++) {
-            q[j] = Q[r + (size_t) n * j];
-            if (!R_FINITE(q[j]))
-                kb_error_class("kb_error_arg",
-                               _("'x' must be finite (row %d)"), r + 1);
-        }
-        double t_fail = 0.0;
-        int code = goodwin_logpost_one(q, nt, tt, yy, sdv, pm, ps, rt, at,
-                                       x, sens, work, pld + r, g, th,
-                                       &t_fail);
-        if (code != GW_OK) {
-            /* stiff parameters far out in the tails: a point of zero
-             * density (a sampler rejects it) rather than an error that
-             * would end the user's run */
-            pld[r] = R_NegInf;
-            for (int j = 0; j < GW_NPAR; j++)
-                g[j] = 0.0;
-        }
-        for (int j = 0; j < GW_NPAR; j++)
-            psc[r + (size_t) n * j] = g[j];
-    }
-
-    SEXP out = PROTECT(Rf_allocVector(VECSXP, 2));
-    SEXP nms = PROTECT(Rf_allocVector(STRSXP, 2));
-    SET_VECTOR_ELT(out, 0, ld);
-    SET_VECTOR_ELT(out, 1, sc);
-    SET_STRING_ELT(nms, 0, Rf_mkChar("log_density"));
-    SET_STRING_ELT(nms, 1, Rf_mkChar("score"));
-    Rf_setAttrib(out, R_NamesSymbol, nms);
-    UNPROTECT(4);
+    goodwin_logpost_rows(REAL(logtheta), n, &P, &D, REAL(ld), REAL(sc));
+    SEXP out = named_pair(ld, sc, "log_density", "score");
+    UNPROTECT(2);
     return out;
 }

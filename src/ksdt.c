@@ -17,9 +17,6 @@
 #include "args.h"
 #include "runtime.h"
 #include "entries.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 struct ksdt_state {
     kb_kernel K;
@@ -205,14 +202,22 @@ static double block_min(const double *v, int m)
     return m2 < m0 ? m2 : m0;
 }
 
+/* Work units of n Stein kernel evaluations (runtime.h).  The parallel
+ * regions of this file run once per stream step, so they pay off only for
+ * large dictionaries: on a busy machine a barrier waiting for a
+ * descheduled thread costs more than a small region saves. */
+static double stein_work(const ksdt_state *st, int n)
+{
+    return (double) n * (3.0 * st->d + 8.0);
+}
+
 /* k_p(x, x_i) for the n dictionary points, into out (threads over blocks). */
 static void dict_row(ksdt_state *st, const double *x, const double *s,
                      double *out, int nt)
 {
     int n = st->n, nb = (n + KB_BLOCK - 1) / KB_BLOCK;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
-#endif
+#pragma omp parallel for num_threads(kb_threads_for(nt, stein_work(st, n))) \
+    schedule(static)
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
         kb_stein_row(&st->K, x, s, st->X, st->S, st->cap, i0, i1, out + i0);
@@ -243,12 +248,6 @@ static inline void scan_block(ksdt_state *st, int b, int i0, int m,
     st->bval[b] = block_min(vals, m);
 }
 
-/* The parallel regions below run once per stream step, so they only pay
- * off for large dictionaries: at 2048 points (the former threshold) a
- * region held ~12 us of work, and on a machine with other busy processes
- * the barrier waits for a descheduled thread made 2 threads up to 200x
- * slower than 1 (15,000 states: 87.5 s vs 0.44 s).  Now 16384 points. */
-
 /* A pass over positions [0, n) with the Stein kernel row of a point y:
  * `row` when it is known (x NULL), else computed from (x, s) block by block
  * into `row` and scanned while it is in cache. */
@@ -256,9 +255,8 @@ static void pass(ksdt_state *st, int n, const double *x, const double *s,
                  double *row, double sign, int apply, int nt)
 {
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (n >= KB_PAR_MIN_EVALS / 4)
-#endif
+    double work = x ? stein_work(st, n) : 8.0 * n;
+#pragma omp parallel for num_threads(kb_threads_for(nt, work)) schedule(static)
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
         if (x)
@@ -425,10 +423,8 @@ static void append_point(ksdt_state *st, const kb_ksdt_point *p, double rnew,
  * kernel row is not finite (0 if none: a total overflowed). */
 static double first_nonfinite(const ksdt_state *st, const double *row, int n)
 {
-    for (int i = 0; i < n; i++)
-        if (!R_FINITE(row[i]))
-            return st->sidx[i];
-    return 0.0;
+    R_xlen_t i = kb_first_nonfinite(row, n);
+    return i >= 0 ? st->sidx[i] : 0.0;
 }
 
 /* One KSDT step: add the point p (row, when known, its Stein kernel row
@@ -492,7 +488,7 @@ static int step(ksdt_state *st, const kb_ksdt_point *p, const double *row,
     return prune(st, best, bound, fmin, nt);
 }
 
-void kb_ksdt_record(ksdt_state *st, int removed, double offered)
+static void record(ksdt_state *st, int removed, double offered)
 {
     double nn = st->n;
     st->h_ksd[st->hlen] = sqrt(st->Ssum > 0 ? st->Ssum : 0.0) / nn;
@@ -508,33 +504,18 @@ double kb_ksdt_diag(ksdt_state *st, const double *s)
     return kb_stein_diag(&st->K, s);
 }
 
-int kb_ksdt_add(ksdt_state *st, const kb_ksdt_point *p, double eps,
-                double fmin, int nt)
-{
-    return step(st, p, NULL, eps, fmin, nt);
-}
-
-void kb_ksdt_reserve(ksdt_state *st, R_xlen_t steps)
-{
-    ensure_history(st, st->hlen + steps);
-}
-
 int kb_ksdt_size(const ksdt_state *st) { return st->n; }
 int kb_ksdt_d(const ksdt_state *st) { return st->d; }
-double kb_ksdt_offered(const ksdt_state *st) { return st->offered; }
-double kb_ksdt_evals(const ksdt_state *st) { return st->evals; }
-double kb_ksdt_last_ksd(const ksdt_state *st)
-{
-    return st->hlen > 0 ? st->h_ksd[st->hlen - 1] : NA_REAL;
-}
 
-/* A start for fresh moves: rule 2 a uniformly random dictionary point,
- * 3 the point of least influence argmin_i 2 r_i - k_p(x_i, x_i) (Chen et
+const char *const kb_start_rules[] = {"last", "rand", "infl", NULL};
+
+/* A start for fresh moves: a uniformly random dictionary point, or the
+ * point of least influence argmin_i 2 r_i - k_p(x_i, x_i) (Chen et
  * al. 2019; ties to the oldest).  Its user coordinates and score into x, s. */
 void kb_ksdt_start_point(const ksdt_state *st, int rule, double *x, double *s)
 {
     int j = 0;
-    if (rule == 2) {
+    if (rule == KB_START_RAND) {
         j = (int) floor(unif_rand() * st->n);
         if (j >= st->n) j = st->n - 1;
     } else {
@@ -551,7 +532,7 @@ void kb_ksdt_start_point(const ksdt_state *st, int rule, double *x, double *s)
     kb_get_row(st->So, st->cap, j, st->d, s);
 }
 
-void kb_ksdt_block_init(ksdt_state *st, kb_cblock *cb)
+static void block_init(ksdt_state *st, kb_cblock *cb)
 {
     cb->buf = (double *) R_alloc((size_t) 4 * st->d, sizeof(double));
     cb->filled = 0;
@@ -559,8 +540,8 @@ void kb_ksdt_block_init(ksdt_state *st, kb_cblock *cb)
 
 /* Offer one candidate; returns 0, or -1 on a non-finite Stein kernel value
  * (st->bad_sidx as in step()). */
-int kb_ksdt_block_offer(ksdt_state *st, kb_cblock *cb, const kb_ksdt_point *p,
-                        int nt)
+static int block_offer(ksdt_state *st, kb_cblock *cb, const kb_ksdt_point *p,
+                       int nt)
 {
     int n = st->n, d = st->d;
     double kd = p->kd;
@@ -602,8 +583,8 @@ int kb_ksdt_block_offer(ksdt_state *st, kb_cblock *cb, const kb_ksdt_point *p,
 }
 
 /* Offer the block's best to KSDT; returns as step(). */
-int kb_ksdt_block_commit(ksdt_state *st, kb_cblock *cb, double eps,
-                         double fmin, int nt)
+static int block_commit(ksdt_state *st, kb_cblock *cb, double eps,
+                        double fmin, int nt)
 {
     int d = st->d;
     cb->filled = 0;
@@ -613,8 +594,8 @@ int kb_ksdt_block_commit(ksdt_state *st, kb_cblock *cb, double eps,
 }
 
 /* The error for a step or an offer that met a non-finite value. */
-void NORET kb_ksdt_nonfinite(const ksdt_state *st, const char *what,
-                             double row, double taken)
+static void NORET nonfinite(const ksdt_state *st, const char *what,
+                            double row, double taken)
 {
     if (st->bad_sidx > 0)
         kb_error_numeric(_("KSDT: the Stein kernel of %s %.0f and the "
@@ -627,6 +608,70 @@ void NORET kb_ksdt_nonfinite(const ksdt_state *st, const char *what,
                        "(overflow): scale the data or the kernel; %.0f rows of "
                        "the stream were taken before it "
                        "(ksdt_result()$n_offered)"), what, row, taken);
+}
+
+/* ---- feeds: states offered one at a time ------------------------------ */
+
+void kb_ksdt_feed_ctl(kb_ksdt_feed *f, SEXP ctl, R_xlen_t steps)
+{
+    f->eps = kb_arg_vector(kb_list_elt(ctl, "eps"), "eps", steps);
+    f->fmin = kb_arg_vector(kb_list_elt(ctl, "fmin"), "fmin", steps);
+    f->nt = kb_nthreads(kb_list_elt(ctl, "nthreads"));
+    f->progress = kb_arg_function(kb_list_elt(ctl, "progress"), "progress");
+}
+
+void kb_ksdt_feed_start(ksdt_state *st, kb_ksdt_feed *f, R_xlen_t steps)
+{
+    ensure_history(st, st->hlen + steps);
+    block_init(st, &f->cb);
+    f->steps = 0;
+    f->chosen = 0;
+    f->base = st->offered;
+    f->evals_seen = st->evals;
+    f->last_time = (double) time(NULL);
+    f->tick.acc = 0.0;
+}
+
+int kb_ksdt_feed_offer(ksdt_state *st, kb_ksdt_feed *f, const kb_ksdt_point *p,
+                       double row, int close)
+{
+    double eps = f->eps[f->steps], fmin = f->fmin[f->steps];
+    int rem;
+    if (f->C == 1) {
+        rem = step(st, p, NULL, eps, fmin, f->nt);
+        f->chosen = 0;
+    } else {
+        if (block_offer(st, &f->cb, p, f->nt) < 0)
+            nonfinite(st, f->what, row, st->offered - f->base);
+        if (f->count_diag)
+            st->evals += 1.0;
+        if (f->cb.filled < f->C && !close)
+            return 0;
+        f->chosen = f->cb.best;
+        rem = block_commit(st, &f->cb, eps, fmin, f->nt);
+    }
+    if (rem < 0)
+        nonfinite(st, f->what, row, st->offered - f->base);
+    if (f->C == 1 && f->count_diag)
+        st->evals += 1.0;
+    record(st, rem, p->sidx);
+    f->steps++;
+    return 1;
+}
+
+void kb_ksdt_feed_tick(ksdt_state *st, kb_ksdt_feed *f, double extra,
+                       double done, int last)
+{
+    double work = (st->evals - f->evals_seen) * (3.0 * st->d + 8.0) + extra;
+    f->evals_seen = st->evals;
+    if (!kb_tick(&f->tick, work) && !last)
+        return;
+    double now = (double) time(NULL);
+    if (f->progress != R_NilValue && (now > f->last_time || last)) {
+        kb_call_progress(f->progress, done, st->n,
+                         st->hlen > 0 ? st->h_ksd[st->hlen - 1] : NA_REAL);
+        f->last_time = now;
+    }
 }
 
 /* A push or a sampler holds the stream while it runs: a closure or a
@@ -676,117 +721,86 @@ SEXP kb_ksdt_new(SEXP kern, SEXP dim)
 }
 
 /* Push the rows of xo/so (user coordinates) and x/s (kernel coordinates),
- * in blocks of `cand` consecutive rows (1: every row), with per-step
+ * in blocks of `candidates` consecutive rows (1: every row), with per-step
  * budgets eps and minimum sizes fmin (one per block).  Every row's
  * k_p(x, x) is checked before anything changes, so a push rejected there
  * leaves the stream as it was; a Stein kernel value with the dictionary
  * that overflows stops the push after the blocks before it were taken. */
 typedef struct {
     ksdt_state *st;
-    SEXP xo, so, x, s, eps, fmin, progress;
-    int nt, cand;
+    const double *m[4];        /* xo, so, x, s: n x d each */
+    int n;
+    kb_ksdt_feed feed;
 } push_args;
 
-static SEXP push_body(void *data)
+/* k_p(x_i, x_i) of every row from its score s (kernel coordinates). */
+static double *push_diag(ksdt_state *st, const double *S, int m)
 {
-    push_args *A = (push_args *) data;
-    ksdt_state *st = A->st;
-    int d = st->d, m = Rf_nrows(A->xo), nt = A->nt, C = A->cand;
-    const double *XO = REAL(A->xo), *SO = REAL(A->so), *XK = REAL(A->x),
-        *SK = REAL(A->s);
-    double *buf = (double *) R_alloc((size_t) 4 * d, sizeof(double));
+    double *s = (double *) R_alloc((size_t) st->d, sizeof(double));
     double *kdv = (double *) R_alloc(m > 0 ? m : 1, sizeof(double));
     for (int i = 0; i < m; i++) {
-        kb_get_row(SK, m, i, d, buf);
-        kdv[i] = kb_stein_diag(&st->K, buf);
+        kb_get_row(S, m, i, st->d, s);
+        kdv[i] = kb_stein_diag(&st->K, s);
         if (!R_FINITE(kdv[i]))
             kb_error_numeric(_("KSDT push: the Stein kernel of row %d with "
                                "itself is not finite (overflow: its score is "
                                "too large); scale the data or the kernel; "
                                "nothing was pushed"), i + 1);
     }
-    int nblocks = (m + C - 1) / C;
-    ensure_history(st, st->hlen + nblocks);
-    kb_cblock cb;
-    kb_ksdt_block_init(st, &cb);
-    time_t last = time(NULL);
-    double since = 0.0, base = st->offered;
-    int blk = 0;
+    return kdv;
+}
+
+static SEXP push_body(void *data)
+{
+    push_args *A = (push_args *) data;
+    ksdt_state *st = A->st;
+    kb_ksdt_feed *f = &A->feed;
+    int d = st->d, m = A->n;
+    double *buf = (double *) R_alloc((size_t) 4 * d, sizeof(double));
+    double *kdv = push_diag(st, A->m[3], m);
+    kb_ksdt_feed_start(st, f, (m + f->C - 1) / f->C);
+    double base = st->offered;
     for (int i = 0; i < m; i++) {
-        kb_get_row(XO, m, i, d, buf);
-        kb_get_row(SO, m, i, d, buf + d);
-        kb_get_row(XK, m, i, d, buf + 2 * d);
-        kb_get_row(SK, m, i, d, buf + 3 * d);
-        double e0 = st->evals;
-        int rem;
+        for (int q = 0; q < 4; q++)
+            kb_get_row(A->m[q], m, i, d, buf + (size_t) q * d);
         kb_ksdt_point p = {buf, buf + d, buf + 2 * d, buf + 3 * d, kdv[i],
                            base + i + 1.0};
-        /* the diagonal evaluated above is counted as its row is taken */
-        if (C == 1) {
-            rem = step(st, &p, NULL, REAL(A->eps)[blk], REAL(A->fmin)[blk], nt);
-            if (rem >= 0)
-                st->evals += 1.0;
-        } else {
-            if (kb_ksdt_block_offer(st, &cb, &p, nt) < 0)
-                kb_ksdt_nonfinite(st, "row", i + 1.0, st->offered - base);
-            st->evals += 1.0;
-            since += st->evals - e0;
-            if (cb.filled < C && i < m - 1)
-                goto check;
-            e0 = st->evals;
-            rem = kb_ksdt_block_commit(st, &cb, REAL(A->eps)[blk],
-                                       REAL(A->fmin)[blk], nt);
-        }
-        if (rem < 0)
-            kb_ksdt_nonfinite(st, "row", i + 1.0, st->offered - base);
-        kb_ksdt_record(st, rem, base + i + 1.0);
-        blk++;
-        since += st->evals - e0;
-    check:
-        if (since > 4194304.0 || i == m - 1) {
-            R_CheckUserInterrupt();
-            since = 0.0;
-            time_t now = time(NULL);
-            if (A->progress != R_NilValue && (now > last || i == m - 1)) {
-                kb_call_progress(A->progress, i + 1.0, st->n,
-                                 st->h_ksd[st->hlen - 1]);
-                last = now;
-            }
-        }
+        kb_ksdt_feed_offer(st, f, &p, i + 1.0, i == m - 1);
+        kb_ksdt_feed_tick(st, f, 0.0, i + 1.0, i == m - 1);
     }
     return R_NilValue;
 }
 
-SEXP kb_ksdt_push(SEXP ptr, SEXP xo, SEXP so, SEXP x, SEXP s, SEXP eps,
-                  SEXP fmin, SEXP cand, SEXP nthreads, SEXP progress)
+/* .Call entry: rows = list(xo, so, x, s), ctl = list(eps, fmin,
+ * candidates, nthreads, progress). */
+SEXP kb_ksdt_push(SEXP ptr, SEXP rows, SEXP ctl)
 {
-    ksdt_state *st = kb_ksdt_state(ptr);
-    int nt = kb_nthreads(nthreads), d = st->d, C = kb_scalar_int(cand, "candidates");
-    SEXP mats[4] = {xo, so, x, s};
-    for (int q = 0; q < 4; q++)
-        if (TYPEOF(mats[q]) != REALSXP || !Rf_isMatrix(mats[q]) ||
-            Rf_ncols(mats[q]) != d || Rf_nrows(mats[q]) != Rf_nrows(xo))
-            Rf_error(_("KSDT push: states and scores must be n x %d matrices"), d);
-    int m = Rf_nrows(xo);
-    if (C < 1)
-        KB_INTERNAL("candidates must be positive");
-    R_xlen_t nb = (m + C - 1) / C;
-    if (TYPEOF(eps) != REALSXP || XLENGTH(eps) != nb ||
-        TYPEOF(fmin) != REALSXP || XLENGTH(fmin) != nb)
-        KB_INTERNAL("budget and minimum size must have one value per block");
-    if (progress != R_NilValue && !Rf_isFunction(progress))
-        KB_INTERNAL("progress must be a function or NULL");
     static const char *nm[4] = {"x", "score", "x (in the kernel's basis)",
                                 "score (in the kernel's basis)"};
-    for (int q = 0; q < 4; q++)
-        for (R_xlen_t i = 0; i < XLENGTH(mats[q]); i++)
-            if (!R_FINITE(REAL(mats[q])[i]))
-                kb_error_numeric(_("KSDT push: %s is not finite at row %d; "
-                                   "nothing was pushed"), nm[q],
-                                 (int) (i % (m > 0 ? m : 1)) + 1);
-    kb_ksdt_hold(st);
-    push_args A = {st, xo, so, x, s, eps, fmin, progress, nt, C};
-    R_ExecWithCleanup(push_body, &A, kb_ksdt_release, st);
+    push_args A;
+    A.st = kb_ksdt_state(ptr);
+    int d = A.st->d, m = -1;
+    for (int q = 0; q < 4; q++) {
+        SEXP v = VECTOR_ELT(rows, q);
+        m = kb_arg_matrix(v, nm[q], m, d);
+        A.m[q] = REAL(v);
+        R_xlen_t bad = kb_first_nonfinite(A.m[q], (R_xlen_t) m * d);
+        if (bad >= 0)
+            kb_error_numeric(_("KSDT push: %s is not finite at row %d; "
+                               "nothing was pushed"), nm[q],
+                             (int) (bad % m) + 1);
+    }
+    A.n = m;
+    kb_ksdt_feed *f = &A.feed;
+    f->C = kb_scalar_int(kb_list_elt(ctl, "candidates"), "candidates");
+    if (f->C < 1)
+        KB_INTERNAL("candidates must be positive");
+    R_xlen_t nb = (m + f->C - 1) / f->C;
+    kb_ksdt_feed_ctl(f, ctl, nb);
+    f->what = "row";
+    f->count_diag = 1;
+    kb_ksdt_hold(A.st);
+    R_ExecWithCleanup(push_body, &A, kb_ksdt_release, A.st);
     return R_NilValue;
 }
 

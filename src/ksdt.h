@@ -5,6 +5,7 @@
 #define KB_KSDT_H
 
 #include "stein.h"
+#include "runtime.h"
 
 typedef struct ksdt_state ksdt_state;
 
@@ -19,12 +20,6 @@ void kb_ksdt_release(void *st);
 
 int kb_ksdt_d(const ksdt_state *st);
 int kb_ksdt_size(const ksdt_state *st);
-double kb_ksdt_offered(const ksdt_state *st);
-double kb_ksdt_evals(const ksdt_state *st);
-double kb_ksdt_last_ksd(const ksdt_state *st);
-
-/* Room in the history for `steps` more steps. */
-void kb_ksdt_reserve(ksdt_state *st, R_xlen_t steps);
 
 /* k_p(x, x) from the score s (kernel coordinates), counted. */
 double kb_ksdt_diag(ksdt_state *st, const double *s);
@@ -36,16 +31,11 @@ typedef struct {
     double kd, sidx;
 } kb_ksdt_point;
 
-/* One KSDT step with a new state: add it, then prune with budget eps down
- * to no fewer than fmin points.  Returns the number of removals or -1. */
-int kb_ksdt_add(ksdt_state *st, const kb_ksdt_point *p, double eps,
-                double fmin, int nt);
-
 /* A block of candidates (the SP-MCMC rule of Chen et al. 2019, as in the
  * KSDT paper's SPMCMC variants): of the states offered, the one minimising
  * k_p(c, c) + 2 sum_{j in D} k_p(c, x_j) goes to KSDT at commit, the first
  * on ties; its row with D is computed once.  D does not change within a
- * block. */
+ * block.  Internal to ksdt.c (here for the size of kb_ksdt_feed). */
 typedef struct {
     int filled, cur, best;     /* candidates seen; rows[cur]: the best's row */
     double crit, kd, sidx;
@@ -53,21 +43,56 @@ typedef struct {
     double *buf;               /* the best's xo, so, x, s (4 d) */
 } kb_cblock;
 
-void kb_ksdt_block_init(ksdt_state *st, kb_cblock *cb);
-int kb_ksdt_block_offer(ksdt_state *st, kb_cblock *cb, const kb_ksdt_point *p,
-                        int nt);
-int kb_ksdt_block_commit(ksdt_state *st, kb_cblock *cb, double eps,
-                         double fmin, int nt);
+/* A feed: states offered to the stream one at a time, in blocks of C (1:
+ * every state is a KSDT step), each step with its budget eps[t] and
+ * minimum size fmin[t].  The caller sets the first group of fields and
+ * calls kb_ksdt_feed_start(); the rest is the feed's. */
+typedef struct {
+    int C, nt;                 /* block size; threads */
+    const double *eps, *fmin;  /* one per step */
+    const char *what;          /* a state's name in messages ("row") */
+    int count_diag;            /* the states' k_p(x, x) were computed
+                                * uncounted: count one each as taken */
+    SEXP progress;             /* progress(done, size, ksd), or R_NilValue */
+    /* the feed's own */
+    int steps;                 /* KSDT steps taken */
+    int chosen;                /* candidate taken by the last step (0-based) */
+    double base;               /* rows of the stream offered before */
+    double evals_seen;         /* evaluations already counted as work */
+    double last_time;
+    kb_cblock cb;
+    kb_ticker tick;
+} kb_ksdt_feed;
 
-/* Record a step's outcome; `offered`: rows of the stream taken so far. */
-void kb_ksdt_record(ksdt_state *st, int removed, double offered);
+/* The feed's eps, fmin (one per step), nthreads and progress from the R
+ * list ctl (elements of those names). */
+void kb_ksdt_feed_ctl(kb_ksdt_feed *f, SEXP ctl, R_xlen_t steps);
 
-/* The error for a step or an offer that returned -1. */
-void NORET kb_ksdt_nonfinite(const ksdt_state *st, const char *what,
-                             double row, double taken);
+/* Start a feed of up to `steps` steps (history room is made now). */
+void kb_ksdt_feed_start(ksdt_state *st, kb_ksdt_feed *f, R_xlen_t steps);
 
-/* A start for fresh moves (rule 2 random point, 3 least influence); its
- * user coordinates and score into x and s. */
+/* Offer the state p, the row-th of this feed (1-based, for messages);
+ * close ends its block early (the feed's last state).  Returns 1 when a
+ * KSDT step was taken (f->chosen: which candidate of the block), else 0.
+ * A Stein kernel value that is not finite raises a kb_error_numeric that
+ * names the row; the dictionary is then as before the step. */
+int kb_ksdt_feed_offer(ksdt_state *st, kb_ksdt_feed *f, const kb_ksdt_point *p,
+                       double row, int close);
+
+/* After each offer: count the work done (the evaluations since the last
+ * call plus `extra` units, e.g. closure calls), look for an interrupt
+ * every KB_TICK_WORK units and call progress(done, size, ksd) at most
+ * once a second, and at the end (last). */
+void kb_ksdt_feed_tick(ksdt_state *st, kb_ksdt_feed *f, double extra,
+                       double done, int last);
+
+/* Start rules for fresh moves (sp_mcmc): the R layer's names, in order. */
+enum { KB_START_LAST = 0, KB_START_RAND = 1, KB_START_INFL = 2 };
+extern const char *const kb_start_rules[];
+
+/* A start for fresh moves (KB_START_RAND a random dictionary point,
+ * KB_START_INFL the point of least influence); its user coordinates and
+ * score into x and s. */
 void kb_ksdt_start_point(const ksdt_state *st, int rule, double *x, double *s);
 
 #endif

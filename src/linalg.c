@@ -1,4 +1,5 @@
 #include "linalg.h"
+#include "args.h"
 #include "entries.h"
 #include <R_ext/Lapack.h>
 #include <R_ext/BLAS.h>
@@ -28,14 +29,11 @@ void kb_sym_eigen(int d, const double *A, double *w, double *Q,
 /* .Call entry: list(values, vectors) of a symmetric matrix. */
 SEXP kb_eigen_sym(SEXP A, SEXP what)
 {
-    if (TYPEOF(A) != REALSXP || !Rf_isMatrix(A) || Rf_nrows(A) != Rf_ncols(A))
-        Rf_error(_("'%s' must be a square numeric matrix"),
-                 Rf_isString(what) ? CHAR(STRING_ELT(what, 0)) : "A");
-    int d = Rf_nrows(A);
     const char *nm = Rf_isString(what) ? CHAR(STRING_ELT(what, 0)) : "A";
-    for (R_xlen_t i = 0; i < (R_xlen_t) d * d; i++)
-        if (!R_FINITE(REAL(A)[i]))
-            Rf_error(_("'%s' must not contain NA, NaN or Inf"), nm);
+    int d = kb_arg_square(A, nm);
+    if (kb_first_nonfinite(REAL(A), (R_xlen_t) d * d) >= 0)
+        kb_error_class("kb_error_arg",
+                       _("'%s' must not contain NA, NaN or Inf"), nm);
     const char *nms[] = {"values", "vectors", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SET_VECTOR_ELT(ans, 0, Rf_allocVector(REALSXP, d));

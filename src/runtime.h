@@ -19,9 +19,10 @@
 /* Work between two interrupt checks: about 0.05-0.1 s on one core. */
 #define KB_TICK_WORK 5e7
 
-/* Work units one call of an R closure counts for in a ticker (a closure
- * call costs microseconds, so an interrupt is seen within ~100 calls). */
-#define KB_CLOSURE_WORK 5e5
+/* Work units one call of an R closure counts for in a ticker: an interrupt
+ * is seen within ten calls (one arriving while R code runs is seen at once
+ * by R itself). */
+#define KB_CLOSURE_WORK 5e6
 
 /* The user's thread count (an R integer) capped to [1, processors]. */
 int kb_nthreads(SEXP nthreads);
@@ -71,21 +72,22 @@ static inline void kb_check_interrupt(void)
 }
 
 /* Ticker for serial loops: add the work done, and the ticker checks for an
- * interrupt each time KB_TICK_WORK units have accumulated.  Never inside a
- * parallel region. */
+ * interrupt each time KB_TICK_WORK units have accumulated (and returns 1
+ * then, else 0).  Never inside a parallel region. */
 typedef struct {
     double acc;
 } kb_ticker;
 
 #define KB_TICKER_INIT {0.0}
 
-static inline void kb_tick(kb_ticker *t, double work)
+static inline int kb_tick(kb_ticker *t, double work)
 {
     t->acc += work;
-    if (t->acc >= KB_TICK_WORK) {
-        t->acc = 0.0;
-        R_CheckUserInterrupt();
-    }
+    if (t->acc < KB_TICK_WORK)
+        return 0;
+    t->acc = 0.0;
+    R_CheckUserInterrupt();
+    return 1;
 }
 
 #endif

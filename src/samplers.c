@@ -3,16 +3,24 @@
 #include <math.h>
 #include "samplers.h"
 #include "args.h"
+#include "runtime.h"
 #include "entries.h"
 
-void kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
+int kb_sampler_type(SEXP name)
+{
+    static const char *const types[] = {"rwm", "mala", NULL};
+    return kb_arg_choice(name, "sampler", types);
+}
+
+SEXP kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
                      int d, const double *x0, double step)
 {
     smp->type = type;
     smp->d = d;
     smp->step = step;
-    kb_closure_init(&smp->logd, rho, d, "log_density");
-    kb_closure_init(&smp->grad, rho, d, "score");
+    SEXP keep = PROTECT(Rf_allocVector(VECSXP, 2));
+    SET_VECTOR_ELT(keep, 0, kb_closure_init(&smp->logd, rho, d, "log_density"));
+    SET_VECTOR_ELT(keep, 1, kb_closure_init(&smp->grad, rho, d, "score"));
     smp->logd.allow_neginf = 1;
     if (vectorized) {
         kb_closure_row_matrix(&smp->logd);
@@ -35,6 +43,8 @@ void kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
         kb_sampler_score(smp);
     smp->accepted = smp->proposed = 0.0;
     smp->last_alpha = 0.0;
+    UNPROTECT(1);
+    return keep;
 }
 
 void kb_sampler_score(kb_sampler *smp)
@@ -128,57 +138,76 @@ static void adapt_step(kb_sampler *smp, double target, int iter)
     smp->step *= exp(gamma * (smp->last_alpha - target));
 }
 
-/* .Call entry: a chain.  rho binds log_density and score; warmup iterations
- * (adapting the step towards target_accept when adapt is set) are run first
- * and not returned. */
-SEXP kb_mcmc(SEXP type_, SEXP rho, SEXP vectorized, SEXP x0, SEXP n_iter_,
-             SEXP step_, SEXP warmup_, SEXP adapt_, SEXP target_accept_,
-             SEXP scores_)
+/* The chain's output: x, score (or NULL), log_density, accept_rate, step. */
+static SEXP chain_output(int n_iter, int d, int want_scores)
 {
-    int type = kb_scalar_int(type_, "type"), n_iter = kb_scalar_int(n_iter_, "n_iter"),
-        warmup = kb_scalar_int(warmup_, "warmup"), adapt = Rf_asLogical(adapt_) == TRUE,
-        want_scores = Rf_asLogical(scores_) == TRUE;
-    double step = kb_scalar_real(step_, "step"),
-        target = kb_scalar_real(target_accept_, "target_accept");
-    if (TYPEOF(x0) != REALSXP || XLENGTH(x0) < 1)
-        Rf_error(_("'x0' must be a numeric vector"));
-    int d = (int) XLENGTH(x0);
-    kb_sampler smp;
-    GetRNGstate();
-    kb_sampler_init(&smp, type, rho, Rf_asLogical(vectorized) == TRUE, d,
-                    REAL(x0), step);
-    for (int it = 0; it < warmup; it++) {
-        kb_sampler_step(&smp);
-        if (adapt)
-            adapt_step(&smp, target, it);
-        /* every step calls R closures, which cost far more than the check;
-         * an interrupt raised inside one is honoured at once */
-        R_CheckUserInterrupt();
-    }
-    smp.accepted = smp.proposed = 0.0;
     const char *nms[] = {"x", "score", "log_density", "accept_rate", "step", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
-    SEXP X = Rf_allocMatrix(REALSXP, n_iter, d);
-    SET_VECTOR_ELT(ans, 0, X);
-    SEXP S = want_scores ? Rf_allocMatrix(REALSXP, n_iter, d) : R_NilValue;
-    SET_VECTOR_ELT(ans, 1, S);
-    SEXP LP = Rf_allocVector(REALSXP, n_iter);
-    SET_VECTOR_ELT(ans, 2, LP);
-    for (int it = 0; it < n_iter; it++) {
-        kb_sampler_step(&smp);
-        if (want_scores)
-            kb_sampler_score(&smp);
-        for (int k = 0; k < d; k++) {
-            REAL(X)[(R_xlen_t) k * n_iter + it] = smp.x[k];
-            if (want_scores)
-                REAL(S)[(R_xlen_t) k * n_iter + it] = smp.s[k];
-        }
-        REAL(LP)[it] = smp.lp;
-        R_CheckUserInterrupt();
+    SET_VECTOR_ELT(ans, 0, Rf_allocMatrix(REALSXP, n_iter, d));
+    if (want_scores)
+        SET_VECTOR_ELT(ans, 1, Rf_allocMatrix(REALSXP, n_iter, d));
+    SET_VECTOR_ELT(ans, 2, Rf_allocVector(REALSXP, n_iter));
+    UNPROTECT(1);
+    return ans;
+}
+
+/* Run the chain: warmup iterations (adapting the step towards `target`
+ * when adapt is set), not kept, then n_iter kept in ans. */
+static void run_chain(kb_sampler *smp, int warmup, int adapt, double target,
+                      int n_iter, SEXP ans)
+{
+    int d = smp->d, want_scores = VECTOR_ELT(ans, 1) != R_NilValue;
+    double *X = REAL(VECTOR_ELT(ans, 0)), *LP = REAL(VECTOR_ELT(ans, 2)),
+        *S = want_scores ? REAL(VECTOR_ELT(ans, 1)) : NULL;
+    kb_ticker tk = KB_TICKER_INIT;
+    for (int it = 0; it < warmup; it++) {
+        kb_sampler_step(smp);
+        if (adapt)
+            adapt_step(smp, target, it);
+        kb_tick(&tk, 2.0 * KB_CLOSURE_WORK);
     }
+    smp->accepted = smp->proposed = 0.0;
+    for (int it = 0; it < n_iter; it++) {
+        kb_sampler_step(smp);
+        if (want_scores)
+            kb_sampler_score(smp);
+        for (int k = 0; k < d; k++) {
+            X[(R_xlen_t) k * n_iter + it] = smp->x[k];
+            if (want_scores)
+                S[(R_xlen_t) k * n_iter + it] = smp->s[k];
+        }
+        LP[it] = smp->lp;
+        kb_tick(&tk, 2.0 * KB_CLOSURE_WORK);
+    }
+}
+
+/* .Call entry: a chain.  rho binds log_density and score; ctl = list(
+ * sampler, vectorized, x0, n_iter, step, warmup, adapt, target_accept,
+ * scores). */
+SEXP kb_mcmc(SEXP rho, SEXP ctl)
+{
+    int type = kb_sampler_type(kb_list_elt(ctl, "sampler")),
+        vec = kb_scalar_flag(kb_list_elt(ctl, "vectorized"), "vectorized"),
+        n_iter = kb_scalar_int(kb_list_elt(ctl, "n_iter"), "n_iter"),
+        warmup = kb_scalar_int(kb_list_elt(ctl, "warmup"), "warmup"),
+        adapt = kb_scalar_flag(kb_list_elt(ctl, "adapt"), "adapt"),
+        scores = kb_scalar_flag(kb_list_elt(ctl, "scores"), "scores");
+    double step = kb_scalar_real(kb_list_elt(ctl, "step"), "step"),
+        target = kb_scalar_real(kb_list_elt(ctl, "target_accept"),
+                                "target_accept");
+    SEXP x0 = kb_list_elt(ctl, "x0");
+    kb_arg_vector(x0, "x0", -1);
+    int d = (int) XLENGTH(x0);
+    if (d < 1 || n_iter < 0 || warmup < 0)
+        KB_INTERNAL("x0, n_iter or warmup out of range");
+    kb_sampler smp;
+    GetRNGstate();
+    PROTECT(kb_sampler_init(&smp, type, rho, vec, d, REAL(x0), step));
+    SEXP ans = PROTECT(chain_output(n_iter, d, scores));
+    run_chain(&smp, warmup, adapt, target, n_iter, ans);
     PutRNGstate();
     SET_VECTOR_ELT(ans, 3, Rf_ScalarReal(n_iter > 0 ? smp.accepted / smp.proposed : NA_REAL));
     SET_VECTOR_ELT(ans, 4, Rf_ScalarReal(smp.step));
-    UNPROTECT(3);
+    UNPROTECT(2);
     return ans;
 }

@@ -4,7 +4,11 @@
 
 #include "callback.h"
 
-enum { KB_RWM = 1, KB_MALA = 2 };
+/* Sampler types: the R layer's names, in order. */
+enum { KB_RWM = 0, KB_MALA = 1 };
+
+/* The sampler type named by an R string ("rwm" or "mala"). */
+int kb_sampler_type(SEXP name);
 
 typedef struct {
     int type, d;
@@ -18,9 +22,10 @@ typedef struct {
     double last_alpha;         /* acceptance probability of the last step */
 } kb_sampler;
 
-/* Set up from an environment binding `log_density` and `score`; pushes TWO
- * protects.  x0 must have a finite log density. */
-void kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
+/* Set up from an environment binding `log_density` and `score`.  x0 must
+ * have a finite log density.  Returns the object holding the sampler's R
+ * calls: the caller protects it for as long as the sampler is used. */
+SEXP kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
                      int d, const double *x0, double step);
 
 /* One Metropolis-Hastings step (uses R's RNG: call between

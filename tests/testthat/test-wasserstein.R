@@ -170,7 +170,7 @@ test_that("wasserstein2() rejects bad input, naming the argument", {
   expect_error(wasserstein2("a", x), class = "kb_error_arg")
   expect_error(wasserstein2(x, x[-1, ]), class = "kb_error_arg")
   # the C entry re-checks what it relies on
-  expect_error(.Call(kernbayes:::C_kb_assign, matrix(1:4, 2)), "double matrix")
+  expect_error(.Call(kernbayes:::C_kb_assign, matrix(1:4, 2)), "numeric matrix")
   expect_error(.Call(kernbayes:::C_kb_assign, matrix(0, 2, 3)), "square")
   expect_error(.Call(kernbayes:::C_kb_assign, matrix(c(0, NA, 1, 2), 2)),
                "not all finite", class = "kb_error_numeric")
