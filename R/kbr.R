@@ -244,8 +244,7 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     gy <- gram(rky, y, y, nthreads)
     m <- if (is.null(prior)) drop(gx %*% gam) else
       drop(gram(rkx, x, U, nthreads) %*% gam)
-    res <- .Call(C_kb_kbr_fit, gx, m, gy, eps, delta,
-                 if (method == "kbr") 1L else 2L)
+    res <- .Call(C_kb_kbr_fit, gx, m, gy, eps, delta, method)
     fit$mu <- res$mu
     fit$gy <- gy
     fit$factor <- res$F
@@ -373,7 +372,7 @@ predict.kb_kbr <- function(object, y_new, ...) {
   warn_far(K)
   W <- if (is.null(object$rank)) {
     .Call(C_kb_kbr_apply, object$gy, object$mu, object$factor, object$ipiv,
-          if (object$method == "kbr") 1L else 2L, K)
+          object$method, K)
   } else {
     object$B %*% lowrank_features(object$kernel_y, object$y, object$Ly, yn,
                                   object$nthreads)
@@ -663,7 +662,7 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
           mus[[key_eps]] <- .Call(C_kb_kbr_mu, Gtr, m, grid$eps[g])
         }
         W <- .Call(C_kb_kbr_weights, Gytr, mus[[key_eps]], grid$delta[g],
-                   if (method == "kbr") 1L else 2L, kte)
+                   method, kte)
         if (criterion == "marginal") {
           wbar <- rowMeans(W)
           out[k] <- drop(crossprod(wbar, Gtr %*% wbar)) -
@@ -829,11 +828,10 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   Ky <- gram(rky, Y, yo, nthreads)
   warn_far(Ky)
   a0 <- rep(1 / T, T)
-  mcode <- if (method == "kbr") 1L else 2L
   if (is.null(rank)) {
     W <- .Call(C_kb_kbr_filter, gram(rkx, X, X, nthreads),
                gram(rkx, X, Xp, nthreads), gram(rky, Y, Y, nthreads), Ky, a0,
-               eps, delta, mcode)
+               eps, delta, method)
     if (!all(is.finite(W))) {
       t <- which(!is.finite(colSums(W)))[1L]
       stop_numeric(sprintf(paste0("the KBR filter's weights are not finite ",
