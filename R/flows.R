@@ -187,15 +187,21 @@ make_optimizer <- function(type, alpha = 0.9) {
     })
 }
 
+# The one constructor of a flow's result (class kb_particles): the final
+# particles, the trace, the objective per iteration and its name, the
+# method and the number of iterations, then named fields in `...`:
+# settings, target, y (NULL when the flow has none) and any more.
 new_particles <- function(x, tr, objective, objective_name, method, n_iter,
-                          settings, target = NULL, y = NULL, extra = list()) {
+                          ...) {
   if (!is.null(dimnames(x)) && all(vapply(dimnames(x), is.null, TRUE))) {
     dimnames(x) <- NULL
   }
+  fields <- list(settings = NULL, target = NULL, y = NULL)
+  extra <- list(...)
+  fields[names(extra)] <- extra
   structure(c(list(x = x, trace = tr$result(), trace_iter = tr$iters(),
                    objective = objective, objective_name = objective_name,
-                   method = method, n_iter = n_iter, settings = settings,
-                   target = target, y = y), extra),
+                   method = method, n_iter = n_iter), fields),
             class = "kb_particles")
 }
 
@@ -329,10 +335,10 @@ svgd <- function(x0, score, n_iter = 1000, step = 1e-3, bandwidth = "median",
     pb$tick(t)
   }
   new_particles(x, tr, obj, "KSD^2", "SVGD", n_iter,
-                list(step = step, bandwidth = bandwidth, optimizer = optimizer,
-                     alpha = alpha),
+                settings = list(step = step, bandwidth = bandwidth,
+                                optimizer = optimizer, alpha = alpha),
                 target = if (inherits(score, "kb_target")) score,
-                extra = list(bandwidth = hs))
+                bandwidth = hs)
 }
 
 # ---- KSD descent -------------------------------------------------------------
@@ -515,13 +521,12 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
     tr$add(x, evals, force = TRUE)
     pb$tick(n_iter)
   }
-  out <- new_particles(x, tr, obj, "KSD^2", sprintf("KSD descent (%s)", method),
-                       if (method == "gd") length(obj) else n_iter,
-                       list(method = method, step = step, kernel = kernel,
-                            jacobian = if (is.null(score_jacobian))
-                              "finite differences" else "given"),
-                       target = if (inherits(score, "kb_target")) score)
-  out
+  new_particles(x, tr, obj, "KSD^2", sprintf("KSD descent (%s)", method),
+                if (method == "gd") length(obj) else n_iter,
+                settings = list(method = method, step = step, kernel = kernel,
+                                jacobian = if (is.null(score_jacobian))
+                                  "finite differences" else "given"),
+                target = if (inherits(score, "kb_target")) score)
 }
 
 # ---- MMD and DrMMD flows -----------------------------------------------------
@@ -592,9 +597,15 @@ noise_level <- function(noise) {
   function(t) noise / sqrt(t)
 }
 
-run_mmd_flow <- function(x0, y, kernel, n_iter, step, noise, keep_every,
-                         progress, nthreads, lambda = NULL,
-                         step_label = "'step'") {
+# The MMD flow (lambda NULL) or the DrMMD flow; `opts`: noise, keep_every,
+# progress, nthreads, lambda and step_label (how an error names the step).
+run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
+  noise <- opts$noise
+  keep_every <- opts$keep_every
+  progress <- opts$progress
+  nthreads <- opts$nthreads
+  lambda <- opts$lambda
+  step_label <- opts$step_label %||% "'step'"
   x <- flow_points(x0, "x0")
   y <- flow_points(y, "y")
   if (ncol(y) != ncol(x)) {
@@ -728,10 +739,11 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, noise, keep_every,
 mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
                      step = 1, noise = 0, keep_every = 0,
                      progress = interactive(), nthreads = NULL) {
-  r <- run_mmd_flow(x0, y, kernel, n_iter, step, noise, keep_every, progress,
-                    nthreads)
+  r <- run_mmd_flow(x0, y, kernel, n_iter, step,
+                    list(noise = noise, keep_every = keep_every,
+                         progress = progress, nthreads = nthreads))
   new_particles(r$x, r$tr, r$obj, "MMD^2", "MMD flow", length(r$obj),
-                list(step = step, noise = noise, kernel = kernel), y = r$y)
+                settings = list(step = step, noise = noise, kernel = kernel), y = r$y)
 }
 
 #' @rdname mmd_flow
@@ -745,11 +757,13 @@ dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
     step <- lambda
     step_label <- sprintf("the step (by default 'lambda' = %s)", format(lambda))
   }
-  r <- run_mmd_flow(x0, y, kernel, n_iter, step, noise, keep_every, progress,
-                    nthreads, lambda = lambda, step_label = step_label)
+  r <- run_mmd_flow(x0, y, kernel, n_iter, step,
+                    list(noise = noise, keep_every = keep_every,
+                         progress = progress, nthreads = nthreads,
+                         lambda = lambda, step_label = step_label))
   new_particles(r$x, r$tr, r$obj, "DrMMD", "DrMMD flow", length(r$obj),
-                list(step = step, noise = noise, kernel = kernel,
-                     lambda = lambda), y = r$y)
+                settings = list(step = step, noise = noise, kernel = kernel,
+                                lambda = lambda), y = r$y)
 }
 
 # ---- MIED --------------------------------------------------------------------
@@ -855,7 +869,8 @@ mied <- function(x0, target, n_iter = 1000, step = 0.01, s = NULL,
     pb$tick(t)
   }
   new_particles(x, tr, obj, "log energy", "MIED", n_iter,
-                list(step = step, s = s, eps = eps, optimizer = optimizer),
+                settings = list(step = step, s = s, eps = eps,
+                                optimizer = optimizer),
                 target = target)
 }
 
