@@ -28,7 +28,9 @@
 #' finished.
 #'
 #' @param target A [kb_target()].
-#' @param x0 Starting points, one row per chain (a vector is one chain).
+#' @param x0 Starting points, one row per chain: a vector is one chain when
+#'   the target's dimension is above 1, and one start per element when it
+#'   is 1 (see 'Points and samples' in [kernbayes-package]).
 #' @param n_iter Iterations per chain.
 #' @param ... Further arguments to [ksdt_sample()] (`sampler`, `step`,
 #'   `min_size`, `kernel`, ...).
@@ -60,10 +62,7 @@ ksdt_chains <- function(target, x0, n_iter, ...,
                         merge = c("ksdt", "stein_thin", "none"),
                         merge_size = NULL, nthreads = 1) {
   check_target(target)
-  if (is.numeric(x0) && is.null(dim(x0)) && length(x0) == target$dim) {
-    x0 <- matrix(x0, nrow = 1L)
-  }
-  x0 <- as_points(x0, "x0")
+  x0 <- as_points(x0, "x0", target$dim)
   if (ncol(x0) != target$dim) {
     stop_arg("x0", sprintf("must have %d columns (the target's dimension), one row per chain; it has %d",
                            target$dim, ncol(x0)))

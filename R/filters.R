@@ -15,8 +15,10 @@
 #' the new observation; the filtered state is \eqn{\sum_i \alpha_i X_i}.
 #'
 #' @param x_train,y_train The training trajectory: hidden states and
-#'   observations, `(T + 1)` rows each.
-#' @param y_obs The observations to filter, one row per time step.
+#'   observations, `(T + 1)` rows each (a vector is a one-dimensional
+#'   trajectory; see 'Points and samples' in [kernbayes-package]).
+#' @param y_obs The observations to filter, one row per time step (a
+#'   vector is one observation when `y_train` has more than one column).
 #' @inheritParams kbr
 #' @param eps,delta Regularisers in the operator convention of [kbr()] (no
 #'   dependence on the training length); defaults 1e-3 and 1e-4.
@@ -55,7 +57,7 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
                                 nrow(x)))
   }
   if (nrow(x) < 3L) stop_arg("x_train", "must have at least 3 rows")
-  yo <- as_obs(y_obs, "y_obs")
+  yo <- as_obs(y_obs, "y_obs", ncol(y))
   if (ncol(yo) != ncol(y)) {
     stop_arg("y_obs", sprintf("must have %d columns, like y_train", ncol(y)))
   }
@@ -144,7 +146,8 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
 #' \eqn{x_{t+1} = A x_t + N(0, Q)}, \eqn{y_t = C x_t + N(0, R)},
 #' \eqn{x_1 \sim N(m_0, P_0)}: a baseline for [kbr_filter()].
 #'
-#' @param y Observations, one row per time step.
+#' @param y Observations, one row per time step (a vector is a
+#'   one-dimensional series; see 'Points and samples' in [kernbayes-package]).
 #' @param A,C,Q,R Model matrices (numbers are taken as 1 x 1 matrices); `Q`
 #'   and `R` are covariances (symmetric, positive semi-definite).
 #' @param m0,P0 Mean and covariance of the first state; default the
@@ -260,7 +263,9 @@ print.kb_filter <- function(x, ...) {
 #' Plot filtered states
 #'
 #' @param x A `kb_filter`.
-#' @param truth Optional true states (a matrix or vector) drawn in grey.
+#' @param truth Optional true states drawn in grey, one row per time step
+#'   (a matrix, or a vector for one-dimensional states; see
+#'   'Points and samples' in [kernbayes-package]).
 #' @param which Coordinates to plot.
 #' @param ... Ignored.
 #' @return `x`, invisibly.
@@ -269,7 +274,7 @@ plot.kb_filter <- function(x, truth = NULL, which = seq_len(min(3L, ncol(x$mean)
                            ...) {
   op <- graphics::par(mfrow = c(length(which), 1L), mar = c(3, 4, 2, 1))
   on.exit(graphics::par(op))
-  if (!is.null(truth)) truth <- as_obs(truth, "truth")
+  if (!is.null(truth)) truth <- as_obs(truth, "truth", ncol(x$mean))
   for (k in which) {
     rng <- range(x$mean[, k], if (!is.null(truth)) truth[, k])
     graphics::plot(x$mean[, k], type = "l", col = "red", ylim = rng,

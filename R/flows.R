@@ -4,9 +4,10 @@
 
 # ---- shared pieces -----------------------------------------------------------
 
-flow_points <- function(x, arg) {
-  if (is.numeric(x) && is.null(dim(x))) x <- matrix(x, ncol = 1L)
-  x <- as_points(x, arg)
+# Particles or a target sample (as_points(); d: their dimension when the
+# other set of points fixes it), at least two, on a usable scale.
+flow_points <- function(x, arg, d = NULL) {
+  x <- as_points(x, arg, d)
   if (nrow(x) < 2L) stop_arg(arg, "must hold at least 2 particles (rows)")
   check_flow_scale(x, arg)
   x
@@ -51,10 +52,7 @@ flow_score_fun <- function(score, d, arg = "score") {
     stop_arg(arg, "must be a function of one point (returning its gradient) ",
              "or a kb_target")
   }
-  function(x) {
-    g <- eval_rows(score, x, ncol(x), "score")
-    if (is.matrix(g)) g else matrix(g, ncol = 1L)
-  }
+  function(x) eval_score_rows(score, x)
 }
 
 # A kernel for the flows: resolved once on ref, and isotropic (the C layer
@@ -240,8 +238,8 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' interrupted (Ctrl-C) within a fraction of a second; an interrupted call
 #' returns nothing.
 #'
-#' @param x0 Initial particles: an `n x d` matrix (or a vector for
-#'   \eqn{d = 1}), \eqn{n \ge 2}.
+#' @param x0 Initial particles: an `n x d` matrix (a vector is `n`
+#'   particles in \eqn{d = 1}; see 'Points and samples' in [kernbayes-package]), \eqn{n \ge 2}.
 #' @param score The target's score: a [kb_target()], or a function of one
 #'   point returning the gradient of the log density.
 #' @param n_iter Number of iterations.
@@ -607,7 +605,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
   lambda <- opts$lambda
   step_label <- opts$step_label %||% "'step'"
   x <- flow_points(x0, "x0")
-  y <- flow_points(y, "y")
+  y <- flow_points(y, "y", ncol(x))
   if (ncol(y) != ncol(x)) {
     stop_arg("y", sprintf("must have %d columns, like x0; it has %d",
                           ncol(x), ncol(y)))
@@ -711,7 +709,8 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #' M)^2 d)} for DrMMD).
 #'
 #' @inheritParams svgd
-#' @param y The target sample, `M x d`.
+#' @param y The target sample, `M x d` (`d` is that of `x0`; see
+#'   'Points and samples' in [kernbayes-package]).
 #' @param kernel The kernel, [gaussian_kernel()] by default (isotropic).
 #' @param noise Noise injection level \eqn{\beta_0 \ge 0}, or a function
 #'   of the iteration \eqn{t} returning \eqn{\beta_t}.

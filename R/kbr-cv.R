@@ -160,7 +160,7 @@ check_kbr_dots <- function(dots, x) {
                                    "final fit (%s); got %s"),
                             paste(ok, collapse = ", "), bad))
   }
-  U <- if (is.null(dots$prior)) x else as_obs(dots$prior, "prior")
+  U <- if (is.null(dots$prior)) x else as_obs(dots$prior, "prior", ncol(x))
   if (ncol(U) != ncol(x)) stop_arg("prior", sprintf("must have %d columns, like x", ncol(x)))
   check_prior_weights(dots$prior_weights, nrow(U))
   if (!is.null(dots$rank)) check_count(dots$rank, "rank", max = nrow(x))

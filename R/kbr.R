@@ -5,9 +5,10 @@
 # (data and kernel checks, low-rank factors and operators, warnings) also
 # serve kbr_cv() (R/kbr-cv.R) and kbr_filter() (R/filters.R).
 
-as_obs <- function(y, arg) {
-  if (is.numeric(y) && is.null(dim(y))) y <- matrix(y, ncol = 1L)
-  y <- as_points(y, arg)
+# A sample of observations or states (as_points(); d: their dimension when
+# another argument fixes it), on a scale whose squared distances are finite.
+as_obs <- function(y, arg, d = NULL) {
+  y <- as_points(y, arg, d)
   # squared distances in the Gaussian kernels must not overflow
   big <- max(abs(y))
   if (big > sqrt(.Machine$double.xmax / (4 * ncol(y))) / 16) {
@@ -145,9 +146,12 @@ check_reg <- function(v, arg) {
 #' the regression criterion over the default grid (with a message giving
 #' the cost).
 #'
-#' @param x An `n x dx` sample of the hidden variable (matrix or vector).
-#' @param y The matching `n x dy` sample of the observed variable.
-#' @param prior Prior sample \eqn{U} (`l x dx`); `NULL` means `x` itself.
+#' @param x An `n x dx` sample of the hidden variable (a vector is `n`
+#'   values of a one-dimensional `x`; see 'Points and samples' in
+#'   [kernbayes-package]).
+#' @param y The matching `n x dy` sample of the observed variable (likewise).
+#' @param prior Prior sample \eqn{U} (`l x dx`; a vector is one point when
+#'   `dx > 1`); `NULL` means `x` itself.
 #' @param prior_weights Prior weights \eqn{\gamma} (length `l`, may be
 #'   negative, with a positive sum); they are rescaled to sum 1 (the prior is
 #'   a probability measure). Default equal weights \eqn{1/l}.
@@ -186,7 +190,7 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                           nrow(y)))
   }
   if (n < 2L) stop_arg("x", "must have at least 2 rows (sample points)")
-  U <- if (is.null(prior)) x else as_obs(prior, "prior")
+  U <- if (is.null(prior)) x else as_obs(prior, "prior", ncol(x))
   if (ncol(U) != ncol(x)) {
     stop_arg("prior", sprintf("must have %d columns, like x", ncol(x)))
   }
@@ -321,8 +325,9 @@ lowrank_operator <- function(Ly, mu, delta, method) {
 
 #' @rdname kbr
 #' @param object A `kb_kbr` fit.
-#' @param y_new Observations: a matrix with `dy` columns (or a vector of
-#'   values when `dy = 1`, or one observation of length `dy`).
+#' @param y_new Observations: a matrix with `dy` columns; a vector is `n`
+#'   values when `dy = 1` and one observation of length `dy` when `dy > 1`
+#'   (see 'Points and samples' in [kernbayes-package]).
 #' @param ... Ignored.
 #' @return `predict()`: the `n x n_new` matrix of posterior weights, one
 #'   column per observation. A warning is given for an observation far from
@@ -349,11 +354,7 @@ predict.kb_kbr <- function(object, y_new, ...) {
 
 new_obs <- function(object, y_new) {
   dy <- ncol(object$y)
-  if (is.numeric(y_new) && is.null(dim(y_new))) {
-    y_new <- if (dy == 1L) matrix(y_new, ncol = 1L) else
-      if (length(y_new) == dy) matrix(y_new, nrow = 1L) else y_new
-  }
-  yn <- as_points(y_new, "y_new")
+  yn <- as_points(y_new, "y_new", dy)
   if (ncol(yn) != dy) {
     stop_arg("y_new", sprintf("must have %d columns (the dimension of y); it has %d",
                               dy, ncol(yn)))

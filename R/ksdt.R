@@ -73,9 +73,11 @@ eval_schedule <- function(f, t, arg) {
 #' preconditioner; a heuristic one is resolved on the first push).
 #'
 #' @param x The stream: an `n x d` matrix of states in order (or a data
-#'   frame, `coda::mcmc`, posterior draws).
-#' @param score Scores at the rows of `x`: a matrix, a function of one point
-#'   or a [kb_target()].
+#'   frame, `coda::mcmc`, posterior draws). A vector is `n` one-dimensional
+#'   states for `ksdt()`, and one state of the stream's dimension (when
+#'   above 1) for `ksdt_push()`; see 'Points and samples' in [kernbayes-package].
+#' @param score Scores at the rows of `x`: a matrix (a vector as for `x`,
+#'   of the dimension of `x`), a function of one point or a [kb_target()].
 #' @param budget The budget \eqn{\epsilon_t \ge 0}: a number, or a function
 #'   of the step \eqn{t}.
 #' @param min_size The minimum size rule \eqn{f(t)}: `"sqrt"`
@@ -262,17 +264,10 @@ ksdt_push <- function(stream, x, score, candidates = 1) {
 # taken (for a stream the user holds).
 push_rows <- function(stream, x, score, candidates = 1, announce = FALSE) {
   candidates <- check_count(candidates, "candidates")
-  if (is.numeric(x) && is.null(dim(x)) && length(x) == stream$dim) {
-    x <- matrix(x, nrow = 1L)
-  }
-  x <- as_points(x)
+  x <- as_points(x, "x", stream$dim)
   if (ncol(x) != stream$dim) {
     stop_arg("x", sprintf("must have %d columns (the stream's dimension); it has %d",
                           stream$dim, ncol(x)))
-  }
-  if (is.numeric(score) && is.null(dim(score)) && nrow(x) == 1L &&
-      length(score) == stream$dim) {
-    score <- matrix(score, nrow = 1L)
   }
   # everything that can fail comes before the stream changes, the cheap
   # checks before the score closure runs
