@@ -311,7 +311,12 @@ gaussian_target <- function(mean, cov = NULL) {
 # matrix (the rule of as_points(), without its checks: C calls these with
 # one-row matrices, users with vectors or matrices).
 as_row_matrix <- function(x, d) {
-  if (is.null(dim(x))) vector_points(x, d) else x
+  if (!is.null(dim(x))) return(x)
+  if (d > 1L && length(x) != d) {
+    stop_arg("x", sprintf("must be one point of length %d or a matrix with %d columns; it has length %d",
+                          d, d, length(x)))
+  }
+  vector_points(x, d)
 }
 
 #' @rdname gaussian_target
