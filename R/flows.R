@@ -231,8 +231,10 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' it comes out of the terms the update needs, at almost no cost.
 #'
 #' With the median bandwidth the \eqn{n(n-1)/2} pair distances are held in
-#' memory (\eqn{4 n^2} bytes, 4 MB for 1000 particles), so at most 65536
-#' particles; with a fixed bandwidth nothing of size \eqn{n^2} is kept.
+#' memory, 8 bytes a pair: about \eqn{4 n^2} bytes (4 MB for 1000
+#' particles), and up to an eighth more while the median is selected; so at
+#' most 65536 particles. With a numeric `bandwidth` nothing of size
+#' \eqn{n^2} is kept.
 #' Work that would need more memory than the option `kernbayes.max_memory`
 #' (bytes, default 16 GiB) stops before allocating anything. Every flow can be
 #' interrupted (Ctrl-C) within a fraction of a second; an interrupted call
@@ -694,14 +696,12 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #' \eqn{1/\lambda} for small \eqn{\lambda}, the authors' experiments scale
 #' their learning rate by \eqn{\lambda}: to follow that convention pass
 #' `step = lr * lambda`. The default `step = NULL` is \eqn{\lambda}
-#' (learning rate 1 in that convention); on the three-ring target of the
-#' tests, \eqn{\lambda = 10^{-3}} with `step = 1` diverged at once
-#' (DrMMD 4.98 to 183), with `step` = \eqn{\lambda} it decreased steadily.
-#' With a narrow kernel (bandwidth 0.15 on the rings) even `step` =
-#' \eqn{\lambda} scattered particles out of the kernel's reach, where they
-#' stay without any non-finite value to stop the run; `step` = \eqn{0.1
-#' \lambda} reached the accuracy of the target sample itself
-#' (`vignette("particle-flows")`).
+#' (learning rate 1 in that convention): a step that does not shrink with a
+#' small \eqn{\lambda} diverges at once. With a narrow kernel even `step` =
+#' \eqn{\lambda} can scatter particles out of the kernel's reach, where
+#' they stay without any non-finite value to stop the run, and a smaller
+#' step (such as \eqn{0.1 \lambda}) is needed (`vignette("particle-flows")`
+#' compares the settings on the three-ring target).
 #'
 #' The kernel is resolved once on `y` (the median heuristic of
 #' [gaussian_kernel()] uses the target sample) and must be isotropic.
@@ -813,10 +813,8 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 #' @param s Riesz exponent, above \eqn{d}; default \eqn{d + 10^{-4}}.
 #'   With a small `eps` the particles are in the hypersingular regime,
 #'   whose limiting density is proportional to \eqn{p^{d/s}}, so `s` close
-#'   to \eqn{d} is needed to target \eqn{p} itself: on \eqn{N(0,
-#'   \mathrm{diag}(1, 0.25))} with 200 particles and 500 Adam steps the
-#'   particle variances were (1.13, 0.23) for \eqn{s = d + 10^{-4}},
-#'   (1.36, 0.30) for \eqn{d + 0.5} and (1.60, 0.37) for \eqn{d + 1}.
+#'   to \eqn{d} is needed to target \eqn{p} itself (larger `s` spreads the
+#'   particles wider than \eqn{p}; measurements in the package's NEWS).
 #' @param eps Mollifier scale \eqn{\epsilon \ge 0} (pairs \eqn{i = j} are
 #'   excluded, so 0 is allowed while particles are distinct).
 #' @param optimizer `"adam"` (default) or `"sgd"`.

@@ -1,4 +1,4 @@
-# The Goodwin oscillator: an ODE parameter-inference target (issue 7).
+# The Goodwin oscillator: an ODE parameter-inference target.
 # The solver, its sensitivities and the log posterior are in src/goodwin.c.
 
 goodwin_par_names <- c("a1", "a2", "k1", "alpha")

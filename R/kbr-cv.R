@@ -18,15 +18,11 @@
 #' tends to choose small regularisers. `criterion = "regression"` is the
 #' held-out loss of the conditional embedding instead, the RKHS distance of
 #' each held-out posterior to its own point, \eqn{\sum_a \sum_{j \in T_a}
-#' \| \hat m^{[-a]}_{X|y=Y_j} - k_X(\cdot, X_j) \|^2 / n}. On the Gaussian
-#' toy of the tests (prior narrower than the marginal of \eqn{X}, \eqn{d}
-#' = 2, 3 repeats) the posterior-mean MSE at \eqn{n} = 100, 200, 400, 800
-#' was 0.114, 0.091, 0.048, 0.017 with "marginal" and 0.100, 0.090, 0.054,
-#' 0.017 with "regression" for `method = "kbr"`, and 0.266, 0.110, 0.092,
-#' 0.041 against 0.109, 0.081, 0.045, 0.014 for `method = "iw"` (the prior
-#' mean: about 0.065). Both criteria assume the prior is the marginal of
-#' \eqn{X}; for a much narrower prior, larger `eps` and `delta` than chosen
-#' may do better (0.1 and 0.01 to 0.1 on that toy).
+#' \| \hat m^{[-a]}_{X|y=Y_j} - k_X(\cdot, X_j) \|^2 / n}; it is the
+#' criterion [kbr()] uses when it chooses `eps` or `delta` itself. Both
+#' criteria assume the prior is the marginal of \eqn{X}; for a much
+#' narrower prior, larger `eps` and `delta` than chosen may do better
+#' (`vignette("kernel-bayes-rule")`; measurements in the package's NEWS).
 #'
 #' @inheritParams kbr
 #' @param grid A data frame with columns `eps` and `delta`, and optionally

@@ -122,10 +122,9 @@ check_reg <- function(v, arg) {
 #' population operators: the Gram-matrix formulas above carry the factors
 #' \eqn{n} and \eqn{n^2} that turn, e.g., \eqn{\Lambda G_Y / n} into the
 #' estimate of a covariance operator, so a good `eps` or `delta` does not
-#' depend on the sample size (on the Gaussian toy of the tests the best
-#' values were the same for \eqn{n} = 100 to 800: `eps` = 0.1, `delta` =
-#' 0.01 for `"kbr"`, 0.1 for `"iw"`). Kernel values are at most 1, so the
-#' useful range is about \eqn{10^{-6}} to 1 for both.
+#' depend on the sample size (`vignette("kernel-bayes-rule")` runs one
+#' setting at every \eqn{n}). Kernel values are at most 1, so the useful
+#' range is about \eqn{10^{-6}} to 1 for both.
 #'
 #' The fit keeps the factorised operator, so [predict()] for many
 #' observations costs one matrix product. With `rank`, the Gram matrices are

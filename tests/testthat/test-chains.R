@@ -97,7 +97,7 @@ test_that("ksdt_chains() checks every argument before any chain runs", {
   tg <- kb_target(function(z) { calls <<- calls + 1; -sum(z^2) / 2 },
                   function(z) { calls <<- calls + 1; -z }, 2)
   x0 <- rbind(c(0, 0), c(1, 1))
-  # before: every chain ran, then the merge failed
+  # a bad merge_size is found before any chain runs, not at the merge
   expect_error(ksdt_chains(tg, x0, 200, step = 1, merge = "stein_thin", merge_size = 0),
                "'merge_size'", class = "kb_error_arg")
   expect_error(ksdt_chains(tg, x0, 200, step = 1, budget = -1), "'budget'",

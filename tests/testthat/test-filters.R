@@ -124,10 +124,9 @@ ref_lowrank_filter <- function(x, y, yo, s, eps, delta, method, r) {
   crossprod(W, X)
 }
 
-test_that("a coarse low-rank filter equals the Nystrom formulas and warns (it used to explode)", {
+test_that("a coarse low-rank filter equals the Nystrom formulas, stays bounded and warns", {
   # a narrow kernel on a circle: rank 40 leaves a residual of 0.37 of G_X's
-  # diagonal; the old Woodbury form blew up, the Nystrom form is exact for
-  # the approximated matrices
+  # diagonal; the Nystrom form is exact for the approximated matrices
   set.seed(9)
   T <- 400
   th <- cumsum(rep(0.3, T + 1)) + rnorm(T + 1, sd = 0.05)
@@ -208,10 +207,10 @@ test_that("KBR filter (rank 100, default eps/delta) beats observations and the s
 test_that("KBR filter with the defaults stays stable when the test run leaves the training range", {
   skip_under_valgrind()
   # With seed 4 about 3% of the test observations lie outside the range of
-  # the training y.  The former default ("kbr", eps = 1e-4, delta = 1e-9 in
-  # the operator convention) diverged there (6.6x Kalman, error ~30 at steps
-  # 129-136, full path too); the default now ("iw", eps = 1e-3, delta =
-  # 1e-4) gives 0.619 = 1.42x.
+  # the training y.  "kbr" with eps = 1e-4, delta = 1e-9 (operator
+  # convention) diverges there (6.6x Kalman, error ~30 at steps 129-136,
+  # full path too); the default ("iw", eps = 1e-3, delta = 1e-4) gives
+  # 0.619 = 1.42x.
   r <- kbr_lgssm_rmse(4)
   expect_lt(r[["kbr"]], r[["obs"]])
   expect_lt(r[["kbr"]], r[["stat"]])
@@ -220,8 +219,7 @@ test_that("KBR filter with the defaults stays stable when the test run leaves th
 # ---- warnings and bad input --------------------------------------------------
 
 test_that("kbr_filter() warns for an observation far from all training y", {
-  # issue 5: "a test observation far from all training Y (all kernel values
-  # ~ 0) gives a warning" -- predict() does, the filter does not.
+  # all kernel values ~ 0: the filter warns like predict()
   d <- kbr_toy_1d(50, 113)
   expect_warning(kbr_filter(d$x, d$y, c(0, 100)), "far from all training y")
 })

@@ -144,7 +144,7 @@ test_that("low rank with a modest r is close to the full path (smooth 1-d proble
   }
 })
 
-test_that("low-rank kbr() equals the plain-R Nystrom formulas for small delta (was -13.7)", {
+test_that("low-rank kbr() equals the plain-R Nystrom formulas for small delta", {
   set.seed(21)
   x <- rnorm(200)
   y <- x + rnorm(200, sd = 0.5)
@@ -172,8 +172,8 @@ test_that("low-rank kbr() equals the plain-R Nystrom formulas for small delta (w
     # measured: 0.962 (iw), 0.914 (kbr); full path 1.063, 0.914; exact 0.8
     expect_gt(pm, 0.75)
     expect_lt(pm, 1.1)
-    # smaller delta: finite, tending to the delta -> 0 limit (the old
-    # Woodbury form reached -1.5e11 at 1e-20)
+    # smaller delta: finite, tending to the delta -> 0 limit (a Woodbury
+    # form cancels catastrophically there: -1.5e11 at 1e-20)
     for (dl in c(1e-14, 1e-20)) {
       p2 <- posterior_mean(kbr(x, y, eps = 1e-2, delta = dl, method = method,
                                rank = 50), 1)
@@ -297,7 +297,7 @@ test_that("posterior_expect() names f and what it must return; checks y_new befo
 test_that("prior weights are rescaled to sum 1; a zero or negative total is an error", {
   d <- kbr_toy_1d(40, 120)
   f1 <- kbr(d$x, d$y, prior_weights = rep(1 / 40, 40), eps = 0.01, delta = 0.01)
-  # 1e308 each used to overflow to NaN posteriors
+  # 1e308 each: the sum overflows unless the weights are scaled first
   f2 <- kbr(d$x, d$y, prior_weights = rep(1e308, 40), eps = 0.01, delta = 0.01)
   expect_equal(posterior_mean(f2, c(0, 1)), posterior_mean(f1, c(0, 1)),
                tolerance = 1e-14)
@@ -305,7 +305,7 @@ test_that("prior weights are rescaled to sum 1; a zero or negative total is an e
             method = "iw", rank = 20)
   f4 <- kbr(d$x, d$y, eps = 0.01, delta = 0.01, method = "iw", rank = 20)
   expect_equal(f3$mu, f4$mu, tolerance = 1e-14)
-  # all-zero weights used to give posterior mean 0
+  # all-zero weights: no prior mass
   expect_error(kbr(d$x, d$y, prior_weights = rep(0, 40), eps = 0.01, delta = 0.01),
                class = "kb_error_arg", regexp = "'prior_weights' must have a positive sum")
   expect_error(kbr(d$x, d$y, prior_weights = c(-1, rep(0.01, 39)), eps = 0.01,
@@ -453,12 +453,12 @@ test_that("kbr() blames the data's scale, a tolerance that leaves no column, and
   set.seed(124)
   x <- rnorm(20)
   y <- x + rnorm(20, sd = 0.5)
-  # was "kernbayes internal error: preconditioner is not positive definite"
+  # squared distances that overflow: the data's scale is named
   expect_error(kbr(x * 1e300, y, eps = 0.1, delta = 0.1), class = "kb_error_arg",
                regexp = "'x' has values up to .*e\\+300: squared distances would overflow")
   expect_error(kbr_filter(x, y * 1e300, 1), class = "kb_error_arg",
                regexp = "'y_train' has values up to")
-  # was "a dimension is zero"
+  # tol = 1 would leave no column
   expect_error(kbr(x, y, eps = 0.1, delta = 0.1, rank = 5, tol = 1),
                class = "kb_error_arg", regexp = "'tol' must be in \\[0, 1\\)")
   expect_error(kbr(x, rep(2, 20), eps = 0.1, delta = 0.1), class = "kb_error_arg",
