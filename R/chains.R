@@ -1,175 +1,6 @@
-# Many chains and many machines: KSDT runs dispatched with the future
-# framework and merged dictionaries.
-
-# ---- merging dictionaries ---------------------------------------------------
-
-# `args`: the name of each dictionary's argument, for messages.
-check_dicts <- function(dicts, args = rep("...", length(dicts))) {
-  ok <- vapply(dicts, inherits, TRUE, "kb_ksdt")
-  if (!all(ok)) {
-    i <- which(!ok)[1L]
-    stop_arg(args[i], sprintf("must be KSDT results (kb_ksdt objects) to be merged; argument %d is a %s",
-                              i, class(dicts[[i]])[1L]))
-  }
-  for (i in seq_along(dicts)) {
-    z <- dicts[[i]]
-    p <- z$points
-    s <- z$score
-    if (!is.matrix(p) || !is.numeric(p) || !is.matrix(s) || !is.numeric(s) ||
-        !identical(dim(p), dim(s)) || !is.numeric(z$d) || length(z$d) != 1L ||
-        ncol(p) != z$d || anyNA(p) || anyNA(s) || any(!is.finite(p)) ||
-        any(!is.finite(s)) || !is.list(z$kernel)) {
-      stop_arg(args[i], sprintf(paste0("has been edited: dictionary %d's points, scores, ",
-                                       "dimension or kernel do not fit together"), i))
-    }
-  }
-  d <- vapply(dicts, function(z) as.integer(z$d), 1L)
-  if (any(d != d[1L])) {
-    i <- which(d != d[1L])[1L]
-    stop_arg(args[i], sprintf(paste0("must be dictionaries of one dimension; they have %s: ",
-                                     "they cannot come from the same target"),
-                              paste(d, collapse = ", ")))
-  }
-  sz <- vapply(dicts, function(z) nrow(z$points), 1L)
-  if (any(sz == 0L)) {
-    i <- which(sz == 0L)[1L]
-    stop_arg(args[i], sprintf("must be non-empty dictionaries; dictionary %d is empty", i))
-  }
-  invisible(dicts)
-}
-
-same_kernel <- function(a, b) {
-  identical(a$type, b$type) && identical(a$c, b$c) && identical(a$beta, b$beta) &&
-    identical(a$lambda, b$lambda) && identical(a$Q, b$Q)
-}
-
-# Merge KSDT dictionaries: order them by KSD (best first), keep the best
-# whole, drop exact repeats of points already in the union, and run one
-# KSDT pass over the union with a constant minimum size equal to the best
-# dictionary's size, so that the best dictionary is the starting state and
-# every later point is kept only if it does not raise the KSD by more than
-# the budget.  how = "stein_thin" instead picks `size` points greedily.
-merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
-                        budget = 0, nthreads = 1L, args = NULL,
-                        how_arg = "how", size_arg = "size") {
-  how <- check_choice(how, c("ksdt", "stein_thin"), how_arg)
-  check_dicts(dicts, args %||% rep("...", length(dicts)))
-  if (how == "stein_thin" && !is.null(size)) size <- check_count(size, size_arg)
-  budget <- check_number(budget, "budget", lower = 0)
-  rk <- dicts[[1L]]$kernel
-  if (!all(vapply(dicts, function(z) same_kernel(z$kernel, rk), TRUE))) {
-    # heuristic preconditioners were resolved per run: one kernel for all
-    allx <- do.call(rbind, lapply(dicts, `[[`, "points"))
-    rk <- resolve_kernel(rk$kernel, allx)
-    message("merge: the dictionaries' kernels differ (a heuristic resolved ",
-            "per run); using one kernel resolved on the union of their points")
-  }
-  k <- vapply(dicts, function(z) ksd_resolved(z$points, z$score, rk, nthreads), 0)
-  o <- order(k)
-  pts <- scr <- NULL
-  src <- data.frame(dictionary = integer(0), index = numeric(0))
-  for (i in o) {
-    p <- dicts[[i]]$points
-    s <- dicts[[i]]$score
-    keep <- rep(TRUE, nrow(p))
-    if (!is.null(pts)) {
-      keep <- !duplicated(rbind(pts, p))[nrow(pts) + seq_len(nrow(p))]
-    }
-    pts <- rbind(pts, p[keep, , drop = FALSE])
-    scr <- rbind(scr, s[keep, , drop = FALSE])
-    src <- rbind(src, data.frame(dictionary = rep(i, sum(keep)),
-                                 index = dicts[[i]]$index[keep]))
-  }
-  best_n <- nrow(dicts[[o[1L]]]$points)
-  if (how == "ksdt") {
-    st <- ksdt_stream(ncol(pts), budget = budget, min_size = "constant",
-                      min_size_coef = best_n, min_size_floor = 1,
-                      kernel = rk$kernel, nthreads = nthreads, progress = FALSE)
-    st$rk <- rk
-    st$ptr <- .Call(C_kb_ksdt_new, rk, st$dim)
-    st$colnames <- colnames(dicts[[1L]]$points)
-    push_rows(st, pts, scr)
-    res <- ksdt_result(st)
-    res$source <- src[res$index, , drop = FALSE]
-    rownames(res$source) <- NULL
-  } else {
-    if (is.null(size)) size <- best_n
-    size <- check_count(size, size_arg, max = nrow(pts))
-    th <- stein_thin(pts, scr, size, kernel = rk$kernel, standardize = FALSE,
-                     unique = TRUE, nthreads = nthreads)
-    res <- structure(list(points = pts[th$index, , drop = FALSE],
-                          score = scr[th$index, , drop = FALSE],
-                          index = th$index, ksd = th$ksd,
-                          size = seq_along(th$index), t = nrow(pts),
-                          d = ncol(pts), kernel = th$kernel,
-                          method = "Stein thinning of the merged dictionaries",
-                          source = src[th$index, , drop = FALSE]),
-                     class = "kb_ksdt")
-    rownames(res$source) <- NULL
-  }
-  res$merged_from <- length(dicts)
-  res$input_ksd <- k
-  if (how == "ksdt") res$method <- "KSDT merge"
-  res
-}
-
-#' Merge KSDT dictionaries
-#'
-#' Combines dictionaries made anywhere (different chains, machines or days)
-#' into one: the dictionaries are ordered by their KSD, the best is kept
-#' whole, exact repeats of points already included are dropped, and one
-#' KSDT pass over the union with a constant minimum size equal to the best
-#' dictionary's size adds the other points, keeping a point only while the
-#' KSD does not rise by more than the budget. The merged KSD is therefore
-#' no worse than the best input's by more than the budget per point, and
-#' merging a dictionary with itself returns it unchanged. `how =
-#' "stein_thin"` instead selects `size` distinct points of the union by
-#' greedy Stein thinning.
-#'
-#' All dictionaries must have the same dimension and should come from the
-#' same target (their scores are used as they are). When their kernels
-#' differ (a heuristic preconditioner resolved on each run), one kernel is
-#' resolved on the union of their points, with a message.
-#'
-#' @param x,y,... `kb_ksdt` results ([ksdt()], [ksdt_sample()],
-#'   [ksdt_result()], [ksdt_chains()]'s `chains`).
-#' @param how `"ksdt"` or `"stein_thin"`.
-#' @param size For `"stein_thin"`: the number of points (default: the size
-#'   of the best dictionary).
-#' @param budget For `"ksdt"`: the KSDT budget of the merging pass.
-#' @param nthreads Threads.
-#' @return A `kb_ksdt` object; `source` gives, for each kept point, the
-#'   dictionary it came from (its position among the arguments) and its
-#'   index there; `input_ksd` the inputs' KSDs under the merging kernel.
-#' @examples
-#' tg <- gaussian_target(c(0, 0))
-#' set.seed(1)
-#' a <- ksdt(sample_target(tg, 500), tg, progress = FALSE)
-#' b <- ksdt(sample_target(tg, 500), tg, progress = FALSE)
-#' m <- c(a, b)
-#' m
-#' c(a = a$ksd[length(a$ksd)], b = b$ksd[length(b$ksd)],
-#'   merged = m$ksd[length(m$ksd)])
-#' @export
-c.kb_ksdt <- function(..., how = c("ksdt", "stein_thin"), size = NULL,
-                      budget = 0, nthreads = 1) {
-  dicts <- list(...)
-  if (length(dicts) == 1L) return(dicts[[1L]])
-  merge_dicts(dicts, how = how, size = size, budget = budget,
-              nthreads = check_count(nthreads, "nthreads"))
-}
-
-#' @rdname c.kb_ksdt
-#' @export
-merge.kb_ksdt <- function(x, y, ..., how = c("ksdt", "stein_thin"),
-                          size = NULL, budget = 0, nthreads = 1) {
-  dicts <- c(list(x, y), list(...))
-  merge_dicts(dicts, how = how, size = size, budget = budget,
-              nthreads = check_count(nthreads, "nthreads"),
-              args = c("x", "y", rep("...", length(dicts) - 2L)))
-}
-
-# ---- many chains ---------------------------------------------------------------
+# Many chains and many machines: ksdt_chains() runs KSDT chains with the
+# future framework and merges their dictionaries (R/merge.R); the
+# kb_ksdt_chains class.
 
 #' KSDT on several chains, in parallel with the future framework
 #'
@@ -197,7 +28,9 @@ merge.kb_ksdt <- function(x, y, ..., how = c("ksdt", "stein_thin"),
 #' finished.
 #'
 #' @param target A [kb_target()].
-#' @param x0 Starting points, one row per chain (a vector is one chain).
+#' @param x0 Starting points, one row per chain: a vector is one chain when
+#'   the target's dimension is above 1, and one start per element when it
+#'   is 1 (see 'Points and samples' in [kernbayes-package]).
 #' @param n_iter Iterations per chain.
 #' @param ... Further arguments to [ksdt_sample()] (`sampler`, `step`,
 #'   `min_size`, `kernel`, ...).
@@ -229,10 +62,7 @@ ksdt_chains <- function(target, x0, n_iter, ...,
                         merge = c("ksdt", "stein_thin", "none"),
                         merge_size = NULL, nthreads = 1) {
   check_target(target)
-  if (is.numeric(x0) && is.null(dim(x0)) && length(x0) == target$dim) {
-    x0 <- matrix(x0, nrow = 1L)
-  }
-  x0 <- as_points(x0, "x0")
+  x0 <- as_points(x0, "x0", target$dim)
   if (ncol(x0) != target$dim) {
     stop_arg("x0", sprintf("must have %d columns (the target's dimension), one row per chain; it has %d",
                            target$dim, ncol(x0)))
@@ -257,9 +87,8 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   }
   # every argument checked before any chain runs: each start, then the rest
   for (i in seq_len(nrow(x0))) check_x0(x0[i, ], target)
-  do.call(ksdt_sample_check, c(list(target = target, x0 = x0[1L, ],
-                                    n_iter = n_iter, nthreads = nthreads,
-                                    progress = FALSE), dots))
+  ksdt_sample_check(c(list(target = target, x0 = x0[1L, ], n_iter = n_iter,
+                           nthreads = nthreads, progress = FALSE), dots))
   run_one <- function(i) {
     tryCatch(do.call(ksdt_sample, c(list(target = target, x0 = x0[i, ],
                                          n_iter = n_iter, nthreads = nthreads,

@@ -4,9 +4,10 @@
 
 # ---- shared pieces -----------------------------------------------------------
 
-flow_points <- function(x, arg) {
-  if (is.numeric(x) && is.null(dim(x))) x <- matrix(x, ncol = 1L)
-  x <- as_points(x, arg)
+# Particles or a target sample (as_points(); d: their dimension when the
+# other set of points fixes it), at least two, on a usable scale.
+flow_points <- function(x, arg, d = NULL) {
+  x <- as_points(x, arg, d)
   if (nrow(x) < 2L) stop_arg(arg, "must hold at least 2 particles (rows)")
   check_flow_scale(x, arg)
   x
@@ -51,10 +52,7 @@ flow_score_fun <- function(score, d, arg = "score") {
     stop_arg(arg, "must be a function of one point (returning its gradient) ",
              "or a kb_target")
   }
-  function(x) {
-    g <- eval_rows(score, x, ncol(x), "score")
-    if (is.matrix(g)) g else matrix(g, ncol = 1L)
-  }
+  function(x) eval_score_rows(score, x)
 }
 
 # A kernel for the flows: resolved once on ref, and isotropic (the C layer
@@ -187,15 +185,21 @@ make_optimizer <- function(type, alpha = 0.9) {
     })
 }
 
+# The one constructor of a flow's result (class kb_particles): the final
+# particles, the trace, the objective per iteration and its name, the
+# method and the number of iterations, then named fields in `...`:
+# settings, target, y (NULL when the flow has none) and any more.
 new_particles <- function(x, tr, objective, objective_name, method, n_iter,
-                          settings, target = NULL, y = NULL, extra = list()) {
+                          ...) {
   if (!is.null(dimnames(x)) && all(vapply(dimnames(x), is.null, TRUE))) {
     dimnames(x) <- NULL
   }
+  fields <- list(settings = NULL, target = NULL, y = NULL)
+  extra <- list(...)
+  fields[names(extra)] <- extra
   structure(c(list(x = x, trace = tr$result(), trace_iter = tr$iters(),
                    objective = objective, objective_name = objective_name,
-                   method = method, n_iter = n_iter, settings = settings,
-                   target = target, y = y), extra),
+                   method = method, n_iter = n_iter), fields),
             class = "kb_particles")
 }
 
@@ -227,15 +231,17 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' it comes out of the terms the update needs, at almost no cost.
 #'
 #' With the median bandwidth the \eqn{n(n-1)/2} pair distances are held in
-#' memory (\eqn{4 n^2} bytes, 4 MB for 1000 particles), so at most 65536
-#' particles; with a fixed bandwidth nothing of size \eqn{n^2} is kept.
+#' memory, 8 bytes a pair: about \eqn{4 n^2} bytes (4 MB for 1000
+#' particles), and up to an eighth more while the median is selected; so at
+#' most 65536 particles. With a numeric `bandwidth` nothing of size
+#' \eqn{n^2} is kept.
 #' Work that would need more memory than the option `kernbayes.max_memory`
 #' (bytes, default 16 GiB) stops before allocating anything. Every flow can be
 #' interrupted (Ctrl-C) within a fraction of a second; an interrupted call
 #' returns nothing.
 #'
-#' @param x0 Initial particles: an `n x d` matrix (or a vector for
-#'   \eqn{d = 1}), \eqn{n \ge 2}.
+#' @param x0 Initial particles: an `n x d` matrix (a vector is `n`
+#'   particles in \eqn{d = 1}; see 'Points and samples' in [kernbayes-package]), \eqn{n \ge 2}.
 #' @param score The target's score: a [kb_target()], or a function of one
 #'   point returning the gradient of the log density.
 #' @param n_iter Number of iterations.
@@ -329,10 +335,10 @@ svgd <- function(x0, score, n_iter = 1000, step = 1e-3, bandwidth = "median",
     pb$tick(t)
   }
   new_particles(x, tr, obj, "KSD^2", "SVGD", n_iter,
-                list(step = step, bandwidth = bandwidth, optimizer = optimizer,
-                     alpha = alpha),
+                settings = list(step = step, bandwidth = bandwidth,
+                                optimizer = optimizer, alpha = alpha),
                 target = if (inherits(score, "kb_target")) score,
-                extra = list(bandwidth = hs))
+                bandwidth = hs)
 }
 
 # ---- KSD descent -------------------------------------------------------------
@@ -515,13 +521,12 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
     tr$add(x, evals, force = TRUE)
     pb$tick(n_iter)
   }
-  out <- new_particles(x, tr, obj, "KSD^2", sprintf("KSD descent (%s)", method),
-                       if (method == "gd") length(obj) else n_iter,
-                       list(method = method, step = step, kernel = kernel,
-                            jacobian = if (is.null(score_jacobian))
-                              "finite differences" else "given"),
-                       target = if (inherits(score, "kb_target")) score)
-  out
+  new_particles(x, tr, obj, "KSD^2", sprintf("KSD descent (%s)", method),
+                if (method == "gd") length(obj) else n_iter,
+                settings = list(method = method, step = step, kernel = kernel,
+                                jacobian = if (is.null(score_jacobian))
+                                  "finite differences" else "given"),
+                target = if (inherits(score, "kb_target")) score)
 }
 
 # ---- MMD and DrMMD flows -----------------------------------------------------
@@ -592,11 +597,17 @@ noise_level <- function(noise) {
   function(t) noise / sqrt(t)
 }
 
-run_mmd_flow <- function(x0, y, kernel, n_iter, step, noise, keep_every,
-                         progress, nthreads, lambda = NULL,
-                         step_label = "'step'") {
+# The MMD flow (lambda NULL) or the DrMMD flow; `opts`: noise, keep_every,
+# progress, nthreads, lambda and step_label (how an error names the step).
+run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
+  noise <- opts$noise
+  keep_every <- opts$keep_every
+  progress <- opts$progress
+  nthreads <- opts$nthreads
+  lambda <- opts$lambda
+  step_label <- opts$step_label %||% "'step'"
   x <- flow_points(x0, "x0")
-  y <- flow_points(y, "y")
+  y <- flow_points(y, "y", ncol(x))
   if (ncol(y) != ncol(x)) {
     stop_arg("y", sprintf("must have %d columns, like x0; it has %d",
                           ncol(x), ncol(y)))
@@ -685,14 +696,12 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, noise, keep_every,
 #' \eqn{1/\lambda} for small \eqn{\lambda}, the authors' experiments scale
 #' their learning rate by \eqn{\lambda}: to follow that convention pass
 #' `step = lr * lambda`. The default `step = NULL` is \eqn{\lambda}
-#' (learning rate 1 in that convention); on the three-ring target of the
-#' tests, \eqn{\lambda = 10^{-3}} with `step = 1` diverged at once
-#' (DrMMD 4.98 to 183), with `step` = \eqn{\lambda} it decreased steadily.
-#' With a narrow kernel (bandwidth 0.15 on the rings) even `step` =
-#' \eqn{\lambda} scattered particles out of the kernel's reach, where they
-#' stay without any non-finite value to stop the run; `step` = \eqn{0.1
-#' \lambda} reached the accuracy of the target sample itself
-#' (`vignette("particle-flows")`).
+#' (learning rate 1 in that convention): a step that does not shrink with a
+#' small \eqn{\lambda} diverges at once. With a narrow kernel even `step` =
+#' \eqn{\lambda} can scatter particles out of the kernel's reach, where
+#' they stay without any non-finite value to stop the run, and a smaller
+#' step (such as \eqn{0.1 \lambda}) is needed (`vignette("particle-flows")`
+#' compares the settings on the three-ring target).
 #'
 #' The kernel is resolved once on `y` (the median heuristic of
 #' [gaussian_kernel()] uses the target sample) and must be isotropic.
@@ -700,7 +709,8 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, noise, keep_every,
 #' M)^2 d)} for DrMMD).
 #'
 #' @inheritParams svgd
-#' @param y The target sample, `M x d`.
+#' @param y The target sample, `M x d` (`d` is that of `x0`; see
+#'   'Points and samples' in [kernbayes-package]).
 #' @param kernel The kernel, [gaussian_kernel()] by default (isotropic).
 #' @param noise Noise injection level \eqn{\beta_0 \ge 0}, or a function
 #'   of the iteration \eqn{t} returning \eqn{\beta_t}.
@@ -728,10 +738,11 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, noise, keep_every,
 mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
                      step = 1, noise = 0, keep_every = 0,
                      progress = interactive(), nthreads = NULL) {
-  r <- run_mmd_flow(x0, y, kernel, n_iter, step, noise, keep_every, progress,
-                    nthreads)
+  r <- run_mmd_flow(x0, y, kernel, n_iter, step,
+                    list(noise = noise, keep_every = keep_every,
+                         progress = progress, nthreads = nthreads))
   new_particles(r$x, r$tr, r$obj, "MMD^2", "MMD flow", length(r$obj),
-                list(step = step, noise = noise, kernel = kernel), y = r$y)
+                settings = list(step = step, noise = noise, kernel = kernel), y = r$y)
 }
 
 #' @rdname mmd_flow
@@ -745,11 +756,13 @@ dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
     step <- lambda
     step_label <- sprintf("the step (by default 'lambda' = %s)", format(lambda))
   }
-  r <- run_mmd_flow(x0, y, kernel, n_iter, step, noise, keep_every, progress,
-                    nthreads, lambda = lambda, step_label = step_label)
+  r <- run_mmd_flow(x0, y, kernel, n_iter, step,
+                    list(noise = noise, keep_every = keep_every,
+                         progress = progress, nthreads = nthreads,
+                         lambda = lambda, step_label = step_label))
   new_particles(r$x, r$tr, r$obj, "DrMMD", "DrMMD flow", length(r$obj),
-                list(step = step, noise = noise, kernel = kernel,
-                     lambda = lambda), y = r$y)
+                settings = list(step = step, noise = noise, kernel = kernel,
+                                lambda = lambda), y = r$y)
 }
 
 # ---- MIED --------------------------------------------------------------------
@@ -800,10 +813,8 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 #' @param s Riesz exponent, above \eqn{d}; default \eqn{d + 10^{-4}}.
 #'   With a small `eps` the particles are in the hypersingular regime,
 #'   whose limiting density is proportional to \eqn{p^{d/s}}, so `s` close
-#'   to \eqn{d} is needed to target \eqn{p} itself: on \eqn{N(0,
-#'   \mathrm{diag}(1, 0.25))} with 200 particles and 500 Adam steps the
-#'   particle variances were (1.13, 0.23) for \eqn{s = d + 10^{-4}},
-#'   (1.36, 0.30) for \eqn{d + 0.5} and (1.60, 0.37) for \eqn{d + 1}.
+#'   to \eqn{d} is needed to target \eqn{p} itself (larger `s` spreads the
+#'   particles wider than \eqn{p}; measurements in the package's NEWS).
 #' @param eps Mollifier scale \eqn{\epsilon \ge 0} (pairs \eqn{i = j} are
 #'   excluded, so 0 is allowed while particles are distinct).
 #' @param optimizer `"adam"` (default) or `"sgd"`.
@@ -855,7 +866,8 @@ mied <- function(x0, target, n_iter = 1000, step = 0.01, s = NULL,
     pb$tick(t)
   }
   new_particles(x, tr, obj, "log energy", "MIED", n_iter,
-                list(step = step, s = s, eps = eps, optimizer = optimizer),
+                settings = list(step = step, s = s, eps = eps,
+                                optimizer = optimizer),
                 target = target)
 }
 

@@ -1,4 +1,4 @@
-# The Goodwin oscillator: an ODE parameter-inference target (issue 7).
+# The Goodwin oscillator: an ODE parameter-inference target.
 # The solver, its sensitivities and the log posterior are in src/goodwin.c.
 
 goodwin_par_names <- c("a1", "a2", "k1", "alpha")
@@ -70,7 +70,7 @@ goodwin_par_names <- c("a1", "a2", "k1", "alpha")
 #'
 #' @param y Observations: a numeric matrix (or data frame) with
 #'   `length(times)` rows and 2 columns, the noisy values of \eqn{x_1} and
-#'   \eqn{x_2} at `times`.
+#'   \eqn{x_2} at `times` (see 'Points and samples' in [kernbayes-package]).
 #' @param times Observation times: finite, non-negative and strictly
 #'   increasing.
 #' @param sd Noise standard deviation, known: one value for both species or
@@ -205,16 +205,14 @@ check_goodwin_times <- function(times, arg = "times") {
   as.double(times)
 }
 
+# The observations: a sample of 2-d points (as_points() with d = 2), one
+# row per time.
 check_goodwin_y <- function(y, n, arg = "y") {
-  if (is.data.frame(y)) y <- as.matrix(y)
-  if (!is.matrix(y) || !is.numeric(y) || ncol(y) != 2L || nrow(y) != n) {
+  y <- as_points(y, arg, 2L)
+  if (ncol(y) != 2L || nrow(y) != n) {
     stop_arg(arg, sprintf(paste0("must be a numeric matrix with 2 columns ",
                                  "(x1, x2) and length(times) = %d rows"), n))
   }
-  if (anyNA(y) || any(!is.finite(y))) {
-    stop_arg(arg, "must not contain NA, NaN or Inf")
-  }
-  storage.mode(y) <- "double"
   dimnames(y) <- NULL
   y
 }

@@ -328,8 +328,10 @@ kernel_phi <- function(kernel, r) {
 #' The matrix of base kernel values \eqn{k(x_i, y_j) = \phi(r_{ij})} between
 #' the rows of `x` and of `y`.
 #'
-#' @param x An `n x d` numeric matrix (or data frame, ...).
-#' @param y An `m x d` matrix, or `NULL` for `x` itself.
+#' @param x An `n x d` numeric matrix (or data frame, ...; a vector is `n`
+#'   one-dimensional points, see 'Points and samples' in [kernbayes-package]).
+#' @param y An `m x d` matrix (a vector is one point when `d > 1`), or
+#'   `NULL` for `x` itself.
 #' @param kernel A kernel object; a heuristic preconditioner is resolved on
 #'   `x`.
 #' @param nthreads Number of OpenMP threads.
@@ -342,7 +344,7 @@ kernel_phi <- function(kernel, r) {
 kernel_matrix <- function(x, y = NULL, kernel = gaussian_kernel(),
                           nthreads = NULL) {
   x <- as_points(x)
-  y <- if (is.null(y)) x else as_points(y, "y")
+  y <- if (is.null(y)) x else as_points(y, "y", ncol(x))
   if (ncol(y) != ncol(x)) {
     stop_arg("y", sprintf("must have %d columns, like x; it has %d", ncol(x),
                           ncol(y)))

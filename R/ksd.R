@@ -16,9 +16,8 @@ check_score <- function(score, x, arg = "score") {
     return(invisible(score))
   }
   if (is.function(score)) return(invisible(score))
-  if (is.data.frame(score) || is.matrix(score) ||
-      (is.numeric(score) && ncol(x) == 1L)) {
-    s <- as_points(score, arg)
+  if (is.data.frame(score) || is.matrix(score) || is.numeric(score)) {
+    s <- as_points(score, arg, ncol(x))
     if (any(dim(s) != dim(x))) {
       stop_arg(arg, sprintf(paste0("must have the same dimensions as x ",
                                    "(%d x %d); it is %d x %d"),
@@ -34,11 +33,8 @@ check_score <- function(score, x, arg = "score") {
 resolve_score <- function(score, x) {
   check_score(score, x)
   if (inherits(score, "kb_target")) return(target_score(score, x))
-  if (is.function(score)) {
-    g <- eval_rows(score, x, ncol(x), "score")
-    return(if (is.matrix(g)) g else matrix(g, ncol = 1L))
-  }
-  as_points(score, "score")
+  if (is.function(score)) return(eval_score_rows(score, x))
+  as_points(score, "score", ncol(x))
 }
 
 # Reference convention (Riabiz et al.): divide each column by its mean
@@ -122,10 +118,11 @@ check_total <- function(v, what = "the Stein kernel sum over all rows") {
 #' where \eqn{s_x = \nabla \log p(x)} is the score of the target.
 #'
 #' @param x The sample: an `n x d` numeric matrix, a data frame of numbers,
-#'   a `coda::mcmc` or `mcmc.list`, or a posterior draws object.
+#'   a `coda::mcmc` or `mcmc.list`, or a posterior draws object (a vector
+#'   is `n` one-dimensional points; see 'Points and samples' in [kernbayes-package]).
 #' @param score The score \eqn{\nabla \log p} at the rows of `x`: an `n x d`
-#'   matrix, a function of one point returning its gradient, or a
-#'   [kb_target()].
+#'   matrix (a vector as for `x`, of the dimension of `x`), a function of
+#'   one point returning its gradient, or a [kb_target()].
 #' @param kernel A base kernel, [imq_kernel()] (default) or
 #'   [gaussian_kernel()].
 #' @param standardize If `TRUE`, divide each column of `x` by its mean

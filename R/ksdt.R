@@ -73,9 +73,11 @@ eval_schedule <- function(f, t, arg) {
 #' preconditioner; a heuristic one is resolved on the first push).
 #'
 #' @param x The stream: an `n x d` matrix of states in order (or a data
-#'   frame, `coda::mcmc`, posterior draws).
-#' @param score Scores at the rows of `x`: a matrix, a function of one point
-#'   or a [kb_target()].
+#'   frame, `coda::mcmc`, posterior draws). A vector is `n` one-dimensional
+#'   states for `ksdt()`, and one state of the stream's dimension (when
+#'   above 1) for `ksdt_push()`; see 'Points and samples' in [kernbayes-package].
+#' @param score Scores at the rows of `x`: a matrix (a vector as for `x`,
+#'   of the dimension of `x`), a function of one point or a [kb_target()].
 #' @param budget The budget \eqn{\epsilon_t \ge 0}: a number, or a function
 #'   of the step \eqn{t}.
 #' @param min_size The minimum size rule \eqn{f(t)}: `"sqrt"`
@@ -164,10 +166,15 @@ ksdt_stream_resolve <- function(st, x) {
                                  "push to resolve precon = \"%s\""),
                           st$kernel$precon))
   }
-  rk <- resolve_kernel(st$kernel, x)
+  stream_attach(st, resolve_kernel(st$kernel, x), colnames(x))
+}
+
+# Give a stream its resolved kernel and create its C state: the only place
+# a stream's dictionary is made.
+stream_attach <- function(st, rk, colnames = NULL) {
   st$ptr <- .Call(C_kb_ksdt_new, rk, st$dim)
   st$rk <- rk
-  st$colnames <- colnames(x)
+  st$colnames <- colnames
   invisible(st)
 }
 
@@ -257,17 +264,10 @@ ksdt_push <- function(stream, x, score, candidates = 1) {
 # taken (for a stream the user holds).
 push_rows <- function(stream, x, score, candidates = 1, announce = FALSE) {
   candidates <- check_count(candidates, "candidates")
-  if (is.numeric(x) && is.null(dim(x)) && length(x) == stream$dim) {
-    x <- matrix(x, nrow = 1L)
-  }
-  x <- as_points(x)
+  x <- as_points(x, "x", stream$dim)
   if (ncol(x) != stream$dim) {
     stop_arg("x", sprintf("must have %d columns (the stream's dimension); it has %d",
                           stream$dim, ncol(x)))
-  }
-  if (is.numeric(score) && is.null(dim(score)) && nrow(x) == 1L &&
-      length(score) == stream$dim) {
-    score <- matrix(score, nrow = 1L)
   }
   # everything that can fail comes before the stream changes, the cheap
   # checks before the score closure runs
@@ -306,18 +306,47 @@ ksdt_result <- function(stream) {
   if (is.null(stream$ptr)) {
     stop_arg("stream", "is empty: push states with ksdt_push() first")
   }
+  stream_result(stream)
+}
+
+# The kb_ksdt of a resolved stream's dictionary (in stream order) and trace,
+# with its settings; named fields in `...` are added, or replace settings of
+# the same name (NULL ones are left out).
+stream_result <- function(stream, ..., class = NULL) {
   r <- .Call(C_kb_ksdt_result, stream$ptr)
   o <- order(r$index)
   pts <- r$points[o, , drop = FALSE]
   scr <- r$score[o, , drop = FALSE]
   colnames(pts) <- colnames(scr) <- stream$colnames
-  structure(c(list(points = pts, score = scr, index = r$index[o],
-                   ksd = r$ksd, size = as.integer(r$size),
-                   removed = as.integer(r$removed), t = r$t,
-                   n_offered = r$n_offered, d = stream$dim,
-                   evals = r$evals, kernel = stream$rk),
-              stream$settings),
-            class = "kb_ksdt")
+  fields <- c(list(removed = as.integer(r$removed), t = r$t,
+                   n_offered = r$n_offered, evals = r$evals),
+              stream$settings)
+  extra <- list(...)
+  extra <- extra[!vapply(extra, is.null, TRUE)]
+  fields[names(extra)] <- extra
+  do.call(new_ksdt, c(list(points = pts, score = scr, index = r$index[o],
+                           ksd = r$ksd, size = as.integer(r$size),
+                           kernel = stream$rk),
+                      fields, list(class = class)))
+}
+
+# The one constructor of a KSDT result (class kb_ksdt, with `class` before
+# it): a dictionary (points and their scores, one row each, and each
+# point's index in its stream), the per-step trace of the dictionary's KSD
+# and size, the resolved kernel, and further named fields (t, n_offered,
+# evals, the settings, method, source, sampler, ...).
+new_ksdt <- function(points, score, index, ksd, size, kernel, ...,
+                     class = NULL) {
+  extra <- list(...)
+  if (length(extra) && (is.null(names(extra)) || any(names(extra) == "") ||
+                        anyDuplicated(names(extra)))) {
+    stop(kb_error("new_ksdt: extra fields must have distinct names",
+                  "kb_error_internal"))
+  }
+  structure(c(list(points = points, score = score, index = index, ksd = ksd,
+                   size = size), extra,
+              list(d = ncol(points), kernel = kernel)),
+            class = c(class, "kb_ksdt"))
 }
 
 #' @export

@@ -10,13 +10,19 @@ closure_env <- function(target) {
   env
 }
 
+# A start: one point of the target's dimension (as_points() with one =
+# TRUE: a vector of length d or a one-row matrix), as a named vector.
 check_x0 <- function(x0, target) {
-  if (!is.numeric(x0) || length(x0) != target$dim || anyNA(x0) ||
-      any(!is.finite(x0))) {
-    stop_arg("x0", sprintf("must be a finite numeric vector of length %d (the target's dimension)",
-                           target$dim))
+  d <- target$dim
+  ok <- is.numeric(x0) && length(x0) == d && !anyNA(x0) && all(is.finite(x0))
+  if (ok && !is.null(dim(x0))) ok <- nrow(x0) == 1L
+  if (!ok) {
+    stop_arg("x0", sprintf(paste0("must be a finite numeric vector of length ",
+                                  "%d (the target's dimension), or a one-row ",
+                                  "matrix"), d))
   }
-  stats::setNames(as.double(x0), names(x0))
+  x0 <- as_points(x0, "x0", d, one = TRUE)
+  stats::setNames(x0[1L, ], colnames(x0))
 }
 
 run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
@@ -79,7 +85,8 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
 #' [set.seed()] reproduces a run.
 #'
 #' @param target A [kb_target()].
-#' @param x0 Starting point (its log density must be finite).
+#' @param x0 Starting point: a vector of length `target$dim` or a one-row
+#'   matrix (see 'Points and samples' in [kernbayes-package]); its log density must be finite.
 #' @param n_iter Number of iterations returned.
 #' @param step Step size \eqn{h}, or `NULL` to adapt it.
 #' @param warmup Iterations run first and discarded (default 1000 or

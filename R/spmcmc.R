@@ -5,14 +5,34 @@
 
 start_rules <- c("last", "rand", "infl")
 
+# The settings of a sampler run over a stream, as one list `run`: sampler
+# ("mala" or "rwm"), step (NULL: adapted by a pilot), candidates per step,
+# start rule and restart (SP-MCMC's fresh moves), warmup, target_accept,
+# fmin (a constant minimum size; NULL: the stream's schedule), method (the
+# result's name), and for the result: fields (replacing settings of the
+# stream) and class.
+sampler_run <- function(run) {
+  defaults <- list(step = NULL, candidates = 1, start = "last",
+                   restart = FALSE, warmup = NULL, target_accept = NULL,
+                   fmin = NULL, method = "KSDT", fields = list(),
+                   class = NULL)
+  defaults[names(run)] <- run
+  defaults
+}
+
 # Every argument of a sampler run checked (and the schedules evaluated)
 # before any work: ksdt_chains() calls this once before starting chains.
-check_ksdt_sampler <- function(target, x0, n_iter, step, candidates, warmup,
-                               target_accept, sampler, stream, fmin = NULL) {
+check_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
+  run <- sampler_run(run)
+  sampler <- run$sampler
+  fmin <- run$fmin
+  step <- run$step
+  warmup <- run$warmup
+  target_accept <- run$target_accept
   check_target(target)
   x0 <- check_x0(x0, target)
   n_iter <- check_count(n_iter, "n_iter")
-  candidates <- check_count(candidates, "candidates")
+  candidates <- check_count(run$candidates, "candidates")
   if (as.double(n_iter) * candidates > .Machine$integer.max) {
     stop_arg("n_iter", "times the number of candidates must be below 2^31")
   }
@@ -33,11 +53,11 @@ check_ksdt_sampler <- function(target, x0, n_iter, step, candidates, warmup,
 
 # Shared driver of ksdt_sample() and sp_mcmc(): an optional pilot run
 # (step-size adaptation, preconditioner heuristics), then the C loop.
-run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
-                             start, restart, warmup, target_accept, stream,
-                             fmin, method) {
-  a <- check_ksdt_sampler(target, x0, n_iter, step, candidates, warmup,
-                          target_accept, sampler, stream, fmin)
+run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
+  run <- sampler_run(run)
+  a <- check_ksdt_sampler(target, x0, n_iter, stream, run)
+  start <- run$start
+  restart <- run$restart
   x0 <- a$x0
   step <- a$step
   pilot <- NULL
@@ -55,7 +75,7 @@ run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
   with_stream(stream, {
     ksdt_stream_resolve(stream, if (is.null(pilot)) matrix(x0, 1L) else pilot$x)
     res <- .Call(C_kb_ksdt_sample, stream$ptr, closure_env(target),
-                 list(sampler = sampler, vectorized = target$vectorized,
+                 list(sampler = a$sampler, vectorized = target$vectorized,
                       x0 = as.double(x0), n_iter = a$n_iter, step = step,
                       candidates = a$candidates, start = start,
                       restart = restart, eps = as.double(a$eps),
@@ -63,14 +83,12 @@ run_ksdt_sampler <- function(target, x0, n_iter, sampler, step, candidates,
                       nthreads = stream$nthreads, progress = prog))
   })
   if (!is.null(prog)) cat("\n")
-  out <- ksdt_result(stream)
-  out$sampler <- toupper(sampler)
-  out$step <- res$step
-  out$accept_rate <- res$accept_rate
-  out$candidates <- a$candidates
-  out$start <- if (restart) start
-  out$method <- method
-  out
+  do.call(stream_result, c(list(stream, sampler = toupper(run$sampler),
+                                step = res$step, accept_rate = res$accept_rate,
+                                candidates = a$candidates,
+                                start = if (restart) start,
+                                method = run$method),
+                           run$fields, list(class = run$class)))
 }
 
 #' Sampling with KSDT inside, and Stein Point MCMC
@@ -133,33 +151,40 @@ ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
                         min_size_floor = 10, kernel = imq_kernel(),
                         warmup = NULL, target_accept = NULL, nthreads = NULL,
                         progress = interactive()) {
-  a <- ksdt_sample_setup(target, sampler, budget, min_size, min_size_coef,
-                         min_size_floor, kernel, nthreads, progress)
-  run_ksdt_sampler(target, x0, n_iter, a$sampler, step, candidates, "last",
-                   FALSE, warmup, target_accept, a$stream, NULL, "KSDT")
+  a <- ksdt_sample_setup(list(
+    target = target, sampler = sampler, step = step, candidates = candidates,
+    budget = budget, min_size = min_size, min_size_coef = min_size_coef,
+    min_size_floor = min_size_floor, kernel = kernel, warmup = warmup,
+    target_accept = target_accept, nthreads = nthreads, progress = progress))
+  run_ksdt_sampler(target, x0, n_iter, a$stream, a$run)
 }
 
-# The sampler's name and a new stream, every argument checked.
-ksdt_sample_setup <- function(target, sampler, budget, min_size, min_size_coef,
-                              min_size_floor, kernel, nthreads, progress) {
-  sampler <- check_choice(sampler, c("mala", "rwm"), "sampler")
-  check_target(target)
-  st <- ksdt_stream(target$dim, budget = budget, min_size = min_size,
-                    min_size_coef = min_size_coef,
-                    min_size_floor = min_size_floor, kernel = kernel,
-                    nthreads = nthreads, progress = progress)
-  list(sampler = sampler, stream = st)
+# From ksdt_sample()'s arguments but x0 and n_iter (a named list `a`): a new
+# stream and the run's settings (see sampler_run()), the sampler, the target
+# and the stream's arguments checked.
+ksdt_sample_setup <- function(a) {
+  sampler <- check_choice(a$sampler, c("mala", "rwm"), "sampler")
+  check_target(a$target)
+  st <- ksdt_stream(a$target$dim, budget = a$budget, min_size = a$min_size,
+                    min_size_coef = a$min_size_coef,
+                    min_size_floor = a$min_size_floor, kernel = a$kernel,
+                    nthreads = a$nthreads, progress = a$progress)
+  list(stream = st,
+       run = list(sampler = sampler, step = a$step, candidates = a$candidates,
+                  warmup = a$warmup, target_accept = a$target_accept))
 }
 
-# ksdt_sample()'s checks alone, with its arguments (for ksdt_chains()).
-ksdt_sample_check <- function() {
-  a <- ksdt_sample_setup(target, sampler, budget, min_size, min_size_coef,
-                         min_size_floor, kernel, nthreads, progress)
-  check_ksdt_sampler(target, x0, n_iter, step, candidates, warmup,
-                     target_accept, a$sampler, a$stream)
+# ksdt_sample()'s checks alone, for a named list of its arguments (the
+# others take its defaults): ksdt_chains() runs them before any chain.
+ksdt_sample_check <- function(args) {
+  f <- formals(ksdt_sample)
+  given <- !vapply(f, identical, TRUE, quote(expr = ))
+  a <- lapply(f[given], eval, envir = environment(ksdt_sample))
+  a[names(args)] <- args
+  s <- ksdt_sample_setup(a)
+  check_ksdt_sampler(a$target, a$x0, a$n_iter, s$stream, s$run)
   invisible(TRUE)
 }
-formals(ksdt_sample_check) <- formals(ksdt_sample)
 
 #' @rdname ksdt_sample
 #' @param m Number of candidates per step.
@@ -174,11 +199,10 @@ sp_mcmc <- function(target, x0, n_iter, m = 10, sampler = c("mala", "rwm"),
   m <- check_count(m, "m")
   st <- ksdt_stream(target$dim, kernel = kernel, nthreads = nthreads,
                     progress = progress)
-  out <- run_ksdt_sampler(target, x0, n_iter, sampler, step, m, start,
-                          TRUE, warmup, target_accept, st, Inf,
-                          "Stein Point MCMC")
-  out$budget <- NA
-  out$min_size <- "none (no pruning)"
-  class(out) <- c("kb_spmcmc", "kb_ksdt")
-  out
+  run_ksdt_sampler(target, x0, n_iter, st, list(
+    sampler = sampler, step = step, candidates = m, start = start,
+    restart = TRUE, warmup = warmup, target_accept = target_accept,
+    fmin = Inf, method = "Stein Point MCMC",
+    fields = list(budget = NA, min_size = "none (no pruning)"),
+    class = "kb_spmcmc"))
 }

@@ -151,12 +151,7 @@ call_target_closure <- function(f, x, what) {
 }
 
 points_for_target <- function(target, x) {
-  # a plain vector of length dim is one point
-  if (is.numeric(x) && is.null(dim(x)) && target$dim > 1L &&
-      length(x) == target$dim) {
-    x <- matrix(x, nrow = 1L)
-  }
-  x <- as_points(x)
+  x <- as_points(x, "x", target$dim)
   if (ncol(x) != target$dim) {
     stop_arg("x", sprintf("must have %d columns (the target's dimension); it has %d",
                           target$dim, ncol(x)))
@@ -167,8 +162,10 @@ points_for_target <- function(target, x) {
 #' Evaluate a target's log density or score at points
 #'
 #' @param target A [kb_target()].
-#' @param x Points: a numeric matrix with `target$dim` columns (or a vector,
-#'   a data frame, a `coda::mcmc` or a posterior draws object).
+#' @param x Points: a numeric matrix with `target$dim` columns (or a data
+#'   frame, a `coda::mcmc` or a posterior draws object). A vector is one
+#'   point when `target$dim > 1` and one value per point when it is 1 (see
+#'   'Points and samples' in [kernbayes-package]).
 #' @return `target_log_density()`: a numeric vector with one value per row
 #'   of `x` (`-Inf` is allowed, for points outside the support; `NA`, `NaN`
 #'   and `+Inf` are errors). `target_score()`: a matrix of the same dimensions as `x`.
@@ -180,10 +177,7 @@ points_for_target <- function(target, x) {
 target_score <- function(target, x) {
   check_target(target)
   x <- points_for_target(target, x)
-  if (!target$vectorized) {
-    g <- eval_rows(target$score, x, ncol(x), "score")
-    return(if (is.matrix(g)) g else matrix(g, ncol = 1L))
-  }
+  if (!target$vectorized) return(eval_score_rows(target$score, x))
   g <- call_target_closure(target$score, x, "score")
   if (is.numeric(g) && is.null(dim(g)) && ncol(x) == 1L) g <- matrix(g, ncol = 1L)
   if (!is.matrix(g) || !is.numeric(g) || any(dim(g) != dim(x))) {
@@ -313,8 +307,16 @@ gaussian_target <- function(mean, cov = NULL) {
              sprintf("Gaussian (d = %d)", d))
 }
 
+# The points a built-in target's vectorised closure is called with, as a
+# matrix (the rule of as_points(), without its checks: C calls these with
+# one-row matrices, users with vectors or matrices).
 as_row_matrix <- function(x, d) {
-  if (is.null(dim(x))) matrix(x, ncol = d) else x
+  if (!is.null(dim(x))) return(x)
+  if (d > 1L && length(x) != d) {
+    stop_arg("x", sprintf("must be one point of length %d or a matrix with %d columns; it has length %d",
+                          d, d, length(x)))
+  }
+  vector_points(x, d)
 }
 
 #' @rdname gaussian_target

@@ -88,10 +88,20 @@ resolve_nthreads <- function(nthreads) {
   check_count(nthreads, "nthreads")
 }
 
-# Convert a sample to a numeric n x d matrix.  Accepts a numeric matrix or
-# vector (one column), a data frame of numbers, coda::mcmc / mcmc.list and
-# posterior draws objects.
-as_points <- function(x, arg = "x") {
+# Points and samples: the one rule turning what a user gives as points into
+# a numeric n x d matrix, one point per row (documented in ?kernbayes,
+# "Points and samples").  A matrix is n x d; a data frame (numeric or
+# logical columns), a coda::mcmc / mcmc.list or a posterior draws object is
+# converted to its matrix of draws.  A plain numeric vector is
+#   * one point (1 x length) where the caller takes one point (`one`), or
+#     where the points' dimension d is known and above 1 (a vector of
+#     length d is one point of dimension d);
+#   * a sample of one-dimensional points (length x 1) otherwise: where d is
+#     1 or not fixed by anything else.
+# `d`: the dimension the caller knows (a target's, a stream's, the columns
+# of a matching sample), or NULL; the caller checks ncol() against it, with
+# its own message.  With `one`, the result must have one row.
+as_points <- function(x, arg = "x", d = NULL, one = FALSE) {
   if (inherits(x, "mcmc.list")) {
     x <- do.call(rbind, lapply(x, as.matrix))
   } else if (inherits(x, "mcmc")) {
@@ -114,7 +124,7 @@ as_points <- function(x, arg = "x") {
     }
     x <- as.matrix(x)
   } else if (is.numeric(x) && is.null(dim(x))) {
-    x <- matrix(x, ncol = 1L)
+    x <- vector_points(x, d, one)
   }
   if (!is.matrix(x) || !(is.numeric(x) || is.logical(x))) {
     stop_arg(arg, "must be a numeric matrix, a data frame of numbers, ",
@@ -122,6 +132,10 @@ as_points <- function(x, arg = "x") {
   }
   if (nrow(x) < 1L || ncol(x) < 1L) {
     stop_arg(arg, "must have at least one row and one column")
+  }
+  if (one && nrow(x) != 1L) {
+    stop_arg(arg, sprintf("must be one point (a vector or a one-row matrix); it has %d rows",
+                          nrow(x)))
   }
   storage.mode(x) <- "double"
   if (anyNA(x) || any(!is.finite(x))) {
@@ -131,6 +145,23 @@ as_points <- function(x, arg = "x") {
   }
   dimnames(x) <- list(NULL, colnames(x))
   x
+}
+
+# The shape of a plain vector in as_points()'s rule (no checks: the
+# vectorised closures of the built-in targets call it on every point).
+vector_points <- function(v, d = NULL, one = FALSE) {
+  if (one || (!is.null(d) && d > 1L)) {
+    matrix(v, nrow = 1L, dimnames = list(NULL, names(v)))
+  } else {
+    matrix(v, ncol = 1L)
+  }
+}
+
+# The scores of a one-point closure at every row of x, checked in C: an
+# n x d matrix.
+eval_score_rows <- function(f, x, what = "score") {
+  g <- eval_rows(f, x, ncol(x), what)
+  if (is.matrix(g)) g else matrix(g, ncol = 1L)
 }
 
 check_weights <- function(weights, n, arg = "weights") {

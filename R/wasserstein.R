@@ -29,10 +29,10 @@
 #' particles are compared with a fresh sample of its target.
 #'
 #' @param x,y The two point sets: `n x d` numeric matrices with the same
-#'   dimensions (a vector is one column; a data frame of numbers, a
-#'   `kb_particles` object from a flow such as [svgd()] or [mmd_flow()] (its
-#'   final particles `$x`), a `coda::mcmc` or a posterior draws object are
-#'   converted).
+#'   dimensions (a data frame of numbers, a `kb_particles` object from a
+#'   flow such as [svgd()] or [mmd_flow()] (its final particles `$x`), a
+#'   `coda::mcmc` or a posterior draws object are converted; a vector `x`
+#'   is one column, see 'Points and samples' in [kernbayes-package]).
 #' @return The distance \eqn{W_2}, a single number, with attribute
 #'   `"assignment"`: the integer vector \eqn{\sigma}, matching row `i` of
 #'   `x` with row `assignment[i]` of `y`.
@@ -58,7 +58,7 @@
 #' @export
 wasserstein2 <- function(x, y) {
   x <- w2_points(x, "x")
-  y <- w2_points(y, "y")
+  y <- w2_points(y, "y", ncol(x))
   if (ncol(y) != ncol(x)) {
     stop_arg("y", sprintf("must have %d column%s, like x; it has %d",
                           ncol(x), if (ncol(x) == 1L) "" else "s", ncol(y)))
@@ -96,9 +96,9 @@ wasserstein2 <- function(x, y) {
   structure(d, assignment = perm)
 }
 
-w2_points <- function(x, arg) {
+w2_points <- function(x, arg, d = NULL) {
   if (inherits(x, "kb_particles")) x <- x$x
-  as_points(x, arg)
+  as_points(x, arg, d)
 }
 
 # All squared distances |x_i - y_j|^2, n x n: a sum over coordinates in low

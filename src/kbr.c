@@ -4,52 +4,89 @@
 #include <math.h>
 #include "linalg.h"
 #include "args.h"
+#include "runtime.h"
 #include "entries.h"
+
+/* The two forms of the posterior weights, named as in R (kbr(method =)). */
+enum { KBR_KBR = 0, KBR_IW = 1 };
+static const char *const kbr_methods[] = {"kbr", "iw", NULL};
+
+/* The posterior operator R(mu) of one fit: G_Y and mu, and the
+ * factorisation behind it, kept so that observations cost O(n^2) each:
+ * "kbr": R = L G_Y ((L G_Y)^2 + n^2 delta I)^{-1} L, L = diag(mu):
+ *        F = LU of (L G_Y)^2 + n^2 delta I (pivots in ipiv);
+ * "iw":  R = D^(1/2) (D^(1/2) G_Y D^(1/2) + n delta I)^{-1} D^(1/2),
+ *        D = diag(max(mu, 0)): F = its Cholesky factor (ipiv unused).
+ * delta is scaled like eps (the operator convention: (L G_Y) / n and
+ * D^(1/2) G_Y D^(1/2) / n estimate operators that do not grow with n), so
+ * a good delta does not depend on n. */
+typedef struct {
+    int n, method;
+    const double *gy, *mu;
+    double *F;
+    int *ipiv;
+} kbr_op;
+
+/* A regulariser: a finite number > 0. */
+static double kbr_reg(SEXP x, const char *what)
+{
+    double v = kb_scalar_real(x, what);
+    if (!(v > 0.0))
+        kb_error_class("kb_error_arg", _("'%s' must be positive"), what);
+    return v;
+}
+
+/* The Cholesky factor of G_X + n eps I, in a new n x n array. */
+static double *kbr_chol_gx(int n, const double *gx, double eps)
+{
+    size_t nn = (size_t) n * n;
+    double *C = (double *) R_alloc(nn, sizeof(double));
+    memcpy(C, gx, nn * sizeof(double));
+    for (int i = 0; i < n; i++)
+        C[i + (size_t) i * n] += n * eps;
+    kb_chol(n, C, "the regularised Gram matrix G_X + n eps I is not "
+            "positive definite; increase 'eps'");
+    return C;
+}
 
 /* mu = n (G_X + n eps I)^{-1} m. */
 static void kbr_mu(int n, const double *gx, const double *m, double eps,
                    double *mu)
 {
-    double *A = (double *) R_alloc((size_t) n * n, sizeof(double));
-    memcpy(A, gx, (size_t) n * n * sizeof(double));
-    for (int i = 0; i < n; i++)
-        A[i + (size_t) i * n] += n * eps;
-    kb_chol(n, A, "the regularised Gram matrix G_X + n eps I is not "
-            "positive definite; increase 'eps'");
+    double *C = kbr_chol_gx(n, gx, eps);
     for (int i = 0; i < n; i++)
         mu[i] = n * m[i];
-    kb_chol_solve(n, 1, A, mu);
+    kb_chol_solve(n, 1, C, mu);
 }
 
-/* Factorisation behind the posterior weights, kept so that observations
- * cost O(n^2) each:
- * method 1 ("kbr"): R = L G_Y ((L G_Y)^2 + n^2 delta I)^{-1} L, L = diag(mu):
- *                   F = LU of (L G_Y)^2 + n^2 delta I (pivots in ipiv);
- * method 2 ("iw"):  R = D^(1/2) (D^(1/2) G_Y D^(1/2) + n delta I)^{-1} D^(1/2),
- *                   D = diag(max(mu, 0)): F = its Cholesky factor.
- * delta is scaled like eps (the operator convention: (L G_Y) / n and
- * D^(1/2) G_Y D^(1/2) / n estimate operators that do not grow with n), so
- * a good delta does not depend on n. */
-static void kbr_factor(int n, const double *gy, const double *mu, double delta,
-                       int method, double *F, int *ipiv)
+/* sqrt(max(mu, 0)), the diagonal of D^(1/2). */
+static inline double kbr_sqrt_pos(double mu)
 {
-    size_t nn = (size_t) n * n;
-    if (method == 1) {
-        double *B = (double *) R_alloc(nn, sizeof(double));
+    return mu > 0.0 ? sqrt(mu) : 0.0;
+}
+
+/* Fill op->F (and op->ipiv) for the regulariser delta. */
+static void kbr_factor(kbr_op *op, double delta)
+{
+    int n = op->n;
+    const double *gy = op->gy, *mu = op->mu;
+    double *F = op->F;
+    if (op->method == KBR_KBR) {
+        double *B = (double *) R_alloc((size_t) n * n, sizeof(double));
         for (int j = 0; j < n; j++)
             for (int i = 0; i < n; i++)
                 B[i + (size_t) j * n] = mu[i] * gy[i + (size_t) j * n];
-        kb_gemm('N', 'N', n, n, n, 1.0, B, n, B, n, 0.0, F, n);
+        kb_matmul(n, n, n, 1.0, B, B, F);
         for (int i = 0; i < n; i++)
             F[i + (size_t) i * n] += (double) n * n * delta;
-        kb_lu(n, F, ipiv, "(L G_Y)^2 + n^2 delta I is singular; increase 'delta'");
+        kb_lu(n, F, op->ipiv,
+              "(L G_Y)^2 + n^2 delta I is singular; increase 'delta'");
     } else {
         for (int j = 0; j < n; j++) {
-            double sj = mu[j] > 0.0 ? sqrt(mu[j]) : 0.0;
-            for (int i = 0; i < n; i++) {
-                double si = mu[i] > 0.0 ? sqrt(mu[i]) : 0.0;
-                F[i + (size_t) j * n] = si * gy[i + (size_t) j * n] * sj;
-            }
+            double sj = kbr_sqrt_pos(mu[j]);
+            for (int i = 0; i < n; i++)
+                F[i + (size_t) j * n] = kbr_sqrt_pos(mu[i]) *
+                    gy[i + (size_t) j * n] * sj;
         }
         for (int i = 0; i < n; i++)
             F[i + (size_t) i * n] += n * delta;
@@ -58,64 +95,84 @@ static void kbr_factor(int n, const double *gy, const double *mu, double delta,
     }
 }
 
-/* W = R K for the q columns of K, from the factorisation. */
-static void kbr_apply(int n, const double *gy, const double *mu,
-                      const double *F, const int *ipiv, int method, int q,
-                      const double *K, double *W)
+/* W = R K for the q columns of K (n x q), from the factorisation. */
+static void kbr_apply(const kbr_op *op, int q, const double *K, double *W)
 {
-    double *Z = (double *) R_alloc((size_t) n * q, sizeof(double));
-    if (method == 1) {
-        for (int j = 0; j < q; j++)
-            for (int i = 0; i < n; i++)
-                Z[i + (size_t) j * n] = mu[i] * K[i + (size_t) j * n];
-        kb_lu_solve_factored(n, q, F, ipiv, Z);
+    int n = op->n;
+    const double *mu = op->mu;
+    size_t nq = (size_t) n * q;
+    double *Z = (double *) R_alloc(nq, sizeof(double));
+    if (op->method == KBR_KBR) {
+        for (size_t k = 0; k < nq; k++)
+            Z[k] = mu[k % n] * K[k];
+        kb_lu_solve_factored(n, q, op->F, op->ipiv, Z);
         /* W = L G_Y Z */
-        kb_gemm('N', 'N', n, q, n, 1.0, gy, n, Z, n, 0.0, W, n);
-        for (int j = 0; j < q; j++)
-            for (int i = 0; i < n; i++)
-                W[i + (size_t) j * n] *= mu[i];
+        kb_matmul(n, q, n, 1.0, op->gy, Z, W);
+        for (size_t k = 0; k < nq; k++)
+            W[k] *= mu[k % n];
     } else {
-        for (int j = 0; j < q; j++)
-            for (int i = 0; i < n; i++)
-                Z[i + (size_t) j * n] = (mu[i] > 0.0 ? sqrt(mu[i]) : 0.0) *
-                    K[i + (size_t) j * n];
-        kb_chol_solve(n, q, F, Z);
-        for (int j = 0; j < q; j++)
-            for (int i = 0; i < n; i++)
-                W[i + (size_t) j * n] = (mu[i] > 0.0 ? sqrt(mu[i]) : 0.0) *
-                    Z[i + (size_t) j * n];
+        for (size_t k = 0; k < nq; k++)
+            Z[k] = kbr_sqrt_pos(mu[k % n]) * K[k];
+        kb_chol_solve(n, q, op->F, Z);
+        for (size_t k = 0; k < nq; k++)
+            W[k] = kbr_sqrt_pos(mu[k % n]) * Z[k];
     }
 }
 
-static void kbr_weights(int n, const double *gy, const double *mu,
-                        double delta, int method, int q, const double *K,
-                        double *W)
+/* An operator over scratch factorisation arrays (R_alloc). */
+static kbr_op kbr_op_scratch(int n, int method, const double *gy,
+                             const double *mu)
 {
-    double *F = (double *) R_alloc((size_t) n * n, sizeof(double));
-    int *ipiv = (int *) R_alloc((size_t) n, sizeof(int));
-    kbr_factor(n, gy, mu, delta, method, F, ipiv);
-    kbr_apply(n, gy, mu, F, ipiv, method, q, K, W);
+    kbr_op op = {n, method, gy, mu, NULL, NULL};
+    op.F = (double *) R_alloc((size_t) n * n, sizeof(double));
+    op.ipiv = (int *) R_alloc((size_t) n, sizeof(int));
+    return op;
 }
 
-static int check_square(SEXP g, const char *what)
+/* The filter's steps: from the weights a (length n, overwritten), for each
+ * column t of ky (n x T), mu = n (G_X + n eps I)^{-1} G_XX+ (G_X + n eps
+ * I)^{-1} G_X a (C: the Cholesky factor of G_X + n eps I), then a = R(mu)
+ * k_Y(., y_t), written to column t of W. */
+typedef struct {
+    int n;
+    const double *gx, *gxx, *gy, *C;
+    double delta;
+    int method;
+} kbr_filter_model;
+
+static void kbr_filter_run(const kbr_filter_model *md, double *a,
+                           const double *ky, int T, double *W)
 {
-    if (TYPEOF(g) != REALSXP || !Rf_isMatrix(g) || Rf_nrows(g) != Rf_ncols(g))
-        Rf_error(_("'%s' must be a square numeric matrix"), what);
-    return Rf_nrows(g);
+    int n = md->n;
+    double *v = (double *) R_alloc((size_t) n, sizeof(double)),
+        *mu = (double *) R_alloc((size_t) n, sizeof(double));
+    kb_ticker tick = KB_TICKER_INIT;
+    for (int t = 0; t < T; t++) {
+        kb_matmul(n, 1, n, 1.0, md->gx, a, v);
+        kb_chol_solve(n, 1, md->C, v);
+        kb_matmul(n, 1, n, (double) n, md->gxx, v, mu);
+        kb_chol_solve(n, 1, md->C, mu);
+        double *w = W + (size_t) t * n;
+        const void *vmax = vmaxget();
+        kbr_op op = kbr_op_scratch(n, md->method, md->gy, mu);
+        kbr_factor(&op, md->delta);
+        kbr_apply(&op, 1, ky + (size_t) t * n, w);
+        vmaxset(vmax);
+        memcpy(a, w, (size_t) n * sizeof(double));
+        /* a factorisation: about n^3 units */
+        kb_tick(&tick, (double) n * n * n);
+    }
 }
 
 /* .Call entry: list(mu, F, ipiv) for the full KBR fit. */
 SEXP kb_kbr_fit(SEXP gx, SEXP m, SEXP gy, SEXP eps_, SEXP delta_,
                 SEXP method_)
 {
-    int n = check_square(gx, "G_X");
-    if (check_square(gy, "G_Y") != n || TYPEOF(m) != REALSXP ||
-        XLENGTH(m) != n)
-        Rf_error(_("KBR: Gram matrices and prior embedding must match"));
-    double eps = kb_scalar_real(eps_, "eps"), delta = kb_scalar_real(delta_, "delta");
-    int method = kb_scalar_int(method_, "method");
-    if (!(eps > 0.0) || !(delta > 0.0))
-        Rf_error(_("'eps' and 'delta' must be positive"));
+    int n = kb_arg_square(gx, "G_X");
+    kb_arg_matrix(gy, "G_Y", n, n);
+    const double *pm = kb_arg_vector(m, "m", n);
+    double eps = kbr_reg(eps_, "eps"), delta = kbr_reg(delta_, "delta");
+    int method = kb_arg_choice(method_, "method", kbr_methods);
     const char *nms[] = {"mu", "F", "ipiv", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP mu = Rf_allocVector(REALSXP, n);
@@ -124,8 +181,9 @@ SEXP kb_kbr_fit(SEXP gx, SEXP m, SEXP gy, SEXP eps_, SEXP delta_,
     SET_VECTOR_ELT(ans, 1, F);
     SEXP ipiv = Rf_allocVector(INTSXP, n);
     SET_VECTOR_ELT(ans, 2, ipiv);
-    kbr_mu(n, REAL(gx), REAL(m), eps, REAL(mu));
-    kbr_factor(n, REAL(gy), REAL(mu), delta, method, REAL(F), INTEGER(ipiv));
+    kbr_mu(n, REAL(gx), pm, eps, REAL(mu));
+    kbr_op op = {n, method, REAL(gy), REAL(mu), REAL(F), INTEGER(ipiv)};
+    kbr_factor(&op, delta);
     UNPROTECT(1);
     return ans;
 }
@@ -133,15 +191,18 @@ SEXP kb_kbr_fit(SEXP gx, SEXP m, SEXP gy, SEXP eps_, SEXP delta_,
 /* .Call entry: posterior weights from a fit's factorisation. */
 SEXP kb_kbr_apply(SEXP gy, SEXP mu, SEXP F, SEXP ipiv, SEXP method_, SEXP K)
 {
-    int n = check_square(gy, "G_Y");
-    if (check_square(F, "F") != n || TYPEOF(mu) != REALSXP ||
-        XLENGTH(mu) != n || TYPEOF(ipiv) != INTSXP || XLENGTH(ipiv) != n ||
-        TYPEOF(K) != REALSXP || !Rf_isMatrix(K) || Rf_nrows(K) != n)
-        Rf_error(_("KBR: the fit and the kernel vectors do not match"));
-    int method = kb_scalar_int(method_, "method"), q = Rf_ncols(K);
+    int n = kb_arg_square(gy, "G_Y");
+    kb_arg_matrix(F, "F", n, n);
+    kb_arg_matrix(K, "K", n, -1);
+    if (TYPEOF(ipiv) != INTSXP || XLENGTH(ipiv) != n)
+        kb_error_class("kb_error_arg",
+                       _("'ipiv' must be an integer vector of length %d"), n);
+    const double *pmu = kb_arg_vector(mu, "mu", n);
+    int method = kb_arg_choice(method_, "method", kbr_methods);
+    kbr_op op = {n, method, REAL(gy), pmu, REAL(F), INTEGER(ipiv)};
+    int q = Rf_ncols(K);
     SEXP W = PROTECT(Rf_allocMatrix(REALSXP, n, q));
-    kbr_apply(n, REAL(gy), REAL(mu), REAL(F), INTEGER(ipiv), method, q,
-              REAL(K), REAL(W));
+    kbr_apply(&op, q, REAL(K), REAL(W));
     UNPROTECT(1);
     return W;
 }
@@ -155,40 +216,21 @@ SEXP kb_kbr_apply(SEXP gy, SEXP mu, SEXP F, SEXP ipiv, SEXP method_, SEXP K)
 SEXP kb_kbr_filter(SEXP gx, SEXP gxx, SEXP gy, SEXP ky, SEXP alpha0,
                    SEXP eps_, SEXP delta_, SEXP method_)
 {
-    int n = check_square(gx, "G_X");
-    if (check_square(gxx, "G_XX+") != n || check_square(gy, "G_Y") != n ||
-        TYPEOF(ky) != REALSXP || !Rf_isMatrix(ky) || Rf_nrows(ky) != n ||
-        TYPEOF(alpha0) != REALSXP || XLENGTH(alpha0) != n)
-        Rf_error(_("KBR filter: Gram matrices do not match"));
-    double eps = kb_scalar_real(eps_, "eps"), delta = kb_scalar_real(delta_, "delta");
-    int method = kb_scalar_int(method_, "method"), T = Rf_ncols(ky);
-    size_t nn = (size_t) n * n;
-    /* Cholesky of G_X + n eps I once */
-    double *C = (double *) R_alloc(nn, sizeof(double));
-    memcpy(C, REAL(gx), nn * sizeof(double));
-    for (int i = 0; i < n; i++)
-        C[i + (size_t) i * n] += n * eps;
-    kb_chol(n, C, "the regularised Gram matrix G_X + n eps I is not "
-            "positive definite; increase 'eps'");
+    int n = kb_arg_square(gx, "G_X");
+    kb_arg_matrix(gxx, "G_XX+", n, n);
+    kb_arg_matrix(gy, "G_Y", n, n);
+    kb_arg_matrix(ky, "K_Y", n, -1);
+    const double *a0 = kb_arg_vector(alpha0, "alpha0", n);
+    double eps = kbr_reg(eps_, "eps"), delta = kbr_reg(delta_, "delta");
+    int method = kb_arg_choice(method_, "method", kbr_methods);
+    kbr_filter_model md = {n, REAL(gx), REAL(gxx), REAL(gy), NULL, delta,
+                           method};
+    md.C = kbr_chol_gx(n, md.gx, eps);
+    int T = Rf_ncols(ky);
     SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, n, T));
-    double *a = (double *) R_alloc((size_t) n, sizeof(double)),
-        *v = (double *) R_alloc((size_t) n, sizeof(double)),
-        *mu = (double *) R_alloc((size_t) n, sizeof(double));
-    memcpy(a, REAL(alpha0), (size_t) n * sizeof(double));
-    for (int t = 0; t < T; t++) {
-        /* v = (G_X + n eps I)^{-1} G_X a, m = G_XX+ v, mu = n (..)^{-1} m */
-        kb_gemm('N', 'N', n, 1, n, 1.0, REAL(gx), n, a, n, 0.0, v, n);
-        kb_chol_solve(n, 1, C, v);
-        kb_gemm('N', 'N', n, 1, n, (double) n, REAL(gxx), n, v, n, 0.0, mu, n);
-        kb_chol_solve(n, 1, C, mu);
-        double *w = REAL(ans) + (size_t) t * n;
-        const void *vmax = vmaxget();
-        kbr_weights(n, REAL(gy), mu, delta, method, 1,
-                    REAL(ky) + (size_t) t * n, w);
-        vmaxset(vmax);
-        memcpy(a, w, (size_t) n * sizeof(double));
-        R_CheckUserInterrupt();
-    }
+    double *a = (double *) R_alloc((size_t) n, sizeof(double));
+    memcpy(a, a0, (size_t) n * sizeof(double));
+    kbr_filter_run(&md, a, REAL(ky), T, REAL(ans));
     UNPROTECT(1);
     return ans;
 }
@@ -196,14 +238,11 @@ SEXP kb_kbr_filter(SEXP gx, SEXP gxx, SEXP gy, SEXP ky, SEXP alpha0,
 /* .Call entry: mu = n (G_X + n eps I)^{-1} m. */
 SEXP kb_kbr_mu(SEXP gx, SEXP m, SEXP eps_)
 {
-    int n = check_square(gx, "G_X");
-    if (TYPEOF(m) != REALSXP || XLENGTH(m) != n)
-        Rf_error(_("KBR: the prior embedding must have length n"));
-    double eps = kb_scalar_real(eps_, "eps");
-    if (!(eps > 0.0))
-        Rf_error(_("'eps' must be positive"));
+    int n = kb_arg_square(gx, "G_X");
+    const double *pm = kb_arg_vector(m, "m", n);
+    double eps = kbr_reg(eps_, "eps");
     SEXP mu = PROTECT(Rf_allocVector(REALSXP, n));
-    kbr_mu(n, REAL(gx), REAL(m), eps, REAL(mu));
+    kbr_mu(n, REAL(gx), pm, eps, REAL(mu));
     UNPROTECT(1);
     return mu;
 }
@@ -211,16 +250,16 @@ SEXP kb_kbr_mu(SEXP gx, SEXP m, SEXP eps_)
 /* .Call entry: posterior weights R(mu) K for the columns of K. */
 SEXP kb_kbr_weights(SEXP gy, SEXP mu, SEXP delta_, SEXP method_, SEXP K)
 {
-    int n = check_square(gy, "G_Y");
-    if (TYPEOF(mu) != REALSXP || XLENGTH(mu) != n || TYPEOF(K) != REALSXP ||
-        !Rf_isMatrix(K) || Rf_nrows(K) != n)
-        Rf_error(_("KBR: weights, Gram matrix and kernel vectors must match"));
-    double delta = kb_scalar_real(delta_, "delta");
-    if (!(delta > 0.0))
-        Rf_error(_("'delta' must be positive"));
-    int method = kb_scalar_int(method_, "method"), q = Rf_ncols(K);
+    int n = kb_arg_square(gy, "G_Y");
+    kb_arg_matrix(K, "K", n, -1);
+    const double *pmu = kb_arg_vector(mu, "mu", n);
+    double delta = kbr_reg(delta_, "delta");
+    int method = kb_arg_choice(method_, "method", kbr_methods);
+    kbr_op op = kbr_op_scratch(n, method, REAL(gy), pmu);
+    int q = Rf_ncols(K);
     SEXP W = PROTECT(Rf_allocMatrix(REALSXP, n, q));
-    kbr_weights(n, REAL(gy), REAL(mu), delta, method, q, REAL(K), REAL(W));
+    kbr_factor(&op, delta);
+    kbr_apply(&op, q, REAL(K), REAL(W));
     UNPROTECT(1);
     return W;
 }

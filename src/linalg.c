@@ -62,13 +62,12 @@ void kb_chol_solve(int n, int nrhs, const double *U, double *B)
         KB_INTERNAL("dpotrs failed");
 }
 
-void kb_gemm(char ta, char tb, int m, int n, int k, double alpha,
-             const double *A, int lda, const double *B, int ldb, double beta,
-             double *C, int ldc)
+void kb_matmul(int m, int n, int k, double alpha, const double *A,
+               const double *B, double *C)
 {
-    const char sa[2] = {ta, 0}, sb[2] = {tb, 0};
-    F77_CALL(dgemm)(sa, sb, &m, &n, &k, &alpha, A, &lda, B, &ldb, &beta, C,
-                    &ldc FCONE FCONE);
+    const double beta = 0.0;
+    F77_CALL(dgemm)("N", "N", &m, &n, &k, &alpha, A, &m, B, &k, &beta, C, &m
+                    FCONE FCONE);
 }
 
 void kb_lu(int n, double *A, int *ipiv, const char *msg)

@@ -9,8 +9,6 @@
 void kb_sym_eigen(int d, const double *A, double *w, double *Q,
                   const char *what);
 
-
-
 /* Cholesky factor (upper) of the n x n SPD matrix A in place; on failure an
  * R error with msg. */
 void kb_chol(int n, double *A, const char *msg);
@@ -24,8 +22,7 @@ void kb_lu_solve_factored(int n, int nrhs, const double *LU, const int *ipiv,
 /* Solve (U'U) X = B for an upper Cholesky factor U, in place of B. */
 void kb_chol_solve(int n, int nrhs, const double *U, double *B);
 
-/* C = alpha op(A) op(B) + beta C with op = transpose when ta/tb is 'T'. */
-void kb_gemm(char ta, char tb, int m, int n, int k, double alpha,
-             const double *A, int lda, const double *B, int ldb, double beta,
-             double *C, int ldc);
+/* C = alpha A B for column-major A (m x k), B (k x n), C (m x n). */
+void kb_matmul(int m, int n, int k, double alpha, const double *A,
+               const double *B, double *C);
 #endif

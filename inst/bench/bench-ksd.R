@@ -3,7 +3,7 @@
 # is evaluated once, n(n+1)/2 evaluations) on 1 and 2 threads for
 # n = 20000, d = 4, IMQ with precon = "med", and the ratio against a plain-R
 # vectorised implementation of the same V-statistic, measured in this run.
-# Goals (issue 2): <= 8 ns per evaluation on one thread, >= 1.7x on 2 threads.
+# Goals: <= 8 ns per evaluation on one thread, >= 1.7x on 2 threads.
 suppressPackageStartupMessages(library(kernbayes))
 set.seed(1)
 n <- as.integer(Sys.getenv("KB_BENCH_N", "20000"))

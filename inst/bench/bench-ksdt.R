@@ -5,7 +5,7 @@
 # next to the KSD benchmark's figure measured in this run (same kernel,
 # n = 20000), and the ratio against a plain-R implementation of the same
 # algorithm (vectorised over the dictionary) on a shorter stream.
-# Goals (issue 4): < 60 s on 2 threads; per-evaluation cost within 1.3x of
+# Goals: < 60 s on 2 threads; per-evaluation cost within 1.3x of
 # the KSD benchmark's.
 suppressPackageStartupMessages(library(kernbayes))
 set.seed(1)
@@ -19,7 +19,7 @@ ar1 <- function(T) {
 x <- ar1(T)
 s <- -x
 
-# KSD benchmark figure, measured now
+# KSD benchmark figure, measured in this run
 xk <- matrix(stats::rnorm(20000 * d), ncol = d)
 tk <- system.time(ksd(xk, -xk, nthreads = 1L))[["elapsed"]]
 ns_ksd <- 1e9 * tk / (20000 * 20001 / 2)

@@ -6,7 +6,7 @@
 # directory holding the reference Python package `stein_thinning` (Riabiz et
 # al.), and python3 (or KB_PYTHON) has numpy and scipy, the reference is
 # timed too.
-# Goals (issue 3): <= 1 s on one thread, >= 10x faster than the reference.
+# Goals: <= 1 s on one thread, >= 10x faster than the reference.
 suppressPackageStartupMessages(library(kernbayes))
 set.seed(1)
 n <- as.integer(Sys.getenv("KB_BENCH_N", "100000"))

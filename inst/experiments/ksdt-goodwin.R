@@ -51,9 +51,7 @@
 #   2e4 (raw), 2000 (linear), 446 (sqrt): at most 3 points above f(t).
 #   SP rule inside KSDT (ksdt_sample, blocks of one chain): SP-RWM linear
 #   0.0741 [3.31], sqrt 0.160 [3.38]; SP-MALA linear 0.166 [7.41], sqrt
-#   0.263 [5.56] (with the former construction, fresh moves restarted from
-#   the last added point: 0.158 [7.08], 0.286 [6.04]; 0.201 [8.97],
-#   0.307 [6.48]). Wall time 967 s on a machine shared with other jobs.
+#   0.263 [5.56]. Wall time 967 s on a machine shared with other jobs.
 #   Acceptance: RWM 0.251 (step 0.1228), MALA 0.600 (step 0.06554).
 suppressPackageStartupMessages(library(kernbayes))
 args <- commandArgs(trailingOnly = TRUE)

@@ -1,5 +1,5 @@
 # Independent, deliberately plain-R reference implementations of the particle
-# flows of issue 6 (svgd, ksd_descent, mmd_flow, dmmd_flow, mied), written from
+# flows (svgd, ksd_descent, mmd_flow, dmmd_flow, mied), written from
 # the formulas of the flows spec.  Nothing here calls kernbayes: test-flows.R
 # compares the package against these functions.  Scores and log densities are
 # passed as functions of an n x d matrix (ref_rowwise() wraps a one-point

@@ -543,6 +543,36 @@ ref_kalman <- function(y, A, C, Q, R, m0, P0) {
   out
 }
 
+# Plain-R Nystrom approximation: greedy pivots on the residual diagonal
+# diag(G - G[, P] G[P, P]^{-1} G[P, ]) (first maximum), and the
+# approximations G[, P] G[P, P]^{-1} G[P, B] of the columns B.
+ref_nystrom_pivots <- function(G, tol, r) {
+  P <- integer(0)
+  dg <- diag(G)
+  for (j in seq_len(r)) {
+    p <- which.max(dg)
+    if (dg[p] <= tol) break
+    P <- c(P, p)
+    dg <- diag(G) - rowSums(G[, P, drop = FALSE] *
+                              t(solve(G[P, P, drop = FALSE], G[P, , drop = FALSE])))
+    dg[P] <- 0
+  }
+  P
+}
+ref_nystrom <- function(G, P, B = G) {
+  G[, P, drop = FALSE] %*% solve(G[P, P, drop = FALSE], B[P, , drop = FALSE])
+}
+# The "iw" operator D^(1/2) (D^(1/2) G D^(1/2) + n delta I)^{-1} D^(1/2) by a
+# symmetric eigen-decomposition (solve() on the nearly singular matrix
+# loses 2 digits at delta = 1e-10; ref_kbr_R uses it)
+ref_iw_R <- function(G, mu, delta) {
+  n <- nrow(G)
+  s <- sqrt(pmax(mu, 0))
+  M <- s * t(s * G)
+  e <- eigen((M + t(M)) / 2, symmetric = TRUE)
+  s * t(s * (e$vectors %*% ((1 / (e$values + n * delta)) * t(e$vectors))))
+}
+
 # Statistical tests on large samples add nothing to a memory check but take
 # most of its time: `make valgrind` sets KB_VALGRIND and skips them.
 skip_under_valgrind <- function() {

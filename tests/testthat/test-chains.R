@@ -1,63 +1,11 @@
-# Many chains and many machines: merged KSDT dictionaries (c() / merge()),
-# ksdt_chains() under sequential and multisession plans, kbr_cv() through
-# futures.  ksd_blocks() is tested in test-ksd.R.
+# Many chains and many machines (R/chains.R): ksdt_chains() under sequential
+# and multisession plans, failing chains, argument checks.  Merging is tested
+# in test-merge.R, ksd_blocks() in test-ksd.R, kbr_cv() through futures in
+# test-kbr-cv.R.
 
 chains_mix <- function() {
   gaussian_mixture_target(means = rbind(c(-2, 0), c(2, 0)))
 }
-
-test_that("merging dictionaries: recomputed KSD, no worse than the best, idempotent, sources", {
-  tg <- gaussian_target(c(0, 0))
-  set.seed(802)
-  a <- ksdt(sample_target(tg, 600), tg, progress = FALSE)
-  b <- ksdt(sample_target(tg, 600), tg, progress = FALSE)
-  fin <- function(z) z$ksd[length(z$ksd)]
-  m <- c(a, b)
-  expect_s3_class(m, "kb_ksdt")
-  # the merged KSD is the KSD of its points, recomputed from scratch
-  expect_equal(fin(m), ksd(m$points, m$score, imq_kernel()), tolerance = 1e-12)
-  # no worse than the better input (budget 0)
-  expect_lte(fin(m), min(fin(a), fin(b)) * (1 + 1e-12))
-  expect_equal(sort(m$input_ksd), sort(c(fin(a), fin(b))), tolerance = 1e-12)
-  # merge() is the same operation
-  expect_identical(merge(a, b)$points, m$points)
-  # with a budget the merged KSD may rise, by at most the budget per point
-  mb <- c(a, b, budget = 1e-4)
-  added <- nrow(b$points)
-  expect_lte(fin(mb)^2, min(fin(a), fin(b))^2 + added * 1e-4)
-  # merging a dictionary with itself changes nothing
-  aa <- c(a, a)
-  expect_identical(aa$points, a$points)
-  expect_equal(fin(aa), fin(a), tolerance = 1e-12)
-  # sources point back to the inputs
-  src <- m$source
-  expect_identical(nrow(src), nrow(m$points))
-  for (i in seq_len(nrow(src))) {
-    d <- list(a, b)[[src$dictionary[i]]]
-    j <- match(src$index[i], d$index)
-    expect_identical(unname(m$points[i, ]), unname(d$points[j, ]))
-  }
-  # Stein thinning of the union to a given size
-  st <- c(a, b, how = "stein_thin", size = 40)
-  expect_identical(nrow(st$points), 40L)
-  expect_equal(fin(st), ksd(st$points, st$score, imq_kernel()), tolerance = 1e-10)
-  expect_false(anyDuplicated(st$points) > 0)
-})
-
-test_that("merging: bad input (dimension, empty dictionary, wrong class)", {
-  tg2 <- gaussian_target(c(0, 0))
-  tg3 <- gaussian_target(c(0, 0, 0))
-  set.seed(803)
-  a <- ksdt(sample_target(tg2, 100), tg2, progress = FALSE)
-  b <- ksdt(sample_target(tg3, 100), tg3, progress = FALSE)
-  expect_error(c(a, b), "dictionaries of one dimension; they have 2, 3", class = "kb_error_arg")
-  e <- a
-  e$points <- e$points[0, , drop = FALSE]
-  e$score <- e$score[0, , drop = FALSE]
-  expect_error(c(a, e), "dictionary 2 is empty")
-  expect_error(merge(a, list(1)), "kb_ksdt")
-  expect_error(c(a, a, how = "stein_thin", size = 10^6), "'size' must be at most", class = "kb_error_arg")
-})
 
 test_that("ksdt_chains(): sequential and multisession plans give identical results", {
   skip_if_not_installed("future")
@@ -144,27 +92,12 @@ test_that("ksdt_chains(): bad input", {
                "'sampler' must be one of", class = "kb_error_arg")
 })
 
-test_that("kbr_cv() gives the same table through futures (multisession)", {
-  skip_if_not_installed("future")
-  skip_if_not_installed("future.apply")
-  skip_under_valgrind()
-  set.seed(807)
-  x <- rnorm(120)
-  y <- x + rnorm(120, sd = 0.5)
-  grid <- expand.grid(eps = c(1e-3, 1e-2), delta = c(1e-3, 1e-1))
-  c1 <- kbr_cv(x, y, grid = grid, folds = 3, fit = FALSE)
-  oplan <- future::plan(future::multisession, workers = 2)
-  on.exit(future::plan(oplan), add = TRUE)
-  c2 <- kbr_cv(x, y, grid = grid, folds = 3, fit = FALSE)
-  expect_identical(c1$table, c2$table)
-})
-
 test_that("ksdt_chains() checks every argument before any chain runs", {
   calls <- 0
   tg <- kb_target(function(z) { calls <<- calls + 1; -sum(z^2) / 2 },
                   function(z) { calls <<- calls + 1; -z }, 2)
   x0 <- rbind(c(0, 0), c(1, 1))
-  # before: every chain ran, then the merge failed
+  # a bad merge_size is found before any chain runs, not at the merge
   expect_error(ksdt_chains(tg, x0, 200, step = 1, merge = "stein_thin", merge_size = 0),
                "'merge_size'", class = "kb_error_arg")
   expect_error(ksdt_chains(tg, x0, 200, step = 1, budget = -1), "'budget'",

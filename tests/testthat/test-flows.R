@@ -614,7 +614,7 @@ test_that("plot methods accept main, xlab and ylab", {
   }
 })
 
-# ---- issue 12: interrupts ----------------------------------------------------------
+# ---- interrupts ------------------------------------------------------------------
 
 test_that("an interrupt raised inside a score closure stops every flow at once and returns nothing", {
   skip_on_os("windows")   # no SIGINT to send
@@ -627,8 +627,8 @@ test_that("an interrupt raised inside a score closure stops every flow at once a
   expect_identical(tryCatch(svgd(x0, sc, n_iter = 10, progress = FALSE),
                             interrupt = function(e) "interrupted"), "interrupted")
   expect_lte(env$calls, 40)
-  # a vectorised target, called once per iteration: the old flows returned
-  # their result and left the interrupt pending
+  # a vectorised target, called once per iteration: the flow stops, it does
+  # not return its result and leave the interrupt pending
   tv <- g$target_vec
   mk <- function(k) kb_target(tv$log_density, interrupting(tv$score, k, env),
                               dim = 2, vectorized = TRUE)
@@ -664,9 +664,9 @@ test_that("Ctrl-C stops a large svgd() and mied() promptly in a child R process"
   skip_if(nzchar(Sys.getenv("KB_VALGRIND")), "slow under valgrind")
   skip_on_os("windows")
   # one iteration takes seconds (30000 / 10000 particles); SIGINT is sent
-  # 0.5 s into it.  The old code finished the iteration, returned, and the
-  # interrupt struck later outside the call (the child then died without
-  # reporting).  Measured here: stopped 0.1-0.3 s after the interrupt.
+  # 0.5 s into it: the call stops within the iteration and the child
+  # reports the interrupt.  Measured here: stopped 0.1-0.3 s after the
+  # interrupt.
   score_code <- paste0(
     "tg <- kb_target(function(x) -rowSums(x^2) / 2, function(x) { ",
     "if (!exists('done')) { done <<- TRUE; report('started') }; -x }, ",
@@ -685,7 +685,7 @@ test_that("Ctrl-C stops a large svgd() and mied() promptly in a child R process"
   expect_false(is.na(r$seconds))
 })
 
-# ---- issue 12: arguments before work, sizes, messages ------------------------------
+# ---- arguments before work, sizes, messages ---------------------------------------
 
 test_that("flows check every argument before calling a closure or resolving a kernel", {
   set.seed(672)
@@ -728,8 +728,8 @@ test_that("flows check every argument before calling a closure or resolving a ke
 test_that("sizes are checked before anything is allocated, with the memory named", {
   env <- new.env()
   sc <- interrupting(function(x) -x, 0, env)
-  # 70000 particles with the median bandwidth: 18.3 GB of pair distances
-  # were allocated before the C size check
+  # 70000 particles with the median bandwidth: 18.3 GB of pair distances,
+  # refused before anything is allocated
   x <- matrix(0, 70000, 2)
   x[, 1] <- seq_len(70000) / 70000
   expect_error(svgd(x, sc, n_iter = 1, progress = FALSE), class = "kb_error_arg",
@@ -754,7 +754,8 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
   x0 <- matrix(rnorm(40), 20)
   tg <- gaussian_target(c(0, 0))
   pr <- rings_problem(n = 10, m = 30)
-  # a huge lambda with the default step = lambda flung particles to 1e299
+  # a huge lambda with the default step = lambda would fling particles to
+  # 1e299: the step is named
   expect_error(dmmd_flow(pr$x0, pr$y, lambda = 1e300, n_iter = 2, progress = FALSE),
                class = "kb_error_numeric",
                regexp = "the step \\(by default 'lambda' = 1e\\+300\\) is too large: at iteration 1")
@@ -763,7 +764,7 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
                   progress = FALSE)
   fm <- mmd_flow(pr$x0, pr$y, step = 1, n_iter = 3, progress = FALSE)
   expect_lt(max(abs(fd$x - fm$x)), 1e-12)
-  # sprintf arguments were swapped: "invalid format '%d'"
+  # a noise function returning NA: the value and the iteration are named
   expect_error(mmd_flow(x0, x0 + 1, noise = function(t) NA, n_iter = 3,
                         progress = FALSE),
                class = "kb_error_callback",
@@ -791,7 +792,7 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
   expect_error(mmd_flow(x0 * 1e-120, x0 * 1e-120 + 1e-120, n_iter = 2,
                         progress = FALSE),
                class = "kb_error_arg", regexp = "'y' sets the kernel bandwidth .* by the median heuristic")
-  # MIED: a -Inf log density was reported as "coinciding particles"
+  # MIED: a -Inf log density is named as such, not as coinciding particles
   tl <- kb_target(function(x) if (x[1] > 2) -Inf else -sum(x^2) / 2,
                   function(x) -x, dim = 2)
   x1 <- x0
@@ -818,7 +819,6 @@ test_that("a median bandwidth that fails on the data names the data, not 'precon
 test_that("a direction that overflows blames the scale of the problem, not the step", {
   set.seed(676)
   x0 <- matrix(rnorm(40), 20)
-  # was "non-finite particle positions ...; try a smaller 'step'"
   expect_error(svgd(x0, function(x) c(1e308, 1e308), n_iter = 2, progress = FALSE),
                class = "kb_error_numeric",
                regexp = "the SVGD direction is not finite at iteration 1 \\(bandwidth .*scores up to 1e\\+308\\).*rescale the problem")

@@ -199,7 +199,7 @@ test_that("bad input gives errors naming the argument", {
   # a stiff point exhausts the step budget: the error names the parameters
   expect_error(goodwin_solve(c(1, 3, 2, 1e6), t),
                "Goodwin ODE solver failed at theta = \\(a1 = 1, a2 = 3")
-  # ... as a classed numeric error (issue 12; it was a plain error)
+  # ... as a classed numeric error
   expect_error(goodwin_solve(c(1, 3, 2, 1e6), t), class = "kb_error_numeric")
   expect_error(goodwin_solve(c(1e300, 3, 2, 0.5), 1:2), "a1 = 1e\\+300",
                class = "kb_error_numeric")

@@ -352,7 +352,7 @@ test_that("heuristics fail clearly on degenerate samples", {
   expect_equal(rk("id", x1)$L, diag(2), tolerance = 0)
 })
 
-# ---- out-of-range scales name the user's argument (issue 12) ------------------
+# ---- out-of-range scales name the user's argument ---------------------------
 
 test_that("bandwidths and numeric preconditioners whose L over- or underflows are rejected, naming them", {
   for (bw in c(1e-200, 1e-155, 1e154, 1e200)) {

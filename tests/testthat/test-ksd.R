@@ -579,7 +579,7 @@ test_that("degenerate samples are rejected with a clear message", {
                "'precon'.*positive definite")
 })
 
-# ---- overflow: an error naming the rows, never NaN, Inf or 0 (issue 12) ------
+# ---- overflow: an error naming the rows, never NaN, Inf or 0 -----------------
 
 # 20 x 2 sample whose row 7 is so far away that squared distances overflow.
 far_row_sample <- function() {

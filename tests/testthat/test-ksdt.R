@@ -560,7 +560,7 @@ test_that("a Stein kernel that overflows is an error naming the row, never KSD 0
   x <- matrix(rnorm(1000), 500)
   s <- -x
   x[100, ] <- c(1e155, 0)
-  # before: the dictionary was reported with KSD 0 from row 100 on, 423 kept
+  # row 100's Stein kernel value overflows: an error, not a KSD of 0
   expect_error(ksdt(x, s), class = "kb_error_numeric",
                regexp = "row 100 and the dictionary state from stream row [0-9]+ is not finite")
   # in a stream the rows before it were taken, the stream is as it was after
@@ -655,7 +655,7 @@ test_that("a stream in use refuses re-entry from a closure", {
     }
     -z
   }, 2)
-  # (before: "corrupted size vs. prev_size" and an abort)
+  # a push from inside the stream's own closure is refused, not run
   expect_error(ksdt_sample(tg, c(0, 0), 50, step = 1), class = "kb_error_state",
                regexp = "in use by a running")
   # the hold is released by the error: the same stream can be used again

@@ -377,7 +377,7 @@ test_that("a chain that barely moves gives a warning naming step and x0", {
   expect_silent(mala(tg, x0 = c(0, 0), n_iter = 200))
 })
 
-# ---- issue 12 ------------------------------------------------------------------
+# ---- steps, interrupts, argument order -------------------------------------------
 
 test_that("a step too large is blamed, not the log density 'at row 1 of x'", {
   tg <- gaussian_target(c(0, 0))
@@ -405,8 +405,8 @@ test_that("an interrupt raised inside a closure stops a chain at once", {
   set.seed(701)
   expect_identical(tryCatch(rwm(tg, c(0, 0), 5000, step = 1),
                             interrupt = function(e) "interrupted"), "interrupted")
-  # the old chains checked every 1000 iterations
-  expect_lte(env$calls, 51)   # measured: 50 (the old code: 217 in a script)
+  # the chain checks for an interrupt at every step
+  expect_lte(env$calls, 51)   # measured: 50
 })
 
 test_that("rwm() and mala() check every argument before calling the target", {

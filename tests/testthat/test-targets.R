@@ -343,7 +343,7 @@ test_that("logistic_regression_target: data frames, factors and bad input", {
   expect_error(tg$predict(c(0, 0, 0), matrix(1, 2, 3)), "'newX'")
 })
 
-test_that("closures that fail or return the wrong thing give kb_error_callback (issue 12)", {
+test_that("closures that fail or return the wrong thing give kb_error_callback", {
   x <- rbind(c(1, 2), c(3, 4))
   ld <- function(x) -sum(x^2) / 2
   one <- function(score, ...) kb_target(ld, score, dim = 2, ...)
@@ -384,7 +384,7 @@ test_that("closures that fail or return the wrong thing give kb_error_callback (
                "^deep$", class = "kb_error_numeric")
 })
 
-test_that("a kb_target with an edited field is rejected, naming the field (issue 12)", {
+test_that("a kb_target with an edited field is rejected, naming the field", {
   tg <- gaussian_target(c(0, 0))
   x <- rbind(c(1, 2))
   edit <- function(...) {
@@ -407,8 +407,8 @@ test_that("a kb_target with an edited field is rejected, naming the field (issue
   expect_error(mala(edit(dim = 0), c(0, 0), 5), "field 'dim'", class = "kb_error_arg")
 })
 
-test_that("logistic_regression_target() accepts a single row of X (issue 12)", {
-  # the column sd of one row is NA: it made the log density NaN
+test_that("logistic_regression_target() accepts a single row of X", {
+  # the column sd of one row is NA: the scale is then 1, not NaN
   tg <- logistic_regression_target(matrix(c(1, 2), 1), 1)
   expect_equal(target_log_density(tg, c(0, 0, 0)), -log(2))
   expect_true(all(is.finite(target_score(tg, c(0.5, 1, -1)))))

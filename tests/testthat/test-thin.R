@@ -785,7 +785,7 @@ test_that("bad log_p, log_q, range_cap and ... of stein_thin_gf() are rejected, 
                "'standardize'")
 })
 
-# ---- overflow and argument order (issue 12) ---------------------------------------
+# ---- overflow and argument order ---------------------------------------------------
 
 test_that("an overflowing Stein kernel in thinning is a kb_error_numeric naming the rows", {
   set.seed(1)

@@ -1,0 +1,284 @@
+# Filters for state-space models: the KBR filter (kbr_filter(), full and
+# low-rank paths, on the pieces of R/kbr.R) and the Kalman filter baseline,
+# with the kb_filter class.
+
+#' KBR filter for state-space models
+#'
+#' The kernel Bayes' rule filter (Fukumizu et al., 2013, Section 4.3) for a
+#' state-space model known only through a training trajectory of hidden
+#' states and observations \eqn{(X_t, Y_t)}, \eqn{t = 1, \dots, T + 1}. The
+#' transition is the conditional kernel embedding learned from the pairs
+#' \eqn{(X_t, X_{t+1})} (Gram matrix \eqn{G_{XX_+}} of \eqn{k(X_i,
+#' X_{j+1})}), the observation model the pairs \eqn{(X_t, Y_t)}. Each step
+#' predicts the prior weights from the last posterior, \eqn{m = G_{XX_+}
+#' (G_X + T\epsilon I)^{-1} G_X \alpha}, and applies kernel Bayes' rule to
+#' the new observation; the filtered state is \eqn{\sum_i \alpha_i X_i}.
+#'
+#' @param x_train,y_train The training trajectory: hidden states and
+#'   observations, `(T + 1)` rows each (a vector is a one-dimensional
+#'   trajectory; see 'Points and samples' in [kernbayes-package]).
+#' @param y_obs The observations to filter, one row per time step (a
+#'   vector is one observation when `y_train` has more than one column).
+#' @inheritParams kbr
+#' @param eps,delta Regularisers in the operator convention of [kbr()] (no
+#'   dependence on the training length); defaults 1e-3 and 1e-4.
+#' @param method `"iw"` (default) or `"kbr"`; see [kbr()]. The `"kbr"`
+#'   form with small regularisers can diverge when the observations leave
+#'   the range of the training trajectory; the default stays stable there
+#'   (measurements in the package's NEWS).
+#' @return An object of class `kb_filter`: `mean` (filtered states, one row
+#'   per observation), `weights` (the `T x n_obs` posterior weights on the
+#'   training states; `NULL` on the low-rank path), settings; `print` and
+#'   `plot` methods.
+#' @seealso [kalman_filter()] for linear Gaussian models.
+#' @examples
+#' set.seed(1)
+#' sim <- function(T) {
+#'   x <- numeric(T); x[1] <- rnorm(1)
+#'   for (t in 2:T) x[t] <- 0.9 * x[t - 1] + rnorm(1, sd = 0.3)
+#'   list(x = x, y = x + rnorm(T, sd = 0.5))
+#' }
+#' tr <- sim(301)
+#' te <- sim(100)
+#' f <- kbr_filter(tr$x, tr$y, te$y)
+#' sqrt(mean((f$mean - te$x)^2))   # filtered
+#' sqrt(mean((te$y - te$x)^2))     # raw observations
+#' @export
+kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
+                       kernel_y = gaussian_kernel(), eps = 1e-3, delta = 1e-4,
+                       method = c("iw", "kbr"), rank = NULL, tol = 1e-6,
+                       nthreads = NULL) {
+  method <- check_choice(method, c("iw", "kbr"), "method")
+  x <- as_obs(x_train, "x_train")
+  y <- as_obs(y_train, "y_train")
+  if (nrow(x) != nrow(y)) {
+    stop_arg("y_train", sprintf("must have as many rows as x_train (%d)",
+                                nrow(x)))
+  }
+  if (nrow(x) < 3L) stop_arg("x_train", "must have at least 3 rows")
+  yo <- as_obs(y_obs, "y_obs", ncol(y))
+  if (ncol(yo) != ncol(y)) {
+    stop_arg("y_obs", sprintf("must have %d columns, like y_train", ncol(y)))
+  }
+  eps <- check_number(eps, "eps", lower = 0, lower_open = TRUE)
+  delta <- check_number(delta, "delta", lower = 0, lower_open = TRUE)
+  # the Gaussian kernel's diagonal is 1: a tolerance of 1 leaves no column
+  tol <- check_number(tol, "tol", lower = 0, upper = 1, upper_open = TRUE)
+  check_gaussian(kernel_x, "kernel_x")
+  check_gaussian(kernel_y, "kernel_y")
+  T <- nrow(x) - 1L
+  X <- x[seq_len(T), , drop = FALSE]
+  Xp <- x[1L + seq_len(T), , drop = FALSE]
+  Y <- y[seq_len(T), , drop = FALSE]
+  if (!is.null(rank)) rank <- check_count(rank, "rank", max = T)
+  nthreads <- resolve_nthreads(nthreads)
+  if (is.null(rank)) {
+    # G_X, G_XX+, G_Y, a copy for the Cholesky factor and two for the
+    # weights' factorisation, all T x T
+    check_memory(8 * (6 * T^2 + 2 * T * nrow(yo)), "x_train",
+                 sprintf("the full KBR filter with %d transitions", T),
+                 "give 'rank' for the low-rank path")
+  }
+  rkx <- resolve_data_kernel(kernel_x, X, "kernel_x", "x_train")
+  rky <- resolve_data_kernel(kernel_y, Y, "kernel_y", "y_train")
+  Ky <- gram(rky, Y, yo, nthreads)
+  warn_far(Ky)
+  a0 <- rep(1 / T, T)
+  if (is.null(rank)) {
+    W <- .Call(C_kb_kbr_filter, gram(rkx, X, X, nthreads),
+               gram(rkx, X, Xp, nthreads), gram(rky, Y, Y, nthreads), Ky, a0,
+               eps, delta, method)
+    if (!all(is.finite(W))) {
+      t <- which(!is.finite(colSums(W)))[1L]
+      stop_numeric(sprintf(paste0("the KBR filter's weights are not finite ",
+                                  "at step %d; increase 'eps' or 'delta'"), t))
+    }
+  } else {
+    Lx <- incomplete_cholesky(rkx, X, tol, rank)
+    Ly <- incomplete_cholesky(rky, Y, tol, rank)
+    # Nystrom features: k(X_i, X_{j+1}) ~ Lx[i, ] Fp[, j], k_Y(Y_i, y_t) ~
+    # Ly[i, ] Fo[, t]; every step then stays in the spans of the factors
+    warn_coarse(c(x = attr(Lx, "residual"), y = attr(Ly, "residual")),
+                c(ncol(Lx), ncol(Ly)))
+    Fp <- lowrank_features(rkx, X, Lx, Xp, nthreads)
+    Fo <- lowrank_features(rky, Y, Ly, yo, nthreads)
+    sx <- svd(Lx)
+    ridge_x <- function(B) {     # (Lx Lx' + T eps I)^{-1} Lx B
+      sx$u %*% ((sx$d / (sx$d^2 + T * eps)) * crossprod(sx$v, B))
+    }
+    W <- matrix(0, T, nrow(yo))
+    a <- a0
+    for (t in seq_len(nrow(yo))) {
+      v <- ridge_x(crossprod(Lx, a))          # (G_X + T eps I)^{-1} G_X a
+      mu <- drop(T * ridge_x(Fp %*% v))       # T (G_X + T eps I)^{-1} G_XX+ v
+      a <- drop(lowrank_operator(Ly, mu, delta, method) %*% Fo[, t])
+      # posterior weights sum to about 1; a low-rank factor that misses
+      # much of G_X makes mu, and then the weights, grow geometrically
+      if (!all(is.finite(a)) || sum(abs(a)) > 1e6) {
+        stop_numeric(sprintf(paste0(
+          "the low-rank KBR filter broke down at step %d (sum of |weights| ",
+          "%.3g, largest |mu| %.3g; the rank-%d factor of G_X leaves a ",
+          "residual of %.2g); increase 'rank', 'eps' or 'delta', or use the ",
+          "full path"), t, sum(abs(a)), max(abs(mu)), ncol(Lx),
+          attr(Lx, "residual")))
+      }
+      W[, t] <- a
+    }
+  }
+  mean <- crossprod(W, X)
+  colnames(mean) <- colnames(x)
+  structure(list(mean = mean, weights = if (is.null(rank)) W else NULL,
+                 method = sprintf("KBR filter (%s%s)", method,
+                                  if (is.null(rank)) "" else
+                                    sprintf(", rank %d", ncol(Lx))),
+                 eps = eps, delta = delta, T_train = T,
+                 rank_x = if (is.null(rank)) NULL else ncol(Lx),
+                 rank_y = if (is.null(rank)) NULL else ncol(Ly),
+                 residual = if (is.null(rank)) NULL else
+                   c(x = attr(Lx, "residual"), y = attr(Ly, "residual"))),
+            class = "kb_filter")
+}
+
+#' Kalman filter
+#'
+#' The exact filter for the linear Gaussian state-space model
+#' \eqn{x_{t+1} = A x_t + N(0, Q)}, \eqn{y_t = C x_t + N(0, R)},
+#' \eqn{x_1 \sim N(m_0, P_0)}: a baseline for [kbr_filter()].
+#'
+#' @param y Observations, one row per time step (a vector is a
+#'   one-dimensional series; see 'Points and samples' in [kernbayes-package]).
+#' @param A,C,Q,R Model matrices (numbers are taken as 1 x 1 matrices); `Q`
+#'   and `R` are covariances (symmetric, positive semi-definite).
+#' @param m0,P0 Mean and covariance of the first state; default the
+#'   stationary distribution when it exists, else zero mean and identity.
+#' @return A `kb_filter` with `mean` (filtered means \eqn{E[x_t | y_{1:t}]})
+#'   and `cov` (a list of filtered covariances).
+#' @examples
+#' kalman_filter(c(1, 0.5, 0.2), A = 0.9, C = 1, Q = 0.1, R = 0.2)$mean
+#' @export
+kalman_filter <- function(y, A, C, Q, R, m0 = NULL, P0 = NULL) {
+  y <- as_obs(y, "y")
+  as_mat <- function(M, arg) {
+    M <- if (is.numeric(M) && is.null(dim(M))) {
+      if (length(M) == 1L) matrix(M) else diag(M)
+    } else M
+    if (!is.matrix(M) || !is.numeric(M) || anyNA(M) || any(!is.finite(M))) {
+      stop_arg(arg, "must be a finite numeric matrix")
+    }
+    M
+  }
+  A <- as_mat(A, "A")
+  C <- as_mat(C, "C")
+  Q <- as_mat(Q, "Q")
+  R <- as_mat(R, "R")
+  d <- nrow(A)
+  if (ncol(A) != d || any(dim(Q) != d)) {
+    stop_arg("A", sprintf("and 'Q' must be d x d matrices (A is %d x %d, Q is %d x %d)",
+                          nrow(A), ncol(A), nrow(Q), ncol(Q)))
+  }
+  if (ncol(C) != d || nrow(C) != ncol(y)) {
+    stop_arg("C", sprintf("must be %d x %d", ncol(y), d))
+  }
+  if (any(dim(R) != ncol(y))) {
+    stop_arg("R", sprintf("must be a %d x %d matrix (dy x dy)", ncol(y), ncol(y)))
+  }
+  check_cov_matrix(Q, "Q")
+  check_cov_matrix(R, "R")
+  if (is.null(m0)) m0 <- rep(0, d)
+  if (!is.numeric(m0) || length(m0) != d || anyNA(m0) || any(!is.finite(m0))) {
+    stop_arg("m0", sprintf("must be a finite numeric vector of length %d", d))
+  }
+  if (is.null(P0)) {
+    # stationary covariance: P = A P A' + Q (vec form), when |eig(A)| < 1
+    if (all(Mod(eigen(A, only.values = TRUE)$values) < 1)) {
+      P0 <- matrix(solve(diag(d * d) - kronecker(A, A), as.vector(Q)), d)
+      P0 <- (P0 + t(P0)) / 2
+    } else {
+      P0 <- diag(d)
+    }
+  }
+  P0 <- as_mat(P0, "P0")
+  if (any(dim(P0) != d)) stop_arg("P0", sprintf("must be a %d x %d matrix", d, d))
+  check_cov_matrix(P0, "P0")
+  n <- nrow(y)
+  mean <- matrix(0, n, d)
+  covs <- vector("list", n)
+  m <- m0
+  P <- P0
+  for (t in seq_len(n)) {
+    if (t > 1L) {
+      m <- drop(A %*% m)
+      P <- A %*% P %*% t(A) + Q
+    }
+    S <- C %*% P %*% t(C) + R
+    if (!all(is.finite(S)) || !all(is.finite(P))) {
+      stop_numeric(sprintf(paste0("the Kalman filter overflowed at step %d: ",
+                                  "scale the data and the model matrices"), t))
+    }
+    Si <- tryCatch(solve(S), error = function(e) NULL)
+    if (is.null(Si)) {
+      stop_numeric(sprintf(paste0("the innovation covariance C P C' + R is ",
+                                  "singular at step %d: make 'R' positive ",
+                                  "definite"), t))
+    }
+    K <- P %*% t(C) %*% Si
+    m <- m + drop(K %*% (y[t, ] - C %*% m))
+    P <- (diag(d) - K %*% C) %*% P
+    if (!all(is.finite(m)) || !all(is.finite(P))) {
+      stop_numeric(sprintf(paste0("the Kalman filter overflowed at step %d: ",
+                                  "scale the data and the model matrices"), t))
+    }
+    mean[t, ] <- m
+    covs[[t]] <- P
+  }
+  structure(list(mean = mean, cov = covs, method = "Kalman filter"),
+            class = "kb_filter")
+}
+
+# A covariance matrix: symmetric and positive semi-definite.
+check_cov_matrix <- function(M, arg) {
+  sc <- max(1, abs(M))
+  if (max(abs(M - t(M))) > 1e-10 * sc) stop_arg(arg, "must be symmetric (a covariance matrix)")
+  ev <- eigen(M, symmetric = TRUE, only.values = TRUE)$values
+  if (min(ev) < -1e-10 * max(abs(ev), 1e-300)) {
+    stop_arg(arg, sprintf(paste0("must be positive semi-definite (a covariance ",
+                                 "matrix); its smallest eigenvalue is %s"),
+                          format(min(ev), digits = 3)))
+  }
+  invisible(M)
+}
+
+#' @export
+print.kb_filter <- function(x, ...) {
+  cat(sprintf("%s: %d time steps, state dimension %d\n", x$method,
+              nrow(x$mean), ncol(x$mean)))
+  if (!is.null(x$eps)) {
+    cat(sprintf("  trained on %d transitions; eps = %s, delta = %s\n",
+                x$T_train, format(x$eps), format(x$delta)))
+  }
+  invisible(x)
+}
+
+#' Plot filtered states
+#'
+#' @param x A `kb_filter`.
+#' @param truth Optional true states drawn in grey, one row per time step
+#'   (a matrix, or a vector for one-dimensional states; see
+#'   'Points and samples' in [kernbayes-package]).
+#' @param which Coordinates to plot.
+#' @param ... Ignored.
+#' @return `x`, invisibly.
+#' @export
+plot.kb_filter <- function(x, truth = NULL, which = seq_len(min(3L, ncol(x$mean))),
+                           ...) {
+  op <- graphics::par(mfrow = c(length(which), 1L), mar = c(3, 4, 2, 1))
+  on.exit(graphics::par(op))
+  if (!is.null(truth)) truth <- as_obs(truth, "truth", ncol(x$mean))
+  for (k in which) {
+    rng <- range(x$mean[, k], if (!is.null(truth)) truth[, k])
+    graphics::plot(x$mean[, k], type = "l", col = "red", ylim = rng,
+                   xlab = "", ylab = paste0("x", k), main = if (k == which[1L]) x$method else "")
+    if (!is.null(truth)) graphics::lines(truth[, k], col = "grey40")
+  }
+  invisible(x)
+}

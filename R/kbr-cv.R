@@ -1,0 +1,248 @@
+# Cross-validation for kernel Bayes' rule: kbr_cv() (the paper's marginal
+# criterion and the held-out regression loss), the default grid, and the
+# tuning kbr() runs when eps or delta is NULL.
+
+#' Cross-validation for kernel Bayes' rule
+#'
+#' K-fold cross-validation of the bandwidths and the regularisers with the
+#' criterion of Fukumizu et al. (2013, Section 4.2): with the prior equal to
+#' the marginal of \eqn{X}, the posterior averaged over \eqn{Y} is that
+#' marginal, so for each fold the average of the held-out posteriors,
+#' computed from the other folds, is compared in the RKHS with the kernel
+#' mean of the held-out \eqn{X}:
+#' \eqn{\sum_a \| \frac{1}{|T_a|}\sum_{j \in T_a} \hat m^{[-a]}_{X|y=Y_j} -
+#' \hat m^{[a]}_X \|^2} (`criterion = "marginal"`).
+#'
+#' That criterion only checks the posteriors on average (a posterior that
+#' ignored \eqn{y} and returned the marginal would score perfectly), and it
+#' tends to choose small regularisers. `criterion = "regression"` is the
+#' held-out loss of the conditional embedding instead, the RKHS distance of
+#' each held-out posterior to its own point, \eqn{\sum_a \sum_{j \in T_a}
+#' \| \hat m^{[-a]}_{X|y=Y_j} - k_X(\cdot, X_j) \|^2 / n}; it is the
+#' criterion [kbr()] uses when it chooses `eps` or `delta` itself. Both
+#' criteria assume the prior is the marginal of \eqn{X}; for a much
+#' narrower prior, larger `eps` and `delta` than chosen may do better
+#' (`vignette("kernel-bayes-rule")`; measurements in the package's NEWS).
+#'
+#' @inheritParams kbr
+#' @param grid A data frame with columns `eps` and `delta`, and optionally
+#'   `sigma_x` and `sigma_y` (Gaussian bandwidths; `NA` or absent: the
+#'   median heuristic). Default: `eps` in \eqn{10^{-3}, \dots, 10^{-1}} and
+#'   `delta` in \eqn{10^{-4}, \dots, 1}, median bandwidths.
+#' @param folds Number of folds. The folds are evaluated with the future
+#'   framework when future.apply is installed (one task per fold, on
+#'   whatever [future::plan()] is set), otherwise in turn.
+#' @param criterion `"marginal"` (the paper's, default) or `"regression"`.
+#' @param fit Whether to fit [kbr()] on all data with the best setting.
+#' @param seed Seed for the random fold assignment (the global RNG state is
+#'   left as it was).
+#' @param ... Further arguments to [kbr()] for the final fit: `prior`,
+#'   `prior_weights`, `rank`, `tol`, `nthreads` (checked before the
+#'   cross-validation runs).
+#' @return An object of class `kb_kbr_cv`: `table` (the grid with its
+#'   criterion), `best` (the best row) and `fit` (a [kbr()] fit on all data
+#'   with the best setting); `print` and `plot` methods.
+#' @examples
+#' set.seed(1)
+#' x <- rnorm(150)
+#' y <- x + rnorm(150, sd = 0.5)
+#' cv <- kbr_cv(x, y, folds = 3)
+#' cv$best
+#' @export
+kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
+                   criterion = c("marginal", "regression"), seed = 1,
+                   fit = TRUE, ...) {
+  method <- check_choice(method, c("kbr", "iw"), "method")
+  criterion <- check_choice(criterion, c("marginal", "regression"), "criterion")
+  x <- as_obs(x, "x")
+  y <- as_obs(y, "y")
+  n <- nrow(x)
+  if (nrow(y) != n) stop_arg("y", "must have as many rows as x")
+  if (n < 2L) stop_arg("x", "must have at least 2 rows (sample points)")
+  folds <- check_count(folds, "folds", min = 2L, max = n)
+  if (is.null(grid)) grid <- kbr_default_grid()
+  if (!is.data.frame(grid) || !all(c("eps", "delta") %in% names(grid)) ||
+      nrow(grid) < 1L) {
+    stop_arg("grid", "must be a data frame with columns eps and delta")
+  }
+  for (nm in intersect(names(grid), c("eps", "delta", "sigma_x", "sigma_y"))) {
+    v <- grid[[nm]]
+    ok <- if (nm %in% c("eps", "delta")) is.finite(v) & v > 0 else
+      is.na(v) | (is.finite(v) & v > 0)
+    if (!is.numeric(v) || !all(ok)) {
+      stop_arg("grid", sprintf("column %s must hold positive numbers", nm))
+    }
+  }
+  if (is.null(grid$sigma_x)) grid$sigma_x <- NA_real_
+  if (is.null(grid$sigma_y)) grid$sigma_y <- NA_real_
+  fit <- check_flag(fit, "fit")
+  if (!is.null(seed)) seed <- check_count(seed, "seed", min = -.Machine$integer.max)
+  if (fit) check_kbr_dots(list(...), x)
+  # G_X and G_Y, and per fold their training blocks and the weights
+  check_memory(8 * 5 * n^2, "x",
+               sprintf("cross-validation with %d points", n))
+  fold <- with_seed(seed, sample(rep_len(seq_len(folds), n)))
+  crit <- numeric(nrow(grid))
+  bw_key <- paste(grid$sigma_x, grid$sigma_y)
+  for (key in unique(bw_key)) {
+    rows <- which(bw_key == key)
+    sx <- grid$sigma_x[rows[1L]]
+    sy <- grid$sigma_y[rows[1L]]
+    kx <- if (is.na(sx)) gaussian_kernel() else gaussian_kernel(bandwidth = sx)
+    ky <- if (is.na(sy)) gaussian_kernel() else gaussian_kernel(bandwidth = sy)
+    rkx <- resolve_kernel(kx, x)
+    rky <- resolve_kernel(ky, y)
+    gx <- gram(rkx, x, x)
+    gy <- gram(rky, y, y)
+    # one task per fold (evaluated with the future framework when available)
+    fold_crit <- function(a) {
+      out <- numeric(length(rows))
+      tr <- which(fold != a)
+      te <- which(fold == a)
+      Gtr <- gx[tr, tr, drop = FALSE]
+      Gytr <- gy[tr, tr, drop = FALSE]
+      m <- rowMeans(Gtr)
+      kte <- gy[tr, te, drop = FALSE]
+      cross <- rowMeans(gx[tr, te, drop = FALSE])
+      self <- mean(gx[te, te, drop = FALSE])
+      mus <- list()
+      for (k in seq_along(rows)) {
+        g <- rows[k]
+        key_eps <- format(grid$eps[g], digits = 17)
+        if (is.null(mus[[key_eps]])) {
+          mus[[key_eps]] <- .Call(C_kb_kbr_mu, Gtr, m, grid$eps[g])
+        }
+        W <- .Call(C_kb_kbr_weights, Gytr, mus[[key_eps]], grid$delta[g],
+                   method, kte)
+        if (criterion == "marginal") {
+          wbar <- rowMeans(W)
+          out[k] <- drop(crossprod(wbar, Gtr %*% wbar)) -
+            2 * sum(wbar * cross) + self
+        } else {
+          # sum_j ||sum_i W_ij k(., X_i) - k(., X_j)||^2, k(x, x) = 1
+          out[k] <- (sum(W * (Gtr %*% W)) -
+            2 * sum(W * gx[tr, te, drop = FALSE]) + length(te)) / n
+        }
+      }
+      out
+    }
+    per_fold <- kb_lapply(seq_len(folds), fold_crit)
+    crit[rows] <- Reduce(`+`, per_fold)
+  }
+  grid$criterion <- crit
+  best <- grid[which.min(crit), , drop = FALSE]
+  if (!fit) {
+    return(structure(list(table = grid, best = best, fit = NULL,
+                          folds = folds, criterion = criterion),
+                     class = "kb_kbr_cv"))
+  }
+  kx <- if (is.na(best$sigma_x)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_x)
+  ky <- if (is.na(best$sigma_y)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_y)
+  fit <- kbr(x, y, kernel_x = kx, kernel_y = ky, eps = best$eps,
+             delta = best$delta, method = method, ...)
+  structure(list(table = grid, best = best, fit = fit, folds = folds,
+                 criterion = criterion), class = "kb_kbr_cv")
+}
+
+# The arguments kbr_cv() passes on to kbr() for the final fit, checked
+# before the cross-validation runs.
+check_kbr_dots <- function(dots, x) {
+  ok <- c("prior", "prior_weights", "rank", "tol", "nthreads")
+  nm <- names(dots)
+  if (length(dots) && (is.null(nm) || any(nm == "") || !all(nm %in% ok))) {
+    bad <- if (is.null(nm)) "an unnamed argument" else
+      paste(sQuote(setdiff(nm, ok), FALSE), collapse = ", ")
+    stop_arg("...", sprintf(paste0("may only hold arguments of kbr() for the ",
+                                   "final fit (%s); got %s"),
+                            paste(ok, collapse = ", "), bad))
+  }
+  U <- if (is.null(dots$prior)) x else as_obs(dots$prior, "prior", ncol(x))
+  if (ncol(U) != ncol(x)) stop_arg("prior", sprintf("must have %d columns, like x", ncol(x)))
+  check_prior_weights(dots$prior_weights, nrow(U))
+  if (!is.null(dots$rank)) check_count(dots$rank, "rank", max = nrow(x))
+  if (!is.null(dots$tol)) check_number(dots$tol, "tol", lower = 0, upper = 1,
+                                       upper_open = TRUE)
+  resolve_nthreads(dots$nthreads)
+  invisible(NULL)
+}
+
+# Run expr with a seed, restoring the caller's RNG state.
+with_seed <- function(seed, expr) {
+  if (exists(".Random.seed", envir = globalenv(), inherits = FALSE)) {
+    old <- get(".Random.seed", envir = globalenv(), inherits = FALSE)
+    on.exit(assign(".Random.seed", old, envir = globalenv()))
+  } else {
+    on.exit(rm(".Random.seed", envir = globalenv()))
+  }
+  set.seed(seed)
+  expr
+}
+
+#' @export
+print.kb_kbr_cv <- function(x, ...) {
+  cat(sprintf("KBR cross-validation (%s criterion): %d settings, %d folds\n",
+              x$criterion, nrow(x$table), x$folds))
+  cat("best setting:\n")
+  print(x$best, row.names = FALSE)
+  invisible(x)
+}
+
+#' @export
+plot.kb_kbr_cv <- function(x, ...) {
+  tab <- x$table
+  graphics::plot(seq_len(nrow(tab)), tab$criterion, type = "b", log = "y",
+                 xlab = "setting (row of the grid)", ylab = "CV criterion",
+                 main = "KBR cross-validation", ...)
+  b <- which.min(tab$criterion)
+  graphics::points(b, tab$criterion[b], col = "red", pch = 19)
+  invisible(x)
+}
+
+
+# Default cross-validation grid (operator convention: no n in the scales).
+kbr_default_grid <- function() expand.grid(eps = 10^(-3:-1), delta = 10^(-4:0))
+
+# A Gaussian kernel's fixed bandwidth, or NA for a heuristic.
+kernel_bandwidth <- function(kernel, arg = "kernel") {
+  if (!is.null(kernel$bandwidth)) return(kernel$bandwidth)
+  if (is.numeric(kernel$precon) && is.null(dim(kernel$precon))) {
+    return(sqrt(kernel$precon))
+  }
+  if (!identical(kernel$precon, "med")) {
+    stop_arg(arg, "must use the median heuristic or a fixed bandwidth ",
+             "when eps or delta is chosen by cross-validation")
+  }
+  NA_real_
+}
+
+# The tuning kbr() runs when eps or delta is NULL (the other is kept): 5-fold
+# kbr_cv() with the regression criterion over the default grid, for the
+# bandwidths of the user's kernels, with a message giving the cost.  Returns
+# the best row of the grid.
+kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y) {
+  n <- nrow(x)
+  if (n < 5L) {
+    miss <- c("eps", "delta")[c(is.null(eps), is.null(delta))]
+    stop_arg(miss[1L], sprintf(paste0(
+      "%smust be given when x has fewer than 5 rows (it has %d): by ",
+      "default %s chosen by 5-fold cross-validation"),
+      if (length(miss) == 2L) "and 'delta' " else "", n,
+      if (length(miss) == 2L) "they are" else "it is"))
+  }
+  # the user's kernels are the ones tuned for (checked before any work)
+  sigma_x <- kernel_bandwidth(kernel_x, "kernel_x")
+  sigma_y <- kernel_bandwidth(kernel_y, "kernel_y")
+  grid <- kbr_default_grid()
+  if (!is.null(eps)) grid <- unique(data.frame(eps = eps, delta = grid$delta))
+  if (!is.null(delta)) grid <- unique(data.frame(eps = grid$eps, delta = delta))
+  message(sprintf(paste0("kbr: choosing %s by 5-fold cross-validation over ",
+                         "%d settings (about %d solves of size %d); give ",
+                         "eps and delta to skip this"),
+                  paste(c("eps", "delta")[c(is.null(eps), is.null(delta))],
+                        collapse = " and "),
+                  nrow(grid), 5L * nrow(grid), as.integer(0.8 * n)))
+  grid$sigma_x <- sigma_x
+  grid$sigma_y <- sigma_y
+  kbr_cv(x, y, grid = grid, folds = 5, method = method,
+         criterion = "regression", fit = FALSE)$best
+}

@@ -1,0 +1,9 @@
+# Data shared by test-kbr.R, test-kbr-cv.R and test-filters.R.
+
+# A small 1-d problem: X ~ N(0, 1), Y = X + N(0, 0.5^2); the exact posterior
+# under the N(0, 1) prior is N(0.8 y, 0.2).
+kbr_toy_1d <- function(n, seed) {
+  set.seed(seed)
+  x <- rnorm(n)
+  list(x = x, y = x + rnorm(n, sd = 0.5))
+}

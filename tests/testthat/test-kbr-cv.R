@@ -1,0 +1,346 @@
+# Cross-validation for kernel Bayes' rule (R/kbr-cv.R): the criteria against
+# plain-R RKHS formulas (helper-reference.R), the tuning kbr() runs when
+# eps or delta is NULL, the Gaussian toy with a closed-form posterior,
+# futures, errors, print and plot.
+
+# ---- criteria ----------------------------------------------------------------
+
+test_that("kbr_cv() criterion agrees with the RKHS formula; best, fit, RNG state", {
+  d <- kbr_toy_1d(45, 112)
+  grid <- expand.grid(eps = c(1e-3, 1e-2), delta = c(0.1, 1))
+  grid$sigma_x <- c(NA, NA, 0.5, 0.5)
+  grid$sigma_y <- c(NA, 0.8, NA, 0.8)
+  for (method in c("kbr", "iw")) {
+    set.seed(99)
+    before <- .Random.seed
+    cv <- kbr_cv(d$x, d$y, grid = grid, folds = 3, method = method, seed = 7)
+    expect_identical(.Random.seed, before)
+    set.seed(7)
+    fold <- sample(rep_len(1:3, 45))
+    x <- matrix(d$x)
+    y <- matrix(d$y)
+    ref <- numeric(nrow(grid))
+    for (g in seq_len(nrow(grid))) {
+      sx <- if (is.na(grid$sigma_x[g])) ref_med_bw(x) else grid$sigma_x[g]
+      sy <- if (is.na(grid$sigma_y[g])) ref_med_bw(y) else grid$sigma_y[g]
+      for (a in 1:3) {
+        tr <- fold != a
+        te <- fold == a
+        W <- ref_kbr(x[tr, , drop = FALSE], y[tr, , drop = FALSE],
+                     y[te, , drop = FALSE], sx = sx, sy = sy,
+                     eps = grid$eps[g], delta = grid$delta[g],
+                     method = method)$W
+        wbar <- rowMeans(W)
+        Gtr <- ref_gauss_gram(x[tr, ], x[tr, ], sx)
+        ref[g] <- ref[g] + sum(wbar * (Gtr %*% wbar)) -
+          2 * sum(wbar * rowMeans(ref_gauss_gram(x[tr, ], x[te, ], sx))) +
+          mean(ref_gauss_gram(x[te, ], x[te, ], sx))
+      }
+    }
+    expect_lt(rel_err(cv$table$criterion, ref), 1e-10)
+    b <- which.min(ref)
+    expect_equal(cv$best$eps, grid$eps[b])
+    expect_equal(cv$best$delta, grid$delta[b])
+    expect_s3_class(cv$fit, "kb_kbr")
+    expect_identical(cv$fit$method, method)
+    expect_equal(c(cv$fit$eps, cv$fit$delta), c(grid$eps[b], grid$delta[b]))
+    sx <- if (is.na(grid$sigma_x[b])) ref_med_bw(x) else grid$sigma_x[b]
+    sy <- if (is.na(grid$sigma_y[b])) ref_med_bw(y) else grid$sigma_y[b]
+    expect_lt(rel_err(predict(cv$fit, c(-1, 1)),
+                      ref_kbr(x, y, c(-1, 1), sx = sx, sy = sy,
+                              eps = grid$eps[b], delta = grid$delta[b],
+                              method = method)$W), 1e-10)
+  }
+  # the default grid: eps 1e-3..1e-1 by delta 1e-4..1
+  cv <- kbr_cv(d$x, d$y, folds = 2)
+  expect_identical(nrow(cv$table), 15L)
+  expect_equal(sort(unique(cv$table$eps)), 10^(-3:-1))
+  expect_equal(sort(unique(cv$table$delta)), 10^(-4:0))
+  expect_output(print(cv), "marginal criterion")
+  expect_true(all(is.finite(cv$table$criterion)))
+  # ... passes on to the final fit
+  cv2 <- kbr_cv(d$x, d$y, grid = grid[1:2, 1:2], folds = 2, rank = 5)
+  expect_identical(cv2$fit$rank, 5L)
+})
+
+test_that("kbr_cv(criterion = \"regression\") agrees with the held-out RKHS loss", {
+  d <- kbr_toy_1d(40, 116)
+  grid <- expand.grid(eps = c(1e-3, 1e-1), delta = c(1e-3, 0.1))
+  x <- matrix(d$x)
+  y <- matrix(d$y)
+  sx <- ref_med_bw(x)
+  sy <- ref_med_bw(y)
+  for (method in c("kbr", "iw")) {
+    cv <- kbr_cv(d$x, d$y, grid = grid, folds = 4, method = method,
+                 criterion = "regression", seed = 3, fit = FALSE)
+    expect_null(cv$fit)
+    expect_identical(cv$criterion, "regression")
+    set.seed(3)
+    fold <- sample(rep_len(1:4, 40))
+    ref <- numeric(nrow(grid))
+    for (g in seq_len(nrow(grid))) for (a in 1:4) {
+      tr <- fold != a
+      W <- ref_kbr(x[tr, , drop = FALSE], y[tr, , drop = FALSE],
+                   y[!tr, , drop = FALSE], sx = sx, sy = sy,
+                   eps = grid$eps[g], delta = grid$delta[g],
+                   method = method)$W
+      Gtr <- ref_gauss_gram(x[tr, , drop = FALSE], x[tr, , drop = FALSE], sx)
+      Kte <- ref_gauss_gram(x[tr, , drop = FALSE], x[!tr, , drop = FALSE], sx)
+      # sum over held-out j of ||sum_i W_ij k(., X_i) - k(., X_j)||^2
+      for (j in seq_len(ncol(W))) {
+        ref[g] <- ref[g] + (sum(W[, j] * (Gtr %*% W[, j])) -
+                              2 * sum(W[, j] * Kte[, j]) + 1) / 40
+      }
+    }
+    expect_lt(rel_err(cv$table$criterion, ref), 1e-10)
+    expect_identical(which.min(cv$table$criterion), which.min(ref))
+  }
+  expect_error(kbr_cv(d$x, d$y, criterion = "mse"), "'criterion'")
+})
+
+# ---- the tuning inside kbr() -------------------------------------------------
+
+test_that("kbr() with eps/delta = NULL tunes them for the kernels it is given", {
+  # The default cross-validation runs kbr_cv() with median-heuristic
+  # bandwidths even when kernel_x / kernel_y fix other bandwidths, so eps
+  # and delta are tuned for kernels the fit does not use.
+  d <- kbr_toy_1d(50, 103)
+  grid <- expand.grid(eps = 10^(-3:-1), delta = 10^(-4:0))
+  grid$sigma_x <- 0.3
+  grid$sigma_y <- 0.3
+  best <- kbr_cv(d$x, d$y, grid = grid, folds = 5, criterion = "regression",
+                 fit = FALSE)$best
+  fit <- suppressMessages(kbr(d$x, d$y,
+                              kernel_x = gaussian_kernel(bandwidth = 0.3),
+                              kernel_y = gaussian_kernel(bandwidth = 0.3)))
+  expect_identical(c(fit$eps, fit$delta), c(best$eps, best$delta))
+})
+
+test_that("kbr() checks its arguments before the default cross-validation", {
+  # rank, tol and the kernels are checked after the (costly) default CV has
+  # run, so a bad argument costs a full CV and prints its message first.
+  d <- kbr_toy_1d(30, 115)
+  for (bad in list(list(rank = 0), list(tol = -1),
+                   list(kernel_x = imq_kernel()))) {
+    msgs <- character()
+    err <- withCallingHandlers(
+      tryCatch(do.call(kbr, c(list(d$x, d$y), bad)),
+               error = conditionMessage),
+      message = function(m) {
+        msgs <<- c(msgs, conditionMessage(m))
+        invokeRestart("muffleMessage")
+      })
+    expect_match(err, sprintf("'%s'", names(bad)), fixed = TRUE)
+    expect_identical(msgs, character(), label = paste("messages before the",
+                                                      names(bad), "error"))
+  }
+})
+
+test_that("default eps/delta with fewer than 5 rows names eps and delta, not folds", {
+  msgs <- character()
+  expect_error(withCallingHandlers(kbr(1:4, c(1.1, 2.3, 2.8, 4.2)),
+                                   message = function(m) msgs <<- c(msgs, "m")),
+               class = "kb_error_arg",
+               regexp = "'eps' and 'delta' must be given when x has fewer than 5 rows \\(it has 4\\)")
+  expect_identical(msgs, character())
+  expect_error(kbr(1:4, c(1.1, 2.3, 2.8, 4.2), eps = 0.1),
+               class = "kb_error_arg", regexp = "^'delta' must be given")
+  expect_error(kbr(1, 1, eps = 0.1, delta = 0.1), class = "kb_error_arg",
+               regexp = "'x' must have at least 2 rows")
+  expect_error(kbr_cv(1, 1), class = "kb_error_arg",
+               regexp = "'x' must have at least 2 rows")
+  # a median heuristic that fails names the kernel argument and the data
+  expect_error(kbr(rep(1, 6), 1:6, eps = 0.1, delta = 0.1),
+               class = "kb_error_arg", regexp = "'kernel_x' uses the median heuristic, which fails on 'x'")
+  expect_s3_class(kbr(rep(1, 6), 1:6, kernel_x = gaussian_kernel(bandwidth = 1),
+                      eps = 0.1, delta = 0.1), "kb_kbr")
+})
+
+test_that("a kernel the default cross-validation cannot tune is named before any message or work", {
+  d <- kbr_toy_1d(30, 125)
+  msgs <- character()
+  expect_error(withCallingHandlers(
+    kbr(d$x, d$y, kernel_y = gaussian_kernel(precon = "sclmed")),
+    message = function(m) {
+      msgs <<- c(msgs, conditionMessage(m))
+      invokeRestart("muffleMessage")
+    }), class = "kb_error_arg",
+    regexp = "^'kernel_y' must use the median heuristic or a fixed bandwidth")
+  expect_identical(msgs, character())
+})
+
+# ---- the Gaussian toy --------------------------------------------------------
+
+# (X, Y) ~ N((0, 1), Sigma) in R^d x R^d, Sigma = A'A / (2 d) + 2 I; prior
+# N(0, Sigma_XX / 2); test points x ~ prior, y ~ p(y | x); the exact
+# posterior mean is P B' Se^{-1} (y - 1).
+kbr_gauss_toy <- function(d, seed) {
+  set.seed(seed)
+  A <- matrix(rnorm(4 * d * d), 2 * d)
+  S <- crossprod(A) / (2 * d) + 2 * diag(2 * d)
+  ix <- seq_len(d)
+  iy <- d + seq_len(d)
+  B <- S[iy, ix] %*% solve(S[ix, ix])
+  Se <- S[iy, iy] - B %*% S[ix, iy]
+  V <- S[ix, ix] / 2
+  P <- solve(solve(V) + t(B) %*% solve(Se, B))
+  list(
+    joint = function(n) {
+      z <- matrix(rnorm(n * 2 * d), n) %*% chol(S)
+      list(x = z[, ix, drop = FALSE], y = z[, iy, drop = FALSE] + 1)
+    },
+    prior = function(n) matrix(rnorm(n * d), n) %*% chol(V),
+    lik = function(x) {
+      sweep(x %*% t(B), 2, 1, "+") + matrix(rnorm(length(x)), nrow(x)) %*% chol(Se)
+    },
+    post_mean = function(y) t(P %*% t(B) %*% solve(Se, t(y - 1)))
+  )
+}
+
+test_that("Gaussian toy: the CV-tuned KBR posterior mean's MSE decreases with n", {
+  skip_under_valgrind()
+  # delta is in the operator convention (no n in its scale), so one grid
+  # serves every n
+  grid <- expand.grid(eps = c(1e-2, 1e-1), delta = c(1e-4, 1e-3, 1e-2))
+  ns <- c(100, 200, 400, 800)
+  reps <- 3
+  for (d in 2:3) {
+    mse <- mse_prior <- mse_fixed <- matrix(NA_real_, reps, length(ns))
+    for (k in seq_along(ns)) for (r in seq_len(reps)) {
+      n <- ns[k]
+      toy <- kbr_gauss_toy(d, 100 * d + r)
+      set.seed(1000 * r + n)
+      s <- toy$joint(n)
+      U <- toy$prior(n)
+      yt <- toy$lik(toy$prior(100))
+      exact <- toy$post_mean(yt)
+      cv <- kbr_cv(s$x, s$y, grid = grid, folds = 3, fit = FALSE)
+      fit <- kbr(s$x, s$y, prior = U, eps = cv$best$eps,
+                 delta = cv$best$delta)
+      mse[r, k] <- mean(rowSums((posterior_mean(fit, yt) - exact)^2))
+      mse_prior[r, k] <- mean(rowSums(exact^2))     # prior mean is 0
+      # the same fixed setting for every n
+      fx <- kbr(s$x, s$y, prior = U, eps = 0.1, delta = 0.01)
+      mse_fixed[r, k] <- mean(rowSums((posterior_mean(fx, yt) - exact)^2))
+    }
+    m <- colMeans(mse)
+    m0 <- colMeans(mse_prior)
+    mf <- colMeans(mse_fixed)
+    message(sprintf(paste0("KBR Gaussian toy, d = %d, n = %s: MSE (CV) = %s; ",
+                           "eps = 0.1, delta = 0.01: %s; prior-mean MSE = %s"),
+                    d, paste(ns, collapse = "/"),
+                    paste(signif(m, 3), collapse = "/"),
+                    paste(signif(mf, 3), collapse = "/"),
+                    paste(signif(m0, 3), collapse = "/")))
+    # measured (3 folds, 3 repeats): d = 2: CV 0.107/0.0961/0.0538/0.0161,
+    #   fixed 0.0569/0.0303/0.0223/0.013, prior 0.065/0.0672/0.062/0.0628;
+    #   d = 3: CV 0.207/0.128/0.0776/0.0396, fixed 0.0829/0.036/0.0269/0.02,
+    #   prior 0.07/0.0745/0.0813/0.0738.  The CV criterion assumes the prior
+    #   is the marginal of X; this prior is narrower, so CV under-regularises
+    #   at small n.
+    expect_lt(m[2], m[1])
+    expect_lt(m[3], 0.8 * m[2])
+    expect_lt(m[4], 0.8 * m[3])
+    expect_lt(m[4], m0[4])
+    expect_true(all(diff(mf) < 0))
+    # with the fixed setting KBR beats the prior mean at every n from 200
+    expect_true(all(mf[-1] < m0[-1]))
+  }
+})
+
+# ---- futures -----------------------------------------------------------------
+
+test_that("kbr_cv() gives the same table through futures (multisession)", {
+  skip_if_not_installed("future")
+  skip_if_not_installed("future.apply")
+  skip_under_valgrind()
+  set.seed(807)
+  x <- rnorm(120)
+  y <- x + rnorm(120, sd = 0.5)
+  grid <- expand.grid(eps = c(1e-3, 1e-2), delta = c(1e-3, 1e-1))
+  c1 <- kbr_cv(x, y, grid = grid, folds = 3, fit = FALSE)
+  oplan <- future::plan(future::multisession, workers = 2)
+  on.exit(future::plan(oplan), add = TRUE)
+  c2 <- kbr_cv(x, y, grid = grid, folds = 3, fit = FALSE)
+  expect_identical(c1$table, c2$table)
+})
+
+# ---- bad input ---------------------------------------------------------------
+
+test_that("kbr_cv() rejects a bad grid, folds < 2 and mismatched data", {
+  d <- kbr_toy_1d(30, 115)
+  x <- d$x
+  y <- d$y
+  msg <- "'grid' must be a data frame with columns eps and delta"
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1)), msg, fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = list(eps = 1, delta = 1)), msg, fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1, delta = 1)[0, ]), msg,
+               fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = -1, delta = 1)),
+               "'grid' column eps must hold positive numbers", fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1, delta = NA)),
+               "'grid' column delta", fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = "a", delta = 1)),
+               "'grid' column eps", fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1, delta = 1,
+                                              sigma_x = -1)),
+               "'grid' column sigma_x", fixed = TRUE)
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1, delta = 1,
+                                              sigma_y = 0)),
+               "'grid' column sigma_y", fixed = TRUE)
+  expect_error(kbr_cv(x, y, folds = 1), "'folds' must be a single whole number >= 2",
+               fixed = TRUE)
+  expect_error(kbr_cv(x, y, folds = 31), "'folds' must be at most 30",
+               fixed = TRUE)
+  expect_error(kbr_cv(x, y[-1]), "'y' must have as many rows as x",
+               fixed = TRUE)
+  expect_error(kbr_cv(x, c(y[-1], NaN)), "'y' must not contain NA")
+  expect_error(kbr_cv(x, y, method = "x"), "'method'", fixed = TRUE)
+})
+
+test_that("kbr_cv() checks the arguments for the final fit before cross-validating", {
+  d <- kbr_toy_1d(60, 123)
+  for (bad in list(list(rank = 0), list(tol = -1), list(nthreads = 0),
+                   list(prior_weights = rep(0, 60)), list(prior = cbind(1, 2)),
+                   list(delta = 1))) {
+    t0 <- proc.time()[["elapsed"]]
+    expect_error(do.call(kbr_cv, c(list(d$x, d$y), bad)), class = "kb_error_arg",
+                 regexp = if (names(bad) == "delta") "'...'.*'delta'" else
+                   sprintf("'%s'", names(bad)))
+  }
+  # fit = FALSE does not use them
+  expect_s3_class(kbr_cv(d$x, d$y, folds = 2, fit = FALSE, rank = 0), "kb_kbr_cv")
+  expect_error(kbr_cv(d$x, d$y, fit = NA), class = "kb_error_arg", regexp = "'fit'")
+})
+
+test_that("kbr_cv() checks sizes before allocating Gram matrices", {
+  d <- kbr_toy_1d(200, 122)
+  withr_opt <- options(kernbayes.max_memory = 1e6)
+  on.exit(options(withr_opt), add = TRUE)
+  expect_error(kbr_cv(d$x, d$y), class = "kb_error_arg",
+               regexp = "'x' is too large: cross-validation with 200 points")
+})
+
+# ---- print and plot ----------------------------------------------------------
+
+test_that("print method for kb_kbr_cv", {
+  d <- kbr_toy_1d(40, 116)
+  cv <- kbr_cv(d$x, d$y, grid = expand.grid(eps = c(0.01, 0.1),
+                                            delta = c(0.1, 1)), folds = 2)
+  expect_snapshot({
+    cv
+  })
+  out <- utils::capture.output(vis <- withVisible(print(cv)))
+  expect_false(vis$visible)
+})
+
+test_that("plot method for kb_kbr_cv draws and returns its argument invisibly", {
+  d <- kbr_toy_1d(40, 117)
+  cv <- kbr_cv(d$x, d$y, grid = expand.grid(eps = c(0.01, 0.1),
+                                            delta = c(0.1, 1)), folds = 2)
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  vis <- withVisible(plot(cv))
+  expect_false(vis$visible)
+  expect_identical(vis$value, cv)
+})
