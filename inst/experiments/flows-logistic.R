@@ -26,13 +26,15 @@
 # rows with repeat 0 for the reference chain and the maximum-likelihood fit.
 # inst/extdata/flows-logistic.csv came from `Rscript flows-logistic.R`
 # (5.3 min on a shared two-core machine).
-suppressPackageStartupMessages(library(kernbayes))
+local({  # the shared helpers, next to this script (or installed)
+  f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
+  source(file.path(if (length(f)) dirname(f[1L]) else
+    system.file("experiments", package = "kernbayes"), "common.R"))
+})
+a <- exp_args(repeats = "10", out = ".")
+R <- as.integer(a$repeats)
+out <- exp_start(a$out)
 if (!requireNamespace("MASS", quietly = TRUE)) stop("needs package MASS")
-args <- commandArgs(trailingOnly = TRUE)
-R <- if (length(args) >= 1L) as.integer(args[[1L]]) else 10L
-out <- if (length(args) >= 2L) args[[2L]] else "."
-dir.create(out, showWarnings = FALSE, recursive = TRUE)
-options(kernbayes.nthreads = 1L)
 
 tr <- MASS::Pima.tr
 te <- MASS::Pima.te
@@ -101,7 +103,7 @@ for (r in seq_len(R)) {
                                       proc.time()[["elapsed"]] - t0)
   }
   tab <- do.call(rbind, res)
-  utils::write.csv(tab, file.path(out, "flows-logistic.csv"), row.names = FALSE)
+  written <- exp_write(list("flows-logistic.csv" = tab), out)
   cur <- tab[tab$rep == r & tab$size == 100L, ]
   cat(sprintf("repeat %2d: accuracy (m or n = 100) %s; %.0f s so far\n", r,
               paste(sprintf("%s %.3f", cur$method, cur$accuracy),
@@ -119,5 +121,4 @@ print(agg[order(agg$size, agg$method), ], row.names = FALSE, digits = 3)
 cat("\nReference and maximum likelihood:\n")
 print(tab[tab$rep == 0L, ], row.names = FALSE, digits = 3)
 cat(sprintf("\nTotal %.0f s. Wrote %s\n",
-            proc.time()[["elapsed"]] - t_all + t_ref,
-            file.path(out, "flows-logistic.csv")))
+            proc.time()[["elapsed"]] - t_all + t_ref, written))

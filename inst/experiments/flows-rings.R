@@ -33,14 +33,16 @@
 # inst/extdata/flows-rings.csv came from `Rscript flows-rings.R` (13.5 min
 # on a shared two-core machine) followed by `Rscript flows-rings.R 100000 .
 # '^s=0.15 (MMD step=0.1|DrMMD lambda=0.001 lr=0.1)$'` (7 min).
-suppressPackageStartupMessages(library(kernbayes))
-args <- commandArgs(trailingOnly = TRUE)
-n_iter <- if (length(args) >= 1L) as.integer(args[[1L]]) else 30000L
-out <- if (length(args) >= 2L) args[[2L]] else "."
-only <- if (length(args) >= 3L) args[[3L]] else ""
-dir.create(out, showWarnings = FALSE, recursive = TRUE)
+local({  # the shared helpers, next to this script (or installed)
+  f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
+  source(file.path(if (length(f)) dirname(f[1L]) else
+    system.file("experiments", package = "kernbayes"), "common.R"))
+})
+a <- exp_args(n_iter = "30000", out = ".", only = "")
+n_iter <- as.integer(a$n_iter)
+out <- exp_start(a$out)
+only <- a$only
 every <- if (n_iter >= 20000L) 1000L else max(1L, n_iter %/% 20L)
-options(kernbayes.nthreads = 1L)
 
 rings_grid <- function(m) {
   th <- 2 * pi * (seq_len(m) - 1) / m
@@ -173,7 +175,7 @@ for (cf in cfgs) {
     }
   }
   res[[length(res) + 1L]] <- do.call(rbind, rows)
-  utils::write.csv(do.call(rbind, res), out_file, row.names = FALSE)
+  exp_write(list("flows-rings.csv" = do.call(rbind, res)), out)
 }
 tab <- do.call(rbind, res)
 last <- do.call(rbind, lapply(split(tab, tab$config), function(d) d[nrow(d), ]))

@@ -59,54 +59,24 @@
 #   23/24 runs at n = 100, 200, 400, 800. A run (one d, one repeat, all
 #   methods) took about 0.04, 0.2, 1.3 and 9 s at n = 100, 200, 400, 800
 #   (with CV) and 7.5 s at n = 1600 (without).
-suppressPackageStartupMessages(library(kernbayes))
-args <- commandArgs(trailingOnly = TRUE)
-out <- if (length(args)) args[[1L]] else "kbr-gaussian-toy-output"
-dir.create(out, showWarnings = FALSE, recursive = TRUE)
+local({  # the shared helpers, next to this script (or installed)
+  f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
+  source(file.path(if (length(f)) dirname(f[1L]) else
+    system.file("experiments", package = "kernbayes"), "common.R"))
+})
+out <- exp_start(exp_args(out = "kbr-gaussian-toy-output")$out)
 reps_small <- as.integer(Sys.getenv("KBR_TOY_REPS", "20"))
 reps_large <- as.integer(Sys.getenv("KBR_TOY_REPS_LARGE", "6"))
 stopifnot(reps_small >= 1L, reps_large >= 1L)
-options(kernbayes.nthreads = 1L)
 dims <- 2:5
 ns <- c(100L, 200L, 400L, 800L, 1600L)
 n_test <- 200L
 cv_max_n <- 800L
 grid <- expand.grid(eps = c(1e-2, 1e-1), delta = c(1e-4, 1e-3, 1e-2))
 fixed <- c(eps = 0.1, delta = 0.01)
-t_start <- Sys.time()
-say <- function(...) {
-  cat(sprintf("[%6.0f s] ", as.double(difftime(Sys.time(), t_start,
-                                                 units = "secs"))),
-      sprintf(...), "\n", sep = "")
-  utils::flush.console()
-}
+say <- exp_logger()
 
-# The toy: the exact posterior of x given y is N(P B' Se^{-1} (y - 1), P),
-# with B = Sigma_YX Sigma_XX^{-1}, Se = Sigma_YY - B Sigma_XY (p(y | x) =
-# N(1 + B x, Se)), V = Sigma_XX / 2 and P = (V^{-1} + B' Se^{-1} B)^{-1}.
-gauss_toy <- function(d, seed) {
-  set.seed(seed)
-  A <- matrix(stats::rnorm(4 * d * d), 2 * d)
-  S <- crossprod(A) / (2 * d) + 2 * diag(2 * d)
-  ix <- seq_len(d)
-  iy <- d + seq_len(d)
-  B <- S[iy, ix] %*% solve(S[ix, ix])
-  Se <- S[iy, iy] - B %*% S[ix, iy]
-  V <- S[ix, ix] / 2
-  P <- solve(solve(V) + t(B) %*% solve(Se, B))
-  list(
-    joint = function(n) {
-      z <- matrix(stats::rnorm(n * 2 * d), n) %*% chol(S)
-      list(x = z[, ix, drop = FALSE], y = z[, iy, drop = FALSE] + 1)
-    },
-    prior = function(n) matrix(stats::rnorm(n * d), n) %*% chol(V),
-    lik = function(x) {
-      sweep(x %*% t(B), 2, 1, "+") +
-        matrix(stats::rnorm(length(x)), nrow(x)) %*% chol(Se)
-    },
-    post_mean = function(y) t(P %*% t(B) %*% solve(Se, t(y - 1)))
-  )
-}
+# The toy is gauss_toy() of common.R.
 
 mse <- function(a, b) mean(rowSums((a - b)^2))
 res <- list()
@@ -161,32 +131,17 @@ res$mse <- signif(res$mse, 6)
 # repeats: compare across n relative to the prior mean's error on the same
 # runs (ratio_to_prior: ratio of the means; rel_median: median over runs of
 # the ratio in each run).
-key <- unique(res[c("d", "n", "method")])
-summ <- do.call(rbind, lapply(seq_len(nrow(key)), function(i) {
-  sel <- res$d == key$d[i] & res$n == key$n[i]
-  v <- res[sel & res$method == key$method[i], ]
-  p0 <- res[sel & res$method == "prior_mean", ]
+summ <- exp_summary(res, c("d", "n"), function(v, g) {
+  p0 <- g[g$method == "prior_mean", ]
   rel <- v$mse / p0$mse[match(v$rep, p0$rep)]
-  data.frame(d = key$d[i], n = key$n[i], method = key$method[i],
-             reps = nrow(v), mse_mean = signif(mean(v$mse), 4),
-             mse_se = signif(stats::sd(v$mse) / sqrt(nrow(v)), 3),
-             mse_median = signif(stats::median(v$mse), 4),
-             ratio_to_prior = signif(mean(v$mse) / mean(p0$mse), 4),
-             rel_median = signif(stats::median(rel), 4),
-             seconds_mean = round(mean(v$seconds), 2))
-}))
-f_res <- file.path(out, "kbr-gaussian-toy-results.csv")
-f_sum <- file.path(out, "kbr-gaussian-toy.csv")
-utils::write.csv(res, f_res, row.names = FALSE)
-utils::write.csv(summ, f_sum, row.names = FALSE)
-written <- c(f_res, f_sum)
-ext <- file.path("inst", "extdata")
-if (dir.exists(file.path("inst", "experiments")) &&
-    normalizePath(out) != normalizePath(ext, mustWork = FALSE)) {
-  dir.create(ext, showWarnings = FALSE)
-  file.copy(c(f_res, f_sum), ext, overwrite = TRUE)
-  written <- c(written, file.path(ext, basename(c(f_res, f_sum))))
-}
+  list(ratio_to_prior = signif(mean(v$mse) / mean(p0$mse), 4),
+       rel_median = signif(stats::median(rel), 4),
+       seconds_mean = round(mean(v$seconds), 2))
+})
+written <- exp_write(list("kbr-gaussian-toy-results.csv" = res,
+                          "kbr-gaussian-toy.csv" = summ), out,
+                     extdata = c("kbr-gaussian-toy-results.csv",
+                                 "kbr-gaussian-toy.csv"))
 
 cat("\nMean posterior-mean MSE over repeats (standard error) [ratio to the",
     "prior mean's], by d and n:\n")

@@ -64,14 +64,15 @@
 #   b   1000  0.0640 (0.0009) 0.97x 0.0616 (0.0009) 0.94x
 #   Raw observations: 0.0808 (a, 1.80x the EKF), 0.0811 (b, 1.24x). The
 #   low-rank factor of x had 28 to 46 columns (cap 300, never reached).
-suppressPackageStartupMessages(library(kernbayes))
-args <- commandArgs(trailingOnly = TRUE)
-out <- if (length(args)) args[[1L]] else "kbr-rotation-filter-output"
-dir.create(out, showWarnings = FALSE, recursive = TRUE)
+local({  # the shared helpers, next to this script (or installed)
+  f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
+  source(file.path(if (length(f)) dirname(f[1L]) else
+    system.file("experiments", package = "kernbayes"), "common.R"))
+})
+out <- exp_start(exp_args(out = "kbr-rotation-filter-output")$out)
 n_reps <- as.integer(Sys.getenv("KBR_FILTER_REPS", "30"))
 T_max <- as.integer(Sys.getenv("KBR_FILTER_TMAX", "1000"))
 stopifnot(n_reps >= 1L, T_max >= 100L)
-options(kernbayes.nthreads = 1L)
 Ts <- c(100L, 200L, 400L, 600L, 800L, 1000L, 1500L, 2000L)
 Ts <- Ts[Ts <= T_max]
 n_test <- 200L
@@ -82,13 +83,7 @@ cases <- list(a = list(eta = 0.3, beta = 0, M = 8),
               b = list(eta = 0.4, beta = 0.4, M = 8))
 settings <- list(kbr_default = list(eps = 1e-3, delta = 1e-4),
                  kbr_tuned = list(eps = 1e-5, delta = 1e-3))
-t_start <- Sys.time()
-say <- function(...) {
-  cat(sprintf("[%6.0f s] ", as.double(difftime(Sys.time(), t_start,
-                                                 units = "secs"))),
-      sprintf(...), "\n", sep = "")
-  utils::flush.console()
-}
+say <- exp_logger()
 
 rot_curve <- function(theta, beta, M) {
   (1 + beta * sin(M * theta)) * cbind(cos(theta), sin(theta))
@@ -182,31 +177,15 @@ res <- do.call(rbind, res)
 res$mse <- signif(res$mse, 6)
 res$seconds <- round(res$seconds, 3)
 
-key <- unique(res[c("case", "T", "method")])
-summ <- do.call(rbind, lapply(seq_len(nrow(key)), function(i) {
-  v <- res[res$case == key$case[i] & res$T == key$T[i] &
-             res$method == key$method[i], ]
-  ekf <- res$mse[res$case == key$case[i] & res$T == key$T[i] &
-                   res$method == "ekf"]
-  data.frame(case = key$case[i], T = key$T[i], method = key$method[i],
-             reps = nrow(v), mse_mean = signif(mean(v$mse), 4),
-             mse_se = signif(stats::sd(v$mse) / sqrt(nrow(v)), 3),
-             mse_median = signif(stats::median(v$mse), 4),
-             ratio_to_ekf = round(mean(v$mse) / mean(ekf), 3),
-             seconds_mean = round(mean(v$seconds), 3))
-}))
-f_res <- file.path(out, "kbr-rotation-filter-results.csv")
-f_sum <- file.path(out, "kbr-rotation-filter.csv")
-utils::write.csv(res, f_res, row.names = FALSE)
-utils::write.csv(summ, f_sum, row.names = FALSE)
-written <- c(f_res, f_sum)
-ext <- file.path("inst", "extdata")
-if (dir.exists(file.path("inst", "experiments")) &&
-    normalizePath(out) != normalizePath(ext, mustWork = FALSE)) {
-  dir.create(ext, showWarnings = FALSE)
-  file.copy(c(f_res, f_sum), ext, overwrite = TRUE)
-  written <- c(written, file.path(ext, basename(c(f_res, f_sum))))
-}
+summ <- exp_summary(res, c("case", "T"), function(v, g) {
+  ekf <- g$mse[g$method == "ekf"]
+  list(ratio_to_ekf = round(mean(v$mse) / mean(ekf), 3),
+       seconds_mean = round(mean(v$seconds), 3))
+})
+written <- exp_write(list("kbr-rotation-filter-results.csv" = res,
+                          "kbr-rotation-filter.csv" = summ), out,
+                     extdata = c("kbr-rotation-filter-results.csv",
+                                 "kbr-rotation-filter.csv"))
 
 cat("\nMean filtering error over repeats (standard error); ratio to the EKF:\n")
 for (cs in names(cases)) {

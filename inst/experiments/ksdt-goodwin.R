@@ -53,33 +53,19 @@
 #   0.0741 [3.31], sqrt 0.160 [3.38]; SP-MALA linear 0.166 [7.41], sqrt
 #   0.263 [5.56]. Wall time 967 s on a machine shared with other jobs.
 #   Acceptance: RWM 0.251 (step 0.1228), MALA 0.600 (step 0.06554).
-suppressPackageStartupMessages(library(kernbayes))
-args <- commandArgs(trailingOnly = TRUE)
-out <- if (length(args)) args[[1L]] else "ksdt-goodwin-output"
-dir.create(out, showWarnings = FALSE, recursive = TRUE)
+local({  # the shared helpers, next to this script (or installed)
+  f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
+  source(file.path(if (length(f)) dirname(f[1L]) else
+    system.file("experiments", package = "kernbayes"), "common.R"))
+})
+out <- exp_start(exp_args(out = "ksdt-goodwin-output")$out)
 n_chain <- as.integer(Sys.getenv("KSDT_N_CHAIN", "200000"))
 n_sp <- as.integer(Sys.getenv("KSDT_N_SP", "20000"))
 stopifnot(n_chain >= 10000L, n_sp >= 100L)
-# KSDT runs one small parallel region per step: on a shared machine extra
-# threads only wait for each other
-options(kernbayes.nthreads = 1L)
 coef_linear <- 0.1
 coef_sqrt <- 1
 m_cand <- 10L
-t_start <- Sys.time()
-say <- function(...) {
-  cat(sprintf("[%6.0f s] ", as.double(difftime(Sys.time(), t_start,
-                                                 units = "secs"))),
-      sprintf(...), "\n", sep = "")
-  utils::flush.console()
-}
-timed <- function(expr) {
-  t0 <- proc.time()[["elapsed"]]
-  val <- expr
-  attr(val, "seconds") <- proc.time()[["elapsed"]] - t0
-  val
-}
-secs <- function(x) attr(x, "seconds")
+say <- exp_logger()
 
 theta0 <- c(a1 = 1, a2 = 3, k1 = 2, alpha = 0.5)
 times <- 41:80
@@ -87,6 +73,14 @@ set.seed(1)
 y <- goodwin_simulate(theta0, times, sd = 0.1)
 target <- goodwin_target(y, times, sd = 0.1)
 x0 <- log(theta0)
+
+# KSDT over a stream with budget 0 and the "linear" or "sqrt" minimum size
+# (coefficient min_coef(rule)), timed
+min_coef <- function(rule) if (rule == "linear") coef_linear else coef_sqrt
+ksdt_run <- function(x, s, rule, kernel) {
+  exp_timed(ksdt(x, s, min_size = rule, min_size_coef = min_coef(rule),
+                 kernel = kernel, progress = FALSE))
+}
 
 # checkpoints: log-spaced from 10 to n
 checkpoints <- function(n, k = 100L) {
@@ -123,14 +117,14 @@ runs <- list()
 for (smp in c("RWM", "MALA")) {
   set.seed(if (smp == "RWM") 11 else 12)
   fun <- if (smp == "RWM") rwm else mala
-  ch <- timed(fun(target, x0, n_iter = n_chain))
+  ch <- exp_timed(fun(target, x0, n_iter = n_chain))
   chains[[smp]] <- ch
   steps[smp] <- ch$step
   say("%s chain: step %.4g, acceptance %.3f, %.0f s", smp, ch$step,
-      ch$accept_rate, secs(ch))
+      ch$accept_rate, exp_secs(ch))
   runs[[length(runs) + 1L]] <- data.frame(
     sampler = smp, run = "chain", n = n_chain, step = ch$step,
-    accept_rate = ch$accept_rate, seconds = secs(ch))
+    accept_rate = ch$accept_rate, seconds = exp_secs(ch))
 }
 mx <- chains$MALA$x[seq(10L, 10000L, by = 10L), ]
 med <- stats::median(stats::dist(mx))
@@ -140,17 +134,13 @@ say("kernel: IMQ, L = I / med^2 with med = %.6g", med)
 res <- list()
 for (smp in c("RWM", "MALA")) {
   ch <- chains[[smp]]
-  path <- timed(ksd_path(ch$x, ch$score, kernel))
+  path <- exp_timed(ksd_path(ch$x, ch$score, kernel))
   say("%s: KSD of the raw chain at every iteration (%.3g pairs), %.0f s",
-      smp, n_chain * (n_chain + 1) / 2, secs(path))
-  lin <- timed(ksdt(ch$x, ch$score, min_size = "linear",
-                    min_size_coef = coef_linear, kernel = kernel,
-                    progress = FALSE))
-  sq <- timed(ksdt(ch$x, ch$score, min_size = "sqrt",
-                   min_size_coef = coef_sqrt, kernel = kernel,
-                   progress = FALSE))
+      smp, n_chain * (n_chain + 1) / 2, exp_secs(path))
+  lin <- ksdt_run(ch$x, ch$score, "linear", kernel)
+  sq <- ksdt_run(ch$x, ch$score, "sqrt", kernel)
   say("%s: KSDT linear keeps %d (%.0f s), sqrt keeps %d (%.0f s)", smp,
-      length(lin$index), secs(lin), length(sq$index), secs(sq))
+      length(lin$index), exp_secs(lin), length(sq$index), exp_secs(sq))
   t0 <- proc.time()[["elapsed"]]
   res[[smp]] <- five_curves(smp, path$ksd, lin, sq, ch$x, ch$score, n_chain,
                             kernel)
@@ -159,7 +149,7 @@ for (smp in c("RWM", "MALA")) {
   runs[[length(runs) + 1L]] <- data.frame(
     sampler = smp, run = c("ksd_path", "ksdt-linear", "ksdt-sqrt"),
     n = n_chain, step = NA, accept_rate = NA,
-    seconds = c(secs(path), secs(lin), secs(sq)))
+    seconds = vapply(list(path, lin, sq), exp_secs, 0))
 }
 rm(chains, path)
 invisible(gc())
@@ -171,34 +161,28 @@ for (smp in c("RWM", "MALA")) {
   # the same random numbers for the three runs of a sampler
   seed <- if (smp == "RWM") 21 else 22
   set.seed(seed)
-  sp <- timed(sp_mcmc(target, x0, n_sp, m = m_cand, sampler = sampler,
-                      step = step, kernel = kernel, progress = FALSE))
+  sp <- exp_timed(sp_mcmc(target, x0, n_sp, m = m_cand, sampler = sampler,
+                          step = step, kernel = kernel, progress = FALSE))
   say("%s: SP-MCMC, %d points, acceptance %.3f, %.0f s", nm, n_sp,
-      sp$accept_rate, secs(sp))
+      sp$accept_rate, exp_secs(sp))
   # KSDT over the SP-MCMC output, as over the chains above
-  lin <- timed(ksdt(sp$points, sp$score, min_size = "linear",
-                    min_size_coef = coef_linear, kernel = kernel,
-                    progress = FALSE))
-  sq <- timed(ksdt(sp$points, sp$score, min_size = "sqrt",
-                   min_size_coef = coef_sqrt, kernel = kernel,
-                   progress = FALSE))
+  lin <- ksdt_run(sp$points, sp$score, "linear", kernel)
+  sq <- ksdt_run(sp$points, sp$score, "sqrt", kernel)
   # KSDT with the SP-MCMC rule inside: of each block of m_cand consecutive
   # states of one chain, the best against the pruned dictionary
-  set.seed(seed)
-  lin_in <- timed(ksdt_sample(target, x0, n_sp, sampler = sampler,
-                              step = step, candidates = m_cand,
-                              min_size = "linear",
-                              min_size_coef = coef_linear, kernel = kernel,
-                              progress = FALSE))
-  set.seed(seed)
-  sq_in <- timed(ksdt_sample(target, x0, n_sp, sampler = sampler,
-                             step = step, candidates = m_cand,
-                             min_size = "sqrt", min_size_coef = coef_sqrt,
-                             kernel = kernel, progress = FALSE))
+  inside <- function(rule) {
+    set.seed(seed)
+    exp_timed(ksdt_sample(target, x0, n_sp, sampler = sampler, step = step,
+                          candidates = m_cand, min_size = rule,
+                          min_size_coef = min_coef(rule), kernel = kernel,
+                          progress = FALSE))
+  }
+  lin_in <- inside("linear")
+  sq_in <- inside("sqrt")
   say(paste("%s: KSDT over the output keeps %d / %d (linear / sqrt); with",
             "the rule inside %d / %d (%.0f s, %.0f s)"),
       nm, length(lin$index), length(sq$index), length(lin_in$index),
-      length(sq_in$index), secs(lin_in), secs(sq_in))
+      length(sq_in$index), exp_secs(lin_in), exp_secs(sq_in))
   a <- checkpoints(n_sp)
   res[[nm]] <- rbind(
     five_curves(nm, sp$ksd, lin, sq, sp$points, sp$score, n_sp, kernel),
@@ -210,17 +194,12 @@ for (smp in c("RWM", "MALA")) {
     n = n_sp, step = step,
     accept_rate = c(sp$accept_rate, NA, NA, lin_in$accept_rate,
                     sq_in$accept_rate),
-    seconds = c(secs(sp), secs(lin), secs(sq), secs(lin_in), secs(sq_in)))
+    seconds = vapply(list(sp, lin, sq, lin_in, sq_in), exp_secs, 0))
 }
 
 res <- do.call(rbind, res)
 rownames(res) <- NULL
 runs <- do.call(rbind, runs)
-f_res <- file.path(out, "ksdt-goodwin-results.csv")
-f_runs <- file.path(out, "ksdt-goodwin-runs.csv")
-f_sum <- file.path(out, "ksdt-goodwin.csv")
-utils::write.csv(res, f_res, row.names = FALSE)
-utils::write.csv(runs, f_runs, row.names = FALSE)
 keep <- unlist(lapply(split(seq_len(nrow(res)),
                             paste(res$sampler, res$method)), function(i) {
   i[unique(round(seq(1, length(i), length.out = 40L)))]
@@ -228,14 +207,10 @@ keep <- unlist(lapply(split(seq_len(nrow(res)),
 small <- res[sort(keep), ]
 small$ksd <- signif(small$ksd, 5)
 small$nksd <- signif(small$nksd, 5)
-utils::write.csv(small, f_sum, row.names = FALSE)
-written <- c(f_res, f_runs, f_sum)
-if (dir.exists(file.path("inst", "experiments"))) {
-  dir.create(file.path("inst", "extdata"), showWarnings = FALSE)
-  file.copy(f_sum, file.path("inst", "extdata", "ksdt-goodwin.csv"),
-            overwrite = TRUE)
-  written <- c(written, file.path("inst", "extdata", "ksdt-goodwin.csv"))
-}
+written <- exp_write(list("ksdt-goodwin-results.csv" = res,
+                          "ksdt-goodwin-runs.csv" = runs,
+                          "ksdt-goodwin.csv" = small), out,
+                     extdata = "ksdt-goodwin.csv")
 
 cat("\nAt the end of each run (KSD with the fixed kernel;",
     "nKSD = KSD x sqrt(points)):\n")

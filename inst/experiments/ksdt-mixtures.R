@@ -55,26 +55,21 @@
 # (budget 0 only bounds a removal by the KSD after the addition, which may
 # itself raise it, and the KSD barely sees missing separated modes).
 # Plain KSDT on exact draws ends with 10 to 21 points (mean KSD 0.27-0.31).
-suppressPackageStartupMessages(library(kernbayes))
-args <- commandArgs(trailingOnly = TRUE)
-out <- if (length(args)) args[[1L]] else "ksdt-mixtures-output"
-dir.create(out, showWarnings = FALSE, recursive = TRUE)
+local({  # the shared helpers, next to this script (or installed)
+  f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
+  source(file.path(if (length(f)) dirname(f[1L]) else
+    system.file("experiments", package = "kernbayes"), "common.R"))
+})
+out <- exp_start(exp_args(out = "ksdt-mixtures-output")$out)
 n_steps <- as.integer(Sys.getenv("KSDT_MIX_STEPS", "20000"))
 n_seeds <- as.integer(Sys.getenv("KSDT_MIX_SEEDS", "3"))
 stopifnot(n_steps >= 100L, n_seeds >= 1L)
-options(kernbayes.nthreads = 1L)
 modes <- 1:8
 spacings <- c(2.5, 4)
 m_cand <- 5L
 size <- 10
 kernel <- imq_kernel()
-t_start <- Sys.time()
-say <- function(...) {
-  cat(sprintf("[%6.0f s] ", as.double(difftime(Sys.time(), t_start,
-                                                 units = "secs"))),
-      sprintf(...), "\n", sep = "")
-  utils::flush.console()
-}
+say <- exp_logger()
 
 mixture_means <- function(K, s) cbind(s * (seq_len(K) - (K + 1) / 2), 0)
 # number of components with a dictionary point nearer to them than to others
@@ -119,16 +114,12 @@ for (sp_mean in spacings) for (K in modes) {
   target <- gaussian_mixture_target(means)
   for (r in seq_len(n_seeds)) {
     set.seed(1000 * K + r)
-    t0 <- proc.time()[["elapsed"]]
-    sp <- sp_exact_ksdt(target, n_steps, m_cand, kernel, size)
-    sec_sp <- proc.time()[["elapsed"]] - t0
+    sp <- exp_timed(sp_exact_ksdt(target, n_steps, m_cand, kernel, size))
     set.seed(1000 * K + r)
-    t0 <- proc.time()[["elapsed"]]
-    x <- sample_target(target, n_steps)
-    pl <- ksdt(x, target, min_size = "constant", min_size_coef = size,
-               kernel = kernel, progress = FALSE)
-    sec_pl <- proc.time()[["elapsed"]] - t0
-    for (fit in list(list("sp-rule", sp, sec_sp), list("plain", pl, sec_pl))) {
+    pl <- exp_timed(ksdt(sample_target(target, n_steps), target,
+                         min_size = "constant", min_size_coef = size,
+                         kernel = kernel, progress = FALSE))
+    for (fit in list(list("sp-rule", sp), list("plain", pl))) {
       f <- fit[[2L]]
       res[[length(res) + 1L]] <- data.frame(
         spacing = sp_mean, K = K, seed = r, method = fit[[1L]], t = at,
@@ -138,23 +129,18 @@ for (sp_mean in spacings) for (K in modes) {
         steps = n_steps, size = length(f$index),
         mean_size_2nd_half = mean(f$size[half]), max_size = max(f$size),
         ksd = f$ksd[n_steps], modes = modes_covered(f$points, means),
-        seconds = fit[[3L]])
+        seconds = exp_secs(f))
     }
     say(paste("spacing %.1f, K = %d, run %d: SP rule keeps %d on %d modes",
               "(mean %.1f over the second half, max %d, KSD %.3f), %.0f s;",
               "plain keeps %d"),
         sp_mean, K, r, length(sp$index), modes_covered(sp$points, means),
-        mean(sp$size[half]), max(sp$size), sp$ksd[n_steps], sec_sp,
+        mean(sp$size[half]), max(sp$size), sp$ksd[n_steps], exp_secs(sp),
         length(pl$index))
   }
 }
 res <- do.call(rbind, res)
 runs <- do.call(rbind, runs)
-f_res <- file.path(out, "ksdt-mixtures-results.csv")
-f_runs <- file.path(out, "ksdt-mixtures-runs.csv")
-f_sum <- file.path(out, "ksdt-mixtures.csv")
-utils::write.csv(res, f_res, row.names = FALSE)
-utils::write.csv(runs, f_runs, row.names = FALSE)
 # the summary: mean, smallest and largest size and mean KSD over the runs,
 # at every other checkpoint and the last
 a2 <- unique(c(at[seq(1L, length(at), by = 2L)], n_steps))
@@ -170,14 +156,10 @@ small <- small[order(small$method != "sp-rule", small$spacing, small$K,
                c("method", "spacing", "K", "t", "runs", "size_mean",
                  "size_min", "size_max", "ksd_mean")]
 small$ksd_mean <- signif(small$ksd_mean, 4)
-utils::write.csv(small, f_sum, row.names = FALSE)
-written <- c(f_res, f_runs, f_sum)
-if (dir.exists(file.path("inst", "experiments"))) {
-  dir.create(file.path("inst", "extdata"), showWarnings = FALSE)
-  file.copy(f_sum, file.path("inst", "extdata", "ksdt-mixtures.csv"),
-            overwrite = TRUE)
-  written <- c(written, file.path("inst", "extdata", "ksdt-mixtures.csv"))
-}
+written <- exp_write(list("ksdt-mixtures-results.csv" = res,
+                          "ksdt-mixtures-runs.csv" = runs,
+                          "ksdt-mixtures.csv" = small), out,
+                     extdata = "ksdt-mixtures.csv")
 
 sp_res <- res[res$method == "sp-rule", ]
 sp_runs <- runs[runs$method == "sp-rule", ]

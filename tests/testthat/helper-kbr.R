@@ -7,3 +7,14 @@ kbr_toy_1d <- function(n, seed) {
   x <- rnorm(n)
   list(x = x, y = x + rnorm(n, sd = 0.5))
 }
+
+# The Gaussian toy with a closed-form posterior, (X, Y) ~ N((0, 1), Sigma) in
+# R^d x R^d, prior N(0, Sigma_XX / 2): gauss_toy() of the experiment
+# scripts' helpers (inst/experiments/common.R), which the full-scale run
+# uses too.
+kbr_gauss_toy <- local({
+  env <- new.env()
+  sys.source(system.file("experiments", "common.R", package = "kernbayes",
+                         mustWork = TRUE), envir = env)
+  env$gauss_toy
+})

@@ -153,6 +153,30 @@ ref_spd <- function(d, scale = 1) {
   scale * (crossprod(A) / d + diag(0.5, d))
 }
 
+# A sample with unequal scales and a noisy Gaussian score (generic values:
+# greedy choices have no accidental near-ties).
+ref_noisy_sample <- function(n, d) {
+  x <- matrix(stats::rnorm(n * d), n, d) %*% diag(seq(1, 3, length.out = d), d)
+  x <- sweep(x, 2, seq(-1, 1, length.out = d), "+")
+  s <- -x + matrix(stats::rnorm(n * d, sd = 0.3), n, d)
+  list(x = x, s = s)
+}
+
+# Kernels under test: a constructor of the package kernel for a given
+# preconditioner, and the parameters the reference needs; c_pow is the c
+# of the IMQ kernel with a power other than -1/2.
+ref_kernel_cases <- function(c_pow) {
+  list(
+    imq = list(make = function(pc) imq_kernel(precon = pc),
+               type = "imq", c = 1, beta = -0.5),
+    imq_pow = list(make = function(pc) imq_kernel(c = c_pow, beta = -0.3,
+                                                   precon = pc),
+                   type = "imq", c = c_pow, beta = -0.3),
+    gauss = list(make = function(pc) gaussian_kernel(precon = pc),
+                 type = "gaussian", c = 1, beta = -0.5)
+  )
+}
+
 # ---- greedy thinning (DESIGN.md, "Greedy Stein thinning") ----------------------
 
 # Greedy selection on a symmetric n x n matrix K (a Stein kernel matrix, a
@@ -506,20 +530,28 @@ ref_kbr_filter <- function(x_train, y_train, y_obs, sx, sy, eps, delta,
   X <- x_train[seq_len(T), , drop = FALSE]
   Xp <- x_train[1L + seq_len(T), , drop = FALSE]
   Y <- y_train[seq_len(T), , drop = FALSE]
-  Gx <- ref_gauss_gram(X, X, sx)
-  Gxx <- ref_gauss_gram(X, Xp, sx)
   Gy <- ref_gauss_gram(Y, Y, sy)
-  Ky <- ref_gauss_gram(Y, y_obs, sy)
+  W <- ref_filter_steps(ref_gauss_gram(X, X, sx), ref_gauss_gram(X, Xp, sx),
+                        ref_gauss_gram(Y, y_obs, sy), eps,
+                        function(mu) ref_kbr_R(Gy, mu, delta, method))
+  list(weights = W, mean = crossprod(W, X))
+}
+
+# The steps of the KBR filter on given matrices: Gx = G_X (T x T), Gxx =
+# G_XX+ (k(X_i, X_{j+1})), Ky = k_Y(Y_i, y_t) (one column per observation)
+# and R(mu), the posterior operator; the T x n_obs posterior weights.
+ref_filter_steps <- function(Gx, Gxx, Ky, eps, R) {
+  T <- nrow(Gx)
   A <- Gx + T * eps * diag(T)
   a <- rep(1 / T, T)
-  W <- matrix(NA_real_, T, nrow(y_obs))
-  for (t in seq_len(nrow(y_obs))) {
+  W <- matrix(NA_real_, T, ncol(Ky))
+  for (t in seq_len(ncol(Ky))) {
     v <- solve(A, Gx %*% a)
     mu <- drop(T * solve(A, Gxx %*% v))
-    a <- drop(ref_kbr_R(Gy, mu, delta, method) %*% Ky[, t])
+    a <- drop(R(mu) %*% Ky[, t])
     W[, t] <- a
   }
-  list(weights = W, mean = crossprod(W, X))
+  W
 }
 
 # Plain Kalman filter, x_{t+1} = A x_t + N(0, Q), y_t = C x_t + N(0, R),

@@ -110,17 +110,10 @@ ref_lowrank_filter <- function(x, y, yo, s, eps, delta, method, r) {
   Gxx <- Gx[, Px] %*% solve(Gx[Px, Px], ref_gauss_gram(X[Px, , drop = FALSE], Xp, s))
   Gyt <- ref_nystrom(Gy, Py)
   Ky <- Gy[, Py] %*% solve(Gy[Py, Py], ref_gauss_gram(Y[Py, , drop = FALSE], yo, s))
-  A <- Gxt + T * eps * diag(T)
-  a <- rep(1 / T, T)
-  W <- matrix(NA_real_, T, nrow(yo))
-  for (t in seq_len(nrow(yo))) {
-    v <- solve(A, Gxt %*% a)
-    mu <- drop(T * solve(A, Gxx %*% v))
-    R <- if (method == "iw") ref_iw_R(Gyt, mu, delta) else
+  W <- ref_filter_steps(Gxt, Gxx, Ky, eps, function(mu) {
+    if (method == "iw") ref_iw_R(Gyt, mu, delta) else
       ref_kbr_R(Gyt, mu, delta, method)
-    a <- drop(R %*% Ky[, t])
-    W[, t] <- a
-  }
+  })
   crossprod(W, X)
 }
 

@@ -171,31 +171,7 @@ test_that("a kernel the default cross-validation cannot tune is named before any
 
 # ---- the Gaussian toy --------------------------------------------------------
 
-# (X, Y) ~ N((0, 1), Sigma) in R^d x R^d, Sigma = A'A / (2 d) + 2 I; prior
-# N(0, Sigma_XX / 2); test points x ~ prior, y ~ p(y | x); the exact
-# posterior mean is P B' Se^{-1} (y - 1).
-kbr_gauss_toy <- function(d, seed) {
-  set.seed(seed)
-  A <- matrix(rnorm(4 * d * d), 2 * d)
-  S <- crossprod(A) / (2 * d) + 2 * diag(2 * d)
-  ix <- seq_len(d)
-  iy <- d + seq_len(d)
-  B <- S[iy, ix] %*% solve(S[ix, ix])
-  Se <- S[iy, iy] - B %*% S[ix, iy]
-  V <- S[ix, ix] / 2
-  P <- solve(solve(V) + t(B) %*% solve(Se, B))
-  list(
-    joint = function(n) {
-      z <- matrix(rnorm(n * 2 * d), n) %*% chol(S)
-      list(x = z[, ix, drop = FALSE], y = z[, iy, drop = FALSE] + 1)
-    },
-    prior = function(n) matrix(rnorm(n * d), n) %*% chol(V),
-    lik = function(x) {
-      sweep(x %*% t(B), 2, 1, "+") + matrix(rnorm(length(x)), nrow(x)) %*% chol(Se)
-    },
-    post_mean = function(y) t(P %*% t(B) %*% solve(Se, t(y - 1)))
-  )
-}
+# The toy: kbr_gauss_toy() of helper-kbr.R.
 
 test_that("Gaussian toy: the CV-tuned KBR posterior mean's MSE decreases with n", {
   skip_under_valgrind()

@@ -1,17 +1,8 @@
 # Stein kernel matrices, KSD and KSD paths (R/ksd.R, src/stein.c), checked
 # against the plain-R reference in helper-reference.R.
 
-# Kernels under test: a constructor of the package kernel for a given
-# preconditioner, and the parameters the reference needs.
-ksd_kernels <- list(
-  imq = list(make = function(pc) imq_kernel(precon = pc),
-             type = "imq", c = 1, beta = -0.5),
-  imq_pow = list(make = function(pc) imq_kernel(c = 0.8, beta = -0.3,
-                                                 precon = pc),
-                 type = "imq", c = 0.8, beta = -0.3),
-  gauss = list(make = function(pc) gaussian_kernel(precon = pc),
-               type = "gaussian", c = 1, beta = -0.5)
-)
+# Kernels under test (helper-reference.R).
+ksd_kernels <- ref_kernel_cases(0.8)
 
 # Every kind of preconditioner, for dimension d.
 precons_for <- function(d) {
@@ -22,13 +13,8 @@ precons_for <- function(d) {
        isotropic = diag(1.7, d))
 }
 
-# A sample with unequal scales and its Gaussian score.
-make_sample <- function(n, d) {
-  x <- matrix(stats::rnorm(n * d), n, d) %*% diag(seq(1, 3, length.out = d), d)
-  x <- sweep(x, 2, seq(-1, 1, length.out = d), "+")
-  s <- -x + matrix(stats::rnorm(n * d, sd = 0.3), n, d)
-  list(x = x, s = s)
-}
+# A sample with unequal scales and its noisy Gaussian score.
+make_sample <- ref_noisy_sample
 
 # ---- Stein kernel matrix vs the reference ------------------------------------
 

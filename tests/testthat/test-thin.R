@@ -4,24 +4,10 @@
 # implementation and against the plain-R references in helper-reference.R
 # (ref_stein, ref_greedy, ref_sel_path, ref_kernel_matrix, ref_mmd2).
 
-# A sample with unequal scales and a noisy Gaussian score: generic values,
-# so the greedy choices have no accidental near-ties.
-thin_sample <- function(n, d) {
-  x <- matrix(stats::rnorm(n * d), n, d) %*% diag(seq(1, 3, length.out = d), d)
-  x <- sweep(x, 2, seq(-1, 1, length.out = d), "+")
-  s <- -x + matrix(stats::rnorm(n * d, sd = 0.3), n, d)
-  list(x = x, s = s)
-}
-
-thin_kernels <- list(
-  imq = list(make = function(pc) imq_kernel(precon = pc),
-             type = "imq", c = 1, beta = -0.5),
-  imq_pow = list(make = function(pc) imq_kernel(c = 0.7, beta = -0.3,
-                                                 precon = pc),
-                 type = "imq", c = 0.7, beta = -0.3),
-  gauss = list(make = function(pc) gaussian_kernel(precon = pc),
-               type = "gaussian", c = 1, beta = -0.5)
-)
+# A sample with unequal scales and a noisy Gaussian score, and the kernels
+# under test (helper-reference.R).
+thin_sample <- ref_noisy_sample
+thin_kernels <- ref_kernel_cases(0.7)
 
 read_demo <- function(file) {
   path <- test_path("fixtures", "stein-thinning-demo", file)

@@ -1,0 +1,120 @@
+# Helpers shared by the experiment scripts of this directory: arguments,
+# the common start of a run, progress lines, timing, CSV output and
+# per-group summaries, and the Gaussian toy of the KBR experiments (also
+# used by the package's tests).  Each script sources this file first, from
+# its own directory, so that it runs from the package's source directory
+# (Rscript inst/experiments/<name>.R) and from an installed copy
+# (system.file("experiments", package = "kernbayes")).  Sourcing it only
+# defines functions.
+
+# The script's positional command-line arguments over their defaults, as a
+# named list of strings: exp_args(out = "x-output") gives list(out = the
+# first argument, or "x-output").
+exp_args <- function(...) {
+  a <- list(...)
+  given <- commandArgs(trailingOnly = TRUE)
+  k <- seq_len(min(length(a), length(given)))
+  a[k] <- given[k]
+  a
+}
+
+# The start of every run: kernbayes attached, one OpenMP thread (the
+# timings in the scripts' headers are single-thread: KSDT runs one small
+# parallel region per step, and on a shared machine extra threads only wait
+# for each other), the output directory created.  Returns `out`.
+exp_start <- function(out) {
+  suppressPackageStartupMessages(library(kernbayes))
+  options(kernbayes.nthreads = 1L)
+  dir.create(out, showWarnings = FALSE, recursive = TRUE)
+  out
+}
+
+# A progress printer: say <- exp_logger(); say("n = %d", n) prints the line
+# after the seconds since exp_logger() was called.
+exp_logger <- function() {
+  t_start <- Sys.time()
+  function(...) {
+    cat(sprintf("[%6.0f s] ", as.double(difftime(Sys.time(), t_start,
+                                                   units = "secs"))),
+        sprintf(...), "\n", sep = "")
+    utils::flush.console()
+  }
+}
+
+# The value of expr with its elapsed seconds in attribute "seconds"
+# (exp_secs() reads it).
+exp_timed <- function(expr) {
+  t0 <- proc.time()[["elapsed"]]
+  val <- expr
+  attr(val, "seconds") <- proc.time()[["elapsed"]] - t0
+  val
+}
+exp_secs <- function(x) attr(x, "seconds")
+
+# Write the data frames of the list `tables` (names: file names) as CSV
+# files to `out`.  When the script runs from the package's source directory
+# (inst/experiments below the working directory), the files named in
+# `extdata` are also copied to inst/extdata, where the vignettes read them.
+# Returns the paths written.
+exp_write <- function(tables, out, extdata = character()) {
+  files <- file.path(out, names(tables))
+  for (i in seq_along(tables)) {
+    utils::write.csv(tables[[i]], files[i], row.names = FALSE)
+  }
+  ext <- file.path("inst", "extdata")
+  if (length(extdata) && dir.exists(file.path("inst", "experiments")) &&
+      normalizePath(out) != normalizePath(ext, mustWork = FALSE)) {
+    dir.create(ext, showWarnings = FALSE)
+    file.copy(file.path(out, extdata), ext, overwrite = TRUE)
+    files <- c(files, file.path(ext, extdata))
+  }
+  files
+}
+
+# One row per group of the runs `res` (the columns `by`, and method): the
+# number of runs and the mean, standard error and median of res$mse, then
+# the columns that extra(v, g) returns for the group's rows v and the rows
+# g of every method with the same `by`.
+exp_summary <- function(res, by, extra) {
+  key <- unique(res[c(by, "method")])
+  do.call(rbind, lapply(seq_len(nrow(key)), function(i) {
+    g <- Reduce(`&`, lapply(by, function(b) res[[b]] == key[[b]][i]))
+    v <- res[g & res$method == key$method[i], ]
+    data.frame(key[i, , drop = FALSE], reps = nrow(v),
+               mse_mean = signif(mean(v$mse), 4),
+               mse_se = signif(stats::sd(v$mse) / sqrt(nrow(v)), 3),
+               mse_median = signif(stats::median(v$mse), 4),
+               extra(v, res[g, ]), row.names = NULL)
+  }))
+}
+
+# The Gaussian toy of the KBR experiments: (X, Y) ~ N((0, 1), Sigma) in
+# R^d x R^d, Sigma = A'A / (2 d) + 2 I with A a 2d x 2d matrix of N(0, 1)
+# entries drawn after set.seed(seed); the prior is N(0, V), V = Sigma_XX /
+# 2.  The exact posterior of x given y is N(P B' Se^{-1} (y - 1), P), with
+# B = Sigma_YX Sigma_XX^{-1}, Se = Sigma_YY - B Sigma_XY (p(y | x) = N(1 +
+# B x, Se)) and P = (V^{-1} + B' Se^{-1} B)^{-1}.  Returns samplers of the
+# joint, the prior and the likelihood, and the exact posterior mean.
+gauss_toy <- function(d, seed) {
+  set.seed(seed)
+  A <- matrix(stats::rnorm(4 * d * d), 2 * d)
+  S <- crossprod(A) / (2 * d) + 2 * diag(2 * d)
+  ix <- seq_len(d)
+  iy <- d + seq_len(d)
+  B <- S[iy, ix] %*% solve(S[ix, ix])
+  Se <- S[iy, iy] - B %*% S[ix, iy]
+  V <- S[ix, ix] / 2
+  P <- solve(solve(V) + t(B) %*% solve(Se, B))
+  list(
+    joint = function(n) {
+      z <- matrix(stats::rnorm(n * 2 * d), n) %*% chol(S)
+      list(x = z[, ix, drop = FALSE], y = z[, iy, drop = FALSE] + 1)
+    },
+    prior = function(n) matrix(stats::rnorm(n * d), n) %*% chol(V),
+    lik = function(x) {
+      sweep(x %*% t(B), 2, 1, "+") +
+        matrix(stats::rnorm(length(x)), nrow(x)) %*% chol(Se)
+    },
+    post_mean = function(y) t(P %*% t(B) %*% solve(Se, t(y - 1)))
+  )
+}
