@@ -13,11 +13,6 @@
 #include "runtime.h"
 #include "entries.h"
 
-/* Work units (runtime.h) of one base kernel and one Stein kernel
- * evaluation in d dimensions. */
-#define BASE_WORK(d) ((double) (d) + 4.0)
-#define STEIN_WORK(d) (3.0 * (d) + 8.0)
-
 /* Per-row values summed chunk by chunk in row order (a kb_loop after()),
  * so that the total does not depend on the number of threads.  A loop's
  * context starts with this header. */
@@ -55,7 +50,8 @@ static double pick_rank(double *v, R_xlen_t m, R_xlen_t q)
     while (hi > lo) {
         R_xlen_t mid = lo + (hi - lo) / 2;
         double a = v[lo], b = v[mid], c = v[hi], piv;
-        piv = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        piv = a < b ? (b < c ? b : (a < c ? c : a)) :
+            (a < c ? a : (b < c ? c : b));
         R_xlen_t i = lo, j = hi;
         while (i <= j) {
             while (v[i] < piv)
@@ -215,9 +211,10 @@ static double svgd_median(const double *X, R_xlen_t n, int d, double *P,
     if (qa >= 0)
         median_bracket(X, n, d, qa, &pc.lo, &pc.hi);
     kb_scratch buf = kb_scratch_alloc((size_t) cap + 1, nt);
-    kb_loop L = {.nt = nt, .cost0 = (double) (n - 1) * BASE_WORK(d) + 1.0,
-                 .cost1 = -BASE_WORK(d), .dynamic = 8, .scratch = buf,
-                 .item = pack_row, .ctx = &pc};
+    /* row i holds n - 1 - i pairs */
+    kb_loop L = {.nt = nt, .cost1 = -KB_KERNEL_WORK(d),
+                 .cost0 = (double) (n - 1) * KB_KERNEL_WORK(d) + 1.0,
+                 .dynamic = 8, .scratch = buf, .item = pack_row, .ctx = &pc};
     kb_loop_run(&L, 0, n - 1);
     if (qa < 0)
         return 0.0;
@@ -503,7 +500,7 @@ SEXP kb_cross_kernel(SEXP z, SEXP x, SEXP w, SEXP kern, SEXP nthreads)
     SET_VECTOR_ELT(ans, 1, grad);
     cross_ctx q = {&K, REAL(z), REAL(x), W, nz, nx, REAL(val), REAL(grad)};
     kb_check_interrupt();
-    kb_loop L = {.nt = nt, .cost0 = (double) nx * BASE_WORK(d),
+    kb_loop L = {.nt = nt, .cost0 = (double) nx * KB_KERNEL_WORK(d),
                  .scratch = kb_scratch_alloc((size_t) 2 * d, nt),
                  .item = cross_row, .ctx = &q};
     kb_loop_run(&L, 0, nz);
@@ -588,7 +585,7 @@ SEXP kb_ksd_grad(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
                       &K, {REAL(x), REAL(s), n}, REAL(pos), REAL(v),
                       2.0 / ((double) n * n)};
     kb_check_interrupt();
-    kb_loop L = {.nt = nt, .cost0 = (double) n * STEIN_WORK(d),
+    kb_loop L = {.nt = nt, .cost0 = (double) n * KB_STEIN_WORK(d),
                  .scratch = kb_scratch_alloc((size_t) 4 * d, nt),
                  .item = ksd_grad_row, .after = row_total_add, .ctx = &q};
     kb_loop_run(&L, 0, n);
@@ -735,7 +732,7 @@ SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
                   REAL(x), REAL(s), V, n, d, se, eps * eps, R_NegInf,
                   (double *) R_alloc((size_t) n, sizeof(double)), NULL};
     kb_check_interrupt();
-    kb_loop L = {.nt = nt, .cost0 = (double) n * BASE_WORK(d),
+    kb_loop L = {.nt = nt, .cost0 = (double) n * KB_KERNEL_WORK(d),
                  .item = mied_max_row, .ctx = &q};
     kb_loop_run(&L, 0, n);
     mied_max(&q);

@@ -248,7 +248,7 @@ static void kernel_rows_item(void *ctx, R_xlen_t j, double *yj)
 void kb_kernel_rows_run(const kb_kernel_rows *q, int nt)
 {
     const int d = q->K->d;
-    kb_loop L = {.nt = nt, .cost0 = (double) q->nx * (d + 4),
+    kb_loop L = {.nt = nt, .cost0 = (double) q->nx * KB_KERNEL_WORK(d),
                  .scratch = kb_scratch_alloc(d, nt), .item = kernel_rows_item,
                  .ctx = (void *) q};
     kb_loop_run(&L, 0, q->ny);

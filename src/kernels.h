@@ -10,6 +10,9 @@
 
 #define KB_BLOCK 256          /* points per vectorised block */
 
+/* Work units (runtime.h) of one base kernel evaluation in d dimensions. */
+#define KB_KERNEL_WORK(d) ((double) (d) + 4.0)
+
 /* Internal to C: the R layer names kernels by the strings of
  * kb_kernel_from_sexp(). */
 typedef enum { KB_IMQ = 0, KB_GAUSS = 1 } kb_kernel_type;

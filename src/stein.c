@@ -5,9 +5,6 @@
 #include "runtime.h"
 #include "entries.h"
 
-/* Work units of one Stein kernel evaluation (runtime.h). */
-#define STEIN_WORK(d) (3.0 * (d) + 8.0)
-
 /* k_p(x, X_j) for m <= KB_BLOCK consecutive points j0.. of X.  With
  * u = x - y and v = s_y - s_x the four radial ingredients are
  * r = u'Lu, a = u'Lv, b = u'L^2u and s_x's_y; L is diagonal here. */
@@ -60,7 +57,8 @@ static void stein_block(const kb_kernel *K, const double *x, const double *s,
     const double trL = K->trL;
 #pragma omp simd
     for (int t = 0; t < m; t++)
-        out[t] = sd[t] * p0[t] + 2.0 * p1[t] * (a[t] - trL) - 4.0 * p2[t] * b[t];
+        out[t] = sd[t] * p0[t] + 2.0 * p1[t] * (a[t] - trL) -
+            4.0 * p2[t] * b[t];
 }
 
 void kb_stein_row(const kb_kernel *K, const double *x, const double *s,
@@ -185,8 +183,8 @@ static R_xlen_t visit_rows(stein_rows *q, R_xlen_t first, R_xlen_t last,
                            R_xlen_t (*after)(void *, R_xlen_t, R_xlen_t))
 {
     const int d = q->K->d;
-    kb_loop L = {.nt = nthreads, .cost0 = STEIN_WORK(d),
-                 .cost1 = STEIN_WORK(d), .dynamic = 4,
+    kb_loop L = {.nt = nthreads, .cost0 = KB_STEIN_WORK(d),
+                 .cost1 = KB_STEIN_WORK(d), .dynamic = 4,
                  .scratch = kb_scratch_alloc((size_t) 2 * d, nthreads),
                  .item = stein_rows_item, .after = after, .ctx = q};
     return kb_loop_run(&L, first, last);

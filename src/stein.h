@@ -4,6 +4,9 @@
 
 #include "kernels.h"
 
+/* Work units (runtime.h) of one Stein kernel evaluation in d dimensions. */
+#define KB_STEIN_WORK(d) (3.0 * (d) + 8.0)
+
 /* Points and their scores: column-major matrices with leading dimension
  * ld, d = the kernel's dimension columns each. */
 typedef struct {

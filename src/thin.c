@@ -109,7 +109,8 @@ static void NORET locate_overflow(const greedy_problem *g, R_xlen_t i,
             else
                 kb_kernel_row(g->K, xi, g->X, n, o, o + 1, &kv);
         }
-        double a = (double) (i < o ? i : o) + 1, b = (double) (i < o ? o : i) + 1;
+        double a = (double) (i < o ? i : o) + 1,
+            b = (double) (i < o ? o : i) + 1;
         if (!R_FINITE(kv))
             kb_error_numeric(_("the %s of rows %.0f and %.0f overflows (%s): "
                                "scale the data or the kernel"), what, a, b,
@@ -197,18 +198,16 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
 {
     const int d = g->K->d;
     R_xlen_t n = g->n;
-    double per = (double) n * (g->S ? 3.0 * d + 8.0 : d + 4.0);
+    double per = (double) n * (g->S ? KB_STEIN_WORK(d) : KB_KERNEL_WORK(d));
     int nth = kb_threads_for(nt, per);
-    greedy_step st = {g, NULL, (double *) R_alloc((size_t) 2 * d, sizeof(double)),
-                      NULL, 1.0, 0.0, -1, nth,
-                      (R_xlen_t *) R_alloc((size_t) nth, sizeof(R_xlen_t)),
-                      (double *) R_alloc((size_t) nth, sizeof(double)),
-                      (int *) R_alloc((size_t) nth, sizeof(int))};
-    st.sl = st.xl + d;
     int *taken = unique ? (int *) R_alloc((size_t) n, sizeof(int)) : NULL;
     if (taken)
         memset(taken, 0, (size_t) n * sizeof(int));
-    st.taken = taken;
+    double *xl = (double *) R_alloc((size_t) 2 * d, sizeof(double));
+    greedy_step st = {g, taken, xl, xl + d, 1.0, 0.0, -1, nth,
+                      (R_xlen_t *) R_alloc((size_t) nth, sizeof(R_xlen_t)),
+                      (double *) R_alloc((size_t) nth, sizeof(double)),
+                      (int *) R_alloc((size_t) nth, sizeof(int))};
     kb_ticker tick = KB_TICKER_INIT;
     for (int j = 0; j < m; j++) {
         st.coef = 2.0 * (j + 1);
