@@ -225,21 +225,34 @@ static double svgd_median(const double *X, R_xlen_t n, int d, double *P,
     return 0.5 * (v[0] + v[1]);
 }
 
+/* The median heuristic h = sqrt(0.5 med / log(n + 1)), filling P. */
+static double svgd_median_h(const double *X, R_xlen_t n, int d, double *P,
+                            int nt)
+{
+    double h = sqrt(0.5 * svgd_median(X, n, d, P, nt) / log((double) n + 1.0));
+    if (!(h > 0.0))
+        kb_error_numeric(_("the median heuristic gives a zero bandwidth: "
+                           "the particles coincide; give a numeric "
+                           "'bandwidth'"));
+    return h;
+}
+
 /* ---- SVGD: the direction ---------------------------------------------- */
 
 /* The n^2 pairs are visited in tiles of the upper triangle, each kernel
- * value computed once and added to both of its rows.  Per-thread sums (a
- * slice of acc): rs (n), KS (d x n), KX (d x n), the trace term (1), then
- * room for a tile row's distances and kernel values (2 SVGD_TILE). */
+ * value computed once and added to both of its rows.  A thread's slice of
+ * acc: the trace term and a pad (the sums stay 16-byte aligned), then its
+ * sums rs (n), KS (d x n), KX (d x n). */
+#define SVGD_HEAD 2
+
 typedef struct {
     const double *X, *S;
     R_xlen_t n;
     int d, nt;
     const double *P;          /* packed pair distances, or NULL */
     const kb_kernel *K;       /* Gaussian, lam = 1 / h^2 */
-    double a, b;              /* trace term k (a - b d2): d / h^2, 1 / h^4 */
     R_xlen_t T;               /* tiles per side */
-    size_t nacc;              /* per-thread sums */
+    size_t nacc;              /* per-thread sums, after SVGD_HEAD */
     kb_scratch acc;
     double tr;                /* the trace term over finished chunks */
 } svgd_ctx;
@@ -271,16 +284,11 @@ static double svgd_row(const svgd_ctx *q, R_xlen_t i, R_xlen_t j0, int m,
                        int diag, double *acc)
 {
     const R_xlen_t n = q->n;
-    double *rs = acc, *KS = rs + n, *KX = KS + (size_t) q->d * n,
-        *d2 = acc + q->nacc, *kv = d2 + SVGD_TILE;
+    double d2[SVGD_TILE], kv[SVGD_TILE], sums[2], *rs = acc + SVGD_HEAD,
+        *KS = rs + n, *KX = KS + (size_t) q->d * n;
     svgd_dists(q, i, j0, m, diag, d2);
-    kb_phi0_iso_block(q->K, m, d2, kv);
-    double ksum = 0.0, tacc = 0.0;
-    for (int t = 0; t < m; t++) {
-        ksum += kv[t];
-        tacc += kv[t] * (q->a - q->b * d2[t]);
-    }
-    rs[i] += ksum;
+    kb_phi0_iso_sums(q->K, m, d2, kv, sums);
+    rs[i] += sums[0];
     if (!diag)
         for (int t = 0; t < m; t++)
             rs[j0 + t] += kv[t];
@@ -304,7 +312,7 @@ static double svgd_row(const svgd_ctx *q, R_xlen_t i, R_xlen_t j0, int m,
             KXj[t] += kv[t] * xik;
         }
     }
-    return diag ? tacc : 2.0 * tacc;
+    return diag ? sums[1] : 2.0 * sums[1];
 }
 
 /* Tile number -> (I, J), I <= J, row-major over the upper triangle. */
@@ -322,7 +330,7 @@ static void svgd_tile(void *ctx, R_xlen_t tile, double *acc)
     double trl = 0.0;
     for (R_xlen_t i = i0; i < i1; i++)
         trl += svgd_row(q, i, j0, (int) (j1 - j0), I == J, acc);
-    acc[q->nacc - 1] += trl;
+    acc[0] += trl;
 }
 
 /* After a chunk of tiles: its trace terms, summed in thread order. */
@@ -331,7 +339,7 @@ static R_xlen_t svgd_chunk_done(void *ctx, R_xlen_t i0, R_xlen_t i1)
     svgd_ctx *q = (svgd_ctx *) ctx;
     double tr = 0.0;
     for (int t = 0; t < q->nt; t++) {
-        double *slot = q->acc.base + q->acc.per * t + q->nacc - 1;
+        double *slot = q->acc.base + q->acc.per * t;
         tr += *slot;
         *slot = 0.0;
     }
@@ -344,7 +352,7 @@ static R_xlen_t svgd_chunk_done(void *ctx, R_xlen_t i0, R_xlen_t i1)
 static double svgd_finish(const svgd_ctx *q, double h2, double *phi)
 {
     const R_xlen_t n = q->n;
-    double *acc = q->acc.base;
+    double *acc = q->acc.base + SVGD_HEAD;
     for (int th = 1; th < q->nt; th++) {
         const double *src = acc + q->acc.per * th;
         for (size_t t = 0; t < q->nacc; t++)
@@ -379,11 +387,9 @@ static double svgd_direction(svgd_ctx *q, double h, double *phi)
     kb_kernel_gaussian(&K, q->d, &lam);
     R_xlen_t n = q->n, T = (n + SVGD_TILE - 1) / SVGD_TILE;
     q->K = &K;
-    q->a = q->d / h2;
-    q->b = b;
     q->T = T;
-    q->nacc = (size_t) n * (2 * q->d + 1) + 1;
-    q->acc = kb_scratch_alloc(q->nacc + 2 * SVGD_TILE, q->nt);
+    q->nacc = (size_t) n * (2 * q->d + 1);
+    q->acc = kb_scratch_alloc((SVGD_HEAD + q->nacc + 1) / 2 * 2, q->nt);
     memset(q->acc.base, 0, q->acc.per * q->nt * sizeof(double));
     q->tr = 0.0;
     kb_loop L = {.nt = q->nt, .dynamic = 1, .scratch = q->acc,
@@ -417,11 +423,7 @@ SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP ws, SEXP nthreads)
         /* the caller's workspace (kept across iterations: no fresh pages) */
         double *P = TYPEOF(ws) == REALSXP && XLENGTH(ws) == N ? REAL(ws) :
             (double *) R_alloc((size_t) N, sizeof(double));
-        h = sqrt(0.5 * svgd_median(q.X, n, d, P, nt) / log((double) n + 1.0));
-        if (!(h > 0.0))
-            kb_error_numeric(_("the median heuristic gives a zero bandwidth: "
-                               "the particles coincide; give a numeric "
-                               "'bandwidth'"));
+        h = svgd_median_h(q.X, n, d, P, nt);
         q.P = P;
     }
     const char *nms[] = {"phi", "h", "ksd2", ""};
@@ -614,15 +616,11 @@ typedef struct {
     double *rowmax, *G;
 } mied_ctx;
 
-/* log w_ij for the m pairs (i, j0 + t) with squared distances r (lw may be
- * r itself); the pair (i, i) gets -Inf. */
-static void mied_logw(const mied_ctx *q, R_xlen_t i, R_xlen_t j0, int m,
-                      const double *r, double *lw)
+/* log w_ij at the squared distance r of x_i and x_j. */
+static inline double mied_logw(const mied_ctx *q, R_xlen_t i, R_xlen_t j,
+                               double r)
 {
-    for (int t = 0; t < m; t++)
-        lw[t] = j0 + t == i ? R_NegInf :
-            -0.5 * q->se * log(r[t] + q->e2) + 0.5 * q->V[i] +
-            0.5 * q->V[j0 + t];
+    return -0.5 * q->se * log(r + q->e2) + 0.5 * q->V[i] + 0.5 * q->V[j];
 }
 
 /* Pass 1: the largest log weight of row i. */
@@ -633,10 +631,13 @@ static void mied_max_row(void *ctx, R_xlen_t i, double *unused)
     for (R_xlen_t j0 = 0; j0 < q->n; j0 += KB_BLOCK) {
         int m = (int) (q->n - j0 < KB_BLOCK ? q->n - j0 : KB_BLOCK);
         kb_sqdist_block(q->d, q->X + i, q->n, q->X, q->n, j0, m, r);
-        mied_logw(q, i, j0, m, r, r);
-        for (int t = 0; t < m; t++)
-            if (r[t] > mx)
-                mx = r[t];
+        for (int t = 0; t < m; t++) {
+            if (j0 + t == i)
+                continue;
+            double lw = mied_logw(q, i, j0 + t, r[t]);
+            if (lw > mx)
+                mx = lw;
+        }
     }
     q->rowmax[i] = mx;
 }
@@ -654,14 +655,13 @@ static void mied_grad_row(void *ctx, R_xlen_t i, double *xi)
     for (R_xlen_t j0 = 0; j0 < n; j0 += KB_BLOCK) {
         int m = (int) (n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK);
         kb_sqdist_block(q->d, xi, 1, q->X, n, j0, m, r);
-        mied_logw(q, i, j0, m, r, c);
         double cb = 0.0;
         for (int t = 0; t < m; t++) {
             if (j0 + t == i) {
                 c[t] = 0.0;
                 continue;
             }
-            double w = exp(c[t] - q->M);
+            double w = exp(mied_logw(q, i, j0 + t, r[t]) - q->M);
             wsum += w;
             c[t] = w * q->se / (r[t] + q->e2);
             cb += c[t];
@@ -715,6 +715,23 @@ static void mied_max(mied_ctx *q)
                            "densities are too large; rescale the problem"));
 }
 
+/* The log energy, and its gradient into q->G. */
+static double mied_energy(mied_ctx *q, int nt)
+{
+    const R_xlen_t n = q->n;
+    kb_loop L = {.nt = nt, .cost0 = (double) n * KB_KERNEL_WORK(q->d),
+                 .item = mied_max_row, .ctx = q};
+    kb_loop_run(&L, 0, n);
+    mied_max(q);
+    L.item = mied_grad_row;
+    L.after = row_total_add;
+    L.scratch = kb_scratch_alloc(q->d, nt);
+    kb_loop_run(&L, 0, n);
+    for (R_xlen_t t = 0; t < n * q->d; t++)
+        q->G[t] *= 2.0 / q->w.total;
+    return q->M + log(q->w.total) - 2.0 * log((double) n);
+}
+
 /* .Call entry: log energy and its gradient.  x: n x d particles, V: -log
  * density (length n), s: scores; sexp, eps: the Riesz exponent and
  * mollifier scale. */
@@ -728,27 +745,15 @@ SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
     if (n < 2)
         kb_error_class("kb_error_arg", _("MIED needs at least 2 particles"));
     double se = kb_scalar_real(sexp_, "s"), eps = kb_scalar_real(eps_, "eps");
-    mied_ctx q = {{(double *) R_alloc((size_t) n, sizeof(double)), 0.0},
-                  REAL(x), REAL(s), V, n, d, se, eps * eps, R_NegInf,
-                  (double *) R_alloc((size_t) n, sizeof(double)), NULL};
-    kb_check_interrupt();
-    kb_loop L = {.nt = nt, .cost0 = (double) n * KB_KERNEL_WORK(d),
-                 .item = mied_max_row, .ctx = &q};
-    kb_loop_run(&L, 0, n);
-    mied_max(&q);
     const char *nms[] = {"value", "grad", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP g = Rf_allocMatrix(REALSXP, n, d);
     SET_VECTOR_ELT(ans, 1, g);
-    q.G = REAL(g);
-    L.item = mied_grad_row;
-    L.after = row_total_add;
-    L.scratch = kb_scratch_alloc(d, nt);
-    kb_loop_run(&L, 0, n);
-    for (R_xlen_t t = 0; t < (R_xlen_t) n * d; t++)
-        q.G[t] *= 2.0 / q.w.total;
-    SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(q.M + log(q.w.total) -
-                                         2.0 * log((double) n)));
+    mied_ctx q = {{(double *) R_alloc((size_t) n, sizeof(double)), 0.0},
+                  REAL(x), REAL(s), V, n, d, se, eps * eps, R_NegInf,
+                  (double *) R_alloc((size_t) n, sizeof(double)), REAL(g)};
+    kb_check_interrupt();
+    SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(mied_energy(&q, nt)));
     UNPROTECT(1);
     return ans;
 }

@@ -144,13 +144,42 @@ void kb_phi0_block(const kb_kernel *K, int m, const double *r, double *p0)
     kb_phi_block(K, m, r, p0, NULL, NULL);
 }
 
-void kb_phi0_iso_block(const kb_kernel *K, int m, const double *d2,
-                       double *p0)
+/* kb_phi0_iso_sums() for any kernel, from phi' and phi''. */
+static void iso_sums_any(const kb_kernel *K, int m, const double *d2,
+                         double *p0, double *sums)
 {
     const double lam = K->lam[0];
+    double r[KB_BLOCK], p1[KB_BLOCK], p2[KB_BLOCK], s0 = 0.0, s1 = 0.0;
     for (int j = 0; j < m; j++)
-        p0[j] = lam * d2[j];
-    kb_phi0_block(K, m, p0, p0);
+        r[j] = lam * d2[j];
+    kb_phi_block(K, m, r, p0, p1, p2);
+    for (int j = 0; j < m; j++) {
+        s0 += p0[j];
+        s1 += -2.0 * K->d * lam * p1[j] - 4.0 * lam * lam * d2[j] * p2[j];
+    }
+    sums[0] = s0;
+    sums[1] = s1;
+}
+
+void kb_phi0_iso_sums(const kb_kernel *K, int m, const double *d2,
+                      double *p0, double *sums)
+{
+    if (K->type != KB_GAUSS) {
+        iso_sums_any(K, m, d2, p0, sums);
+        return;
+    }
+    /* the Gaussian in one pass, so that the sums overlap the exponentials:
+     * -2 d lam phi' - 4 lam^2 d2 phi'' = phi (d lam - lam^2 d2) */
+    const double lam = K->lam[0], a = K->d * lam, b = lam * lam;
+    double s0 = 0.0, s1 = 0.0;
+    for (int j = 0; j < m; j++) {
+        double ph = exp(-0.5 * (lam * d2[j]));
+        p0[j] = ph;
+        s0 += ph;
+        s1 += ph * (a - b * d2[j]);
+    }
+    sums[0] = s0;
+    sums[1] = s1;
 }
 
 void kb_phi3_block(const kb_kernel *K, int m, const double *r,
@@ -170,22 +199,6 @@ double kb_phi_zero(const kb_kernel *K)
     double zero = 0.0, p0;
     kb_phi0_block(K, 1, &zero, &p0);
     return p0;
-}
-
-void kb_sqdist_block(int d, const double *x, R_xlen_t xs, const double *X,
-                     R_xlen_t ld, R_xlen_t j0, int m, double *r)
-{
-    for (int t = 0; t < m; t++)
-        r[t] = 0.0;
-    for (int k = 0; k < d; k++) {
-        const double *xk = X + k * ld + j0;
-        double xik = x[k * xs];
-#pragma omp simd
-        for (int t = 0; t < m; t++) {
-            double u = xik - xk[t];
-            r[t] += u * u;
-        }
-    }
 }
 
 void kb_dist_block(const kb_kernel *K, const double *x, const double *X,

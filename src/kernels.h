@@ -41,10 +41,13 @@ void kb_phi_block(const kb_kernel *K, int m, const double *r,
 /* phi alone at m values of r (p0 may be r itself). */
 void kb_phi0_block(const kb_kernel *K, int m, const double *r, double *p0);
 
-/* phi(lam d2) of an isotropic kernel at plain squared distances d2 (from
- * kb_sqdist_block; p0 may be d2 itself). */
-void kb_phi0_iso_block(const kb_kernel *K, int m, const double *d2,
-                       double *p0);
+/* For an isotropic kernel at m <= KB_BLOCK plain squared distances d2
+ * (from kb_sqdist_block): p0 = phi(lam d2), sums[0] = sum of phi and
+ * sums[1] = sum of tr(grad_x grad_y k) = -2 d lam phi' - 4 lam^2 d2 phi''
+ * (the trace term of the Stein kernel); the Gaussian in one pass (the
+ * inner loop of SVGD). */
+void kb_phi0_iso_sums(const kb_kernel *K, int m, const double *d2,
+                      double *p0, double *sums);
 
 /* phi''' at m values of r, given p2 = phi''(r) from kb_phi_block(). */
 void kb_phi3_block(const kb_kernel *K, int m, const double *r,
@@ -56,9 +59,23 @@ double kb_phi_zero(const kb_kernel *K);
 /* Squared Euclidean distances (no preconditioner) r_t = |x - X_{j0+t}|^2,
  * t < m, for the points of a column-major matrix X with leading dimension
  * ld; the point x has coordinates x[k * xs] (xs = 1: a vector; xs = ld and
- * x = X + i: row i of X itself). */
-void kb_sqdist_block(int d, const double *x, R_xlen_t xs, const double *X,
-                     R_xlen_t ld, R_xlen_t j0, int m, double *r);
+ * x = X + i: row i of X itself).  Inline: the inner loop of the flows. */
+static inline void kb_sqdist_block(int d, const double *x, R_xlen_t xs,
+                                   const double *X, R_xlen_t ld, R_xlen_t j0,
+                                   int m, double *r)
+{
+    for (int t = 0; t < m; t++)
+        r[t] = 0.0;
+    for (int k = 0; k < d; k++) {
+        const double *xk = X + k * ld + j0;
+        double xik = x[k * xs];
+#pragma omp simd
+        for (int t = 0; t < m; t++) {
+            double u = xik - xk[t];
+            r[t] += u * u;
+        }
+    }
+}
 
 /* Squared preconditioned distances r_j = (x - X_j)' L (x - X_j) for the m
  * points X_j, j = j0..j0+m-1, of a column-major matrix with leading

@@ -274,6 +274,25 @@ static SEXP thin_run(const greedy_problem *g, int m, int unique, int nt,
     return ans;
 }
 
+/* The diagonal terms k_p(x_i, x_i) [e^{2 w_i}] of Stein thinning; an error
+ * naming the row when one overflows. */
+static double *stein_thin_diag(const greedy_problem *g)
+{
+    const int d = g->K->d;
+    double *obj = (double *) R_alloc((size_t) g->n, sizeof(double));
+    double *si = (double *) R_alloc((size_t) d, sizeof(double));
+    for (R_xlen_t i = 0; i < g->n; i++) {
+        kb_get_row(g->S, g->n, i, d, si);
+        obj[i] = kb_stein_diag(g->K, si);
+        if (g->ew)
+            obj[i] *= g->ew[i] * g->ew[i];
+    }
+    R_xlen_t bad = first_nonfinite_obj(obj, g->n);
+    if (bad >= 0)
+        locate_overflow(g, bad, NULL, 0);
+    return obj;
+}
+
 /* .Call entry: greedy Stein thinning; w = NULL or the gradient-free log
  * weights (shifted to minimum 0 by the R layer). */
 SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
@@ -293,18 +312,7 @@ SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
             ew[i] = exp(wv[i]);
     }
     greedy_problem g = {&K, REAL(x), REAL(s), n, ew, NULL};
-    double *obj = (double *) R_alloc((size_t) n, sizeof(double));
-    double *si = (double *) R_alloc((size_t) d, sizeof(double));
-    for (int i = 0; i < n; i++) {
-        kb_get_row(REAL(s), n, i, d, si);
-        obj[i] = kb_stein_diag(&K, si);
-        if (ew)
-            obj[i] *= ew[i] * ew[i];
-    }
-    R_xlen_t bad = first_nonfinite_obj(obj, n);
-    if (bad >= 0)
-        locate_overflow(&g, bad, NULL, 0);
-    return thin_run(&g, m, unique, nt, obj, R_NilValue);
+    return thin_run(&g, m, unique, nt, stein_thin_diag(&g), R_NilValue);
 }
 
 /* .Call entry: MMD thinning (kernel herding on the sample).  xe holds the
