@@ -14,8 +14,9 @@
 #include <emmintrin.h>
 #endif
 
-/* The names the R layer gives kernels (resolve_kernel()), in the order of
- * kb_kernel_type. */
+/* Kernel types, and the names the R layer gives them (resolve_kernel()),
+ * in the same order. */
+typedef enum { KB_IMQ = 0, KB_GAUSS = 1 } kb_kernel_type;
 static const char *const kernel_names[] = {"imq", "gaussian", NULL};
 
 /* The trace of L; every eigenvalue must be finite and positive. */

@@ -13,13 +13,11 @@
 /* Work units (runtime.h) of one base kernel evaluation in d dimensions. */
 #define KB_KERNEL_WORK(d) ((double) (d) + 4.0)
 
-/* Internal to C: the R layer names kernels by the strings of
- * kb_kernel_from_sexp(). */
-typedef enum { KB_IMQ = 0, KB_GAUSS = 1 } kb_kernel_type;
-
+/* A kernel's type and parameters mean something to kernels.c only (the
+ * R layer names kernels by strings, mapped in kb_kernel_from_sexp()). */
 typedef struct {
-    int type;                 /* kb_kernel_type */
-    double c, beta;           /* IMQ: phi(r) = (c + r)^beta */
+    int type;
+    double c, beta;           /* parameters; IMQ: phi(r) = (c + r)^beta */
     int d;                    /* dimension */
     int iso;                  /* 1: L = lam[0] I */
     const double *lam;        /* eigenvalues of L (length d, or 1 if iso) */
