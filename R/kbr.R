@@ -28,8 +28,7 @@ as_obs <- function(y, arg, d = NULL) {
 incomplete_cholesky <- function(rk, x, tol = 1e-6, max_rank = nrow(x)) {
   n <- nrow(x)
   max_rank <- min(max_rank, n)
-  dg <- rep(1, n)                      # phi(0) = 1 for the Gaussian kernel
-  if (rk$type == 1L) dg <- rep(rk$c^rk$beta, n)
+  dg <- rep(resolved_phi0(rk), n)      # the diagonal k(x, x) = phi(0)
   L <- matrix(0, n, max_rank)
   piv <- integer(0)
   for (j in seq_len(max_rank)) {

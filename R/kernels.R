@@ -277,7 +277,7 @@ resolve_kernel <- function(kernel, x, arg = "x") {
   } else {
     Q %*% (lambda * t(Q))
   }
-  structure(list(type = if (kernel$type == "imq") 1L else 2L,
+  structure(list(type = kernel$type,
                  c = if (kernel$type == "imq") kernel$c else 1,
                  beta = if (kernel$type == "imq") kernel$beta else -0.5,
                  lambda = as.double(lambda), iso = iso, Q = Q, L = L,
@@ -322,6 +322,9 @@ kernel_phi <- function(kernel, r) {
   colnames(out) <- c("phi", "dphi", "d2phi")
   out
 }
+
+# phi(0) = k(x, x) of a resolved kernel.
+resolved_phi0 <- function(rk) .Call(C_kb_phi, rk, 0)[[1L]]
 
 #' Kernel (Gram) matrix
 #'

@@ -1,12 +1,10 @@
-/* Base kernels: the only place that knows phi and its radial derivatives. */
+/* Base kernels: the only place that knows phi and its radial derivatives,
+ * and the only place that computes distances between points. */
 #include <math.h>
 #include "kernels.h"
 #include "args.h"
 #include "runtime.h"
 #include "entries.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Compilers keep sqrt()'s errno path unless built with -fno-math-errno,
  * which R's default flags do not give, and then will not vectorise the
@@ -16,28 +14,40 @@
 #include <emmintrin.h>
 #endif
 
+/* Kernel types, and the names the R layer gives them (resolve_kernel()),
+ * in the same order. */
+typedef enum { KB_IMQ = 0, KB_GAUSS = 1 } kb_kernel_type;
+static const char *const kernel_names[] = {"imq", "gaussian", NULL};
+
+/* The trace of L; every eigenvalue must be finite and positive. */
+static double kernel_trace(const kb_kernel *K)
+{
+    double tr = 0.0;
+    for (int k = 0; k < K->d; k++) {
+        double l = K->lam[K->iso ? 0 : k];
+        if (!(l > 0.0) || !R_FINITE(l))
+            KB_INTERNAL("preconditioner is not positive definite");
+        tr += l;
+    }
+    /* resolve_kernel() rules out an overflowing trace */
+    if (!R_FINITE(tr))
+        KB_INTERNAL("the trace of the preconditioner overflows");
+    return tr;
+}
+
 void kb_kernel_from_sexp(SEXP kern, int d, kb_kernel *K)
 {
-    SEXP type = kb_list_elt(kern, "type"), lam = kb_list_elt(kern, "lambda"),
-        iso = kb_list_elt(kern, "iso");
+    SEXP lam = kb_list_elt(kern, "lambda"), iso = kb_list_elt(kern, "iso");
     if (TYPEOF(lam) != REALSXP || TYPEOF(iso) != LGLSXP || XLENGTH(iso) != 1)
         KB_INTERNAL("malformed kernel");
-    K->type = kb_scalar_int(type, "kernel$type");
+    K->type = kb_arg_choice(kb_list_elt(kern, "type"), "kernel$type",
+                            kernel_names);
     K->d = d;
     K->iso = LOGICAL(iso)[0] == TRUE;
     if (XLENGTH(lam) != (K->iso ? 1 : d))
         KB_INTERNAL("kernel lambda has the wrong length");
     K->lam = REAL(lam);
-    K->trL = 0.0;
-    for (int k = 0; k < d; k++) {
-        double l = K->lam[K->iso ? 0 : k];
-        if (!(l > 0.0) || !R_FINITE(l))
-            KB_INTERNAL("preconditioner is not positive definite");
-        K->trL += l;
-    }
-    /* resolve_kernel() rules out an overflowing trace */
-    if (!R_FINITE(K->trL))
-        KB_INTERNAL("the trace of the preconditioner overflows");
+    K->trL = kernel_trace(K);
     K->c = 1.0;
     K->beta = -0.5;
     if (K->type == KB_IMQ) {
@@ -45,52 +55,74 @@ void kb_kernel_from_sexp(SEXP kern, int d, kb_kernel *K)
         K->beta = kb_scalar_real(kb_list_elt(kern, "beta"), "beta");
         if (!(K->c > 0.0) || !(K->beta < 0.0))
             KB_INTERNAL("IMQ parameters out of range");
-    } else if (K->type != KB_GAUSS) {
-        KB_INTERNAL("unknown kernel type");
     }
 }
 
+void kb_kernel_gaussian(kb_kernel *K, int d, const double *lam)
+{
+    K->type = KB_GAUSS;
+    K->c = 1.0;
+    K->beta = -0.5;
+    K->d = d;
+    K->iso = 1;
+    K->lam = lam;
+    K->trL = kernel_trace(K);
+}
+
 /* IMQ: phi = t^beta with t = c + r; phi' = beta phi / t;
- * phi'' = beta (beta - 1) phi / t^2.  The default beta = -1/2 avoids pow(). */
+ * phi'' = beta (beta - 1) phi / t^2; phi''' = (beta - 2) phi'' / t.
+ * p1 NULL: phi alone.  The default beta = -1/2 avoids pow(). */
 static void imq_block(double c, double beta, int m, const double *r,
                       double *p0, double *p1, double *p2)
 {
     double b1 = beta, b2 = beta * (beta - 1.0);
-    if (beta == -0.5) {
-        int j = 0;
-#if defined(__SSE2__)
-        const __m128d one = _mm_set1_pd(1.0), cc = _mm_set1_pd(c),
-            bb1 = _mm_set1_pd(b1), bb2 = _mm_set1_pd(b2);
-        for (; j + 2 <= m; j += 2) {
-            __m128d it = _mm_div_pd(one, _mm_add_pd(cc, _mm_loadu_pd(r + j)));
-            __m128d ph = _mm_sqrt_pd(it);
-            __m128d pit = _mm_mul_pd(ph, it);
-            _mm_storeu_pd(p0 + j, ph);
-            _mm_storeu_pd(p1 + j, _mm_mul_pd(bb1, pit));
-            _mm_storeu_pd(p2 + j, _mm_mul_pd(bb2, _mm_mul_pd(pit, it)));
-        }
-#endif
-        for (; j < m; j++) {
-            double it = 1.0 / (c + r[j]);
-            double ph = sqrt(it), pit = ph * it;
-            p0[j] = ph;
-            p1[j] = b1 * pit;
-            p2[j] = b2 * (pit * it);
-        }
-    } else {
+    if (beta != -0.5) {
         for (int j = 0; j < m; j++) {
             double t = c + r[j], ph = pow(t, beta), it = 1.0 / t;
             p0[j] = ph;
-            p1[j] = b1 * ph * it;
-            p2[j] = b2 * ph * it * it;
+            if (p1) {
+                p1[j] = b1 * ph * it;
+                p2[j] = b2 * ph * it * it;
+            }
+        }
+        return;
+    }
+    int j = 0;
+#if defined(__SSE2__)
+    const __m128d one = _mm_set1_pd(1.0), cc = _mm_set1_pd(c),
+        bb1 = _mm_set1_pd(b1), bb2 = _mm_set1_pd(b2);
+    for (; j + 2 <= m; j += 2) {
+        __m128d it = _mm_div_pd(one, _mm_add_pd(cc, _mm_loadu_pd(r + j)));
+        __m128d ph = _mm_sqrt_pd(it);
+        _mm_storeu_pd(p0 + j, ph);
+        if (p1) {
+            __m128d pit = _mm_mul_pd(ph, it);
+            _mm_storeu_pd(p1 + j, _mm_mul_pd(bb1, pit));
+            _mm_storeu_pd(p2 + j, _mm_mul_pd(bb2, _mm_mul_pd(pit, it)));
+        }
+    }
+#endif
+    for (; j < m; j++) {
+        double it = 1.0 / (c + r[j]);
+        double ph = sqrt(it), pit = ph * it;
+        p0[j] = ph;
+        if (p1) {
+            p1[j] = b1 * pit;
+            p2[j] = b2 * (pit * it);
         }
     }
 }
 
-/* Gaussian: phi = exp(-r/2), phi' = -phi/2, phi'' = phi/4. */
+/* Gaussian: phi = exp(-r/2), phi' = -phi/2, phi'' = phi/4,
+ * phi''' = -phi''/2.  p1 NULL: phi alone. */
 static void gauss_block(int m, const double *r, double *p0, double *p1,
                         double *p2)
 {
+    if (!p1) {
+        for (int j = 0; j < m; j++)
+            p0[j] = exp(-0.5 * r[j]);
+        return;
+    }
     for (int j = 0; j < m; j++) {
         double ph = exp(-0.5 * r[j]);
         p0[j] = ph;
@@ -108,72 +140,165 @@ void kb_phi_block(const kb_kernel *K, int m, const double *r,
         gauss_block(m, r, p0, p1, p2);
 }
 
+void kb_phi0_block(const kb_kernel *K, int m, const double *r, double *p0)
+{
+    kb_phi_block(K, m, r, p0, NULL, NULL);
+}
+
+/* kb_phi0_iso_sums() for any kernel, from phi' and phi''. */
+static void iso_sums_any(const kb_kernel *K, int m, const double *d2,
+                         double *p0, double *sums)
+{
+    const double lam = K->lam[0];
+    double r[KB_BLOCK], p1[KB_BLOCK], p2[KB_BLOCK], s0 = 0.0, s1 = 0.0;
+    for (int j = 0; j < m; j++)
+        r[j] = lam * d2[j];
+    kb_phi_block(K, m, r, p0, p1, p2);
+    for (int j = 0; j < m; j++) {
+        s0 += p0[j];
+        s1 += -2.0 * K->d * lam * p1[j] - 4.0 * lam * lam * d2[j] * p2[j];
+    }
+    sums[0] = s0;
+    sums[1] = s1;
+}
+
+void kb_phi0_iso_sums(const kb_kernel *K, int m, const double *d2,
+                      double *p0, double *sums)
+{
+    if (K->type != KB_GAUSS) {
+        iso_sums_any(K, m, d2, p0, sums);
+        return;
+    }
+    /* the Gaussian in one pass, so that the sums overlap the exponentials:
+     * -2 d lam phi' - 4 lam^2 d2 phi'' = phi (d lam - lam^2 d2) */
+    const double lam = K->lam[0], a = K->d * lam, b = lam * lam;
+    double s0 = 0.0, s1 = 0.0;
+    for (int j = 0; j < m; j++) {
+        double ph = exp(-0.5 * (lam * d2[j]));
+        p0[j] = ph;
+        s0 += ph;
+        s1 += ph * (a - b * d2[j]);
+    }
+    sums[0] = s0;
+    sums[1] = s1;
+}
+
+void kb_phi3_block(const kb_kernel *K, int m, const double *r,
+                   const double *p2, double *p3)
+{
+    if (K->type == KB_IMQ) {
+        for (int j = 0; j < m; j++)
+            p3[j] = p2[j] * (K->beta - 2.0) / (K->c + r[j]);
+    } else {
+        for (int j = 0; j < m; j++)
+            p3[j] = -0.5 * p2[j];
+    }
+}
+
+double kb_phi_zero(const kb_kernel *K)
+{
+    double zero = 0.0, p0;
+    kb_phi0_block(K, 1, &zero, &p0);
+    return p0;
+}
+
 void kb_dist_block(const kb_kernel *K, const double *x, const double *X,
                    R_xlen_t ld, R_xlen_t j0, int m, double *r)
 {
+    if (K->iso) {
+        kb_sqdist_block(K->d, x, 1, X, ld, j0, m, r);
+        for (int t = 0; t < m; t++)
+            r[t] *= K->lam[0];
+        return;
+    }
     for (int t = 0; t < m; t++)
         r[t] = 0.0;
     for (int k = 0; k < K->d; k++) {
         const double *xk = X + k * ld + j0;
-        double xik = x[k], lk = K->lam[K->iso ? 0 : k];
-        if (K->iso)
-            lk = 1.0;
+        double xik = x[k], lk = K->lam[k];
 #pragma omp simd
         for (int t = 0; t < m; t++) {
             double u = xik - xk[t];
             r[t] += lk * u * u;
         }
     }
-    if (K->iso)
-        for (int t = 0; t < m; t++)
-            r[t] *= K->lam[0];
 }
 
 void kb_kernel_row(const kb_kernel *K, const double *x, const double *X,
                    R_xlen_t ld, R_xlen_t j0, R_xlen_t j1, double *out)
 {
-    double r[KB_BLOCK], p1[KB_BLOCK], p2[KB_BLOCK];
+    double r[KB_BLOCK];
     for (R_xlen_t j = j0; j < j1; j += KB_BLOCK) {
         int m = (int) (j1 - j < KB_BLOCK ? j1 - j : KB_BLOCK);
         kb_dist_block(K, x, X, ld, j, m, r);
-        kb_phi_block(K, m, r, out + (j - j0), p1, p2);
+        kb_phi0_block(K, m, r, out + (j - j0));
     }
 }
 
-/* .Call entry: the base kernel Gram matrix k(x_i, y_j), n x m, for points
- * already in the kernel's coordinates (threads over columns). */
+double kb_kernel_row_sum(const kb_kernel *K, const double *x, const double *X,
+                         R_xlen_t ld, R_xlen_t j0, R_xlen_t j1)
+{
+    double buf[KB_BLOCK], acc = 0.0;
+    for (R_xlen_t j = j0; j < j1; j += KB_BLOCK) {
+        R_xlen_t j2 = j + KB_BLOCK < j1 ? j + KB_BLOCK : j1;
+        kb_kernel_row(K, x, X, ld, j, j2, buf);
+        for (R_xlen_t t = 0; t < j2 - j; t++)
+            acc += buf[t];
+    }
+    return acc;
+}
+
+static void kernel_rows_item(void *ctx, R_xlen_t j, double *yj)
+{
+    const kb_kernel_rows *q = (const kb_kernel_rows *) ctx;
+    kb_get_row(q->Y, q->ny, j, q->K->d, yj);
+    if (q->G)
+        kb_kernel_row(q->K, yj, q->X, q->nx, 0, q->nx, q->G + j * q->nx);
+    else
+        q->mean[j] = kb_kernel_row_sum(q->K, yj, q->X, q->nx, 0, q->nx) /
+            q->nx;
+}
+
+void kb_kernel_rows_run(const kb_kernel_rows *q, int nt)
+{
+    const int d = q->K->d;
+    kb_loop L = {.nt = nt, .cost0 = (double) q->nx * KB_KERNEL_WORK(d),
+                 .scratch = kb_scratch_alloc(d, nt), .item = kernel_rows_item,
+                 .ctx = (void *) q};
+    kb_loop_run(&L, 0, q->ny);
+}
+
+/* ---- .Call entries ---------------------------------------------------- */
+
+/* The base kernel Gram matrix k(x_i, y_j), n x m, for points already in the
+ * kernel's coordinates (threads over columns). */
 SEXP kb_gram(SEXP x, SEXP y, SEXP kern, SEXP nthreads)
 {
-    if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x) || TYPEOF(y) != REALSXP ||
-        !Rf_isMatrix(y) || Rf_ncols(x) != Rf_ncols(y))
-        Rf_error(_("'x' and 'y' must be numeric matrices with the same "
-                   "number of columns"));
-    int n = Rf_nrows(x), m = Rf_nrows(y), d = Rf_ncols(x),
-        nt = kb_nthreads(nthreads);
+    int n = kb_arg_matrix(x, "x", -1, -1), d = Rf_ncols(x),
+        m = kb_arg_matrix(y, "y", -1, d), nt = kb_nthreads(nthreads);
     kb_kernel K;
     kb_kernel_from_sexp(kern, d, &K);
     SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, n, m));
-    double *G = REAL(ans);
-    const double *X = REAL(x), *Y = REAL(y);
-    double *scratch = (double *) R_alloc((size_t) d * nt, sizeof(double));
-    R_xlen_t step = (R_xlen_t) (KB_PAR_MIN_EVALS * 16 / (n > 0 ? n : 1)) + 1;
-    for (R_xlen_t j0 = 0; j0 < m; j0 += step) {
-        R_xlen_t j1 = j0 + step < m ? j0 + step : m;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) \
-    if ((double) (j1 - j0) * n >= KB_PAR_MIN_EVALS)
-#endif
-        for (R_xlen_t j = j0; j < j1; j++) {
-            int tid = 0;
-#ifdef _OPENMP
-            tid = omp_get_thread_num();
-#endif
-            double *yj = scratch + (size_t) d * tid;
-            for (int k = 0; k < d; k++)
-                yj[k] = Y[(R_xlen_t) k * m + j];
-            kb_kernel_row(&K, yj, X, n, 0, n, G + j * (R_xlen_t) n);
-        }
-        R_CheckUserInterrupt();
+    kb_kernel_rows q = {&K, REAL(x), REAL(y), n, m, REAL(ans), NULL};
+    kb_kernel_rows_run(&q, nt);
+    UNPROTECT(1);
+    return ans;
+}
+
+/* phi, phi', phi'' at the values r: a length(r) x 3 matrix (for tests and
+ * for phi(0) in the R layer). */
+SEXP kb_phi(SEXP kern, SEXP r)
+{
+    const double *rv = kb_arg_vector(r, "r", -1);
+    kb_kernel K;
+    SEXP lam = kb_list_elt(kern, "lambda");
+    kb_kernel_from_sexp(kern, (int) XLENGTH(lam), &K);
+    R_xlen_t m = XLENGTH(r);
+    SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, (int) m, 3));
+    double *o = REAL(ans);
+    for (R_xlen_t j = 0; j < m; j += KB_BLOCK) {
+        int mm = (int) (m - j < KB_BLOCK ? m - j : KB_BLOCK);
+        kb_phi_block(&K, mm, rv + j, o + j, o + m + j, o + 2 * m + j);
     }
     UNPROTECT(1);
     return ans;

@@ -1,6 +1,8 @@
 /* Base kernels: k(x, y) = phi(r), r = u' L u, u = x - y.
  * Points reach this layer in the eigenbasis of L (the R layer rotates them),
- * so L is diagonal: lam[0..d-1], or lam[0] * I when iso is set. */
+ * so L is diagonal: lam[0..d-1], or lam[0] * I when iso is set.
+ * This layer is the only one that knows phi and its radial derivatives, and
+ * the only one that computes distances between points. */
 #ifndef KB_KERNELS_H
 #define KB_KERNELS_H
 
@@ -8,11 +10,14 @@
 
 #define KB_BLOCK 256          /* points per vectorised block */
 
-typedef enum { KB_IMQ = 1, KB_GAUSS = 2 } kb_kernel_type;
+/* Work units (runtime.h) of one base kernel evaluation in d dimensions. */
+#define KB_KERNEL_WORK(d) ((double) (d) + 4.0)
 
+/* A kernel's type and parameters mean something to kernels.c only (the
+ * R layer names kernels by strings, mapped in kb_kernel_from_sexp()). */
 typedef struct {
-    int type;                 /* kb_kernel_type */
-    double c, beta;           /* IMQ: phi(r) = (c + r)^beta */
+    int type;
+    double c, beta;           /* parameters; IMQ: phi(r) = (c + r)^beta */
     int d;                    /* dimension */
     int iso;                  /* 1: L = lam[0] I */
     const double *lam;        /* eigenvalues of L (length d, or 1 if iso) */
@@ -23,9 +28,52 @@ typedef struct {
  * lambda, iso); lambda storage stays owned by R. */
 void kb_kernel_from_sexp(SEXP kern, int d, kb_kernel *K);
 
+/* The isotropic Gaussian kernel exp(-lam |x - y|^2 / 2) in d dimensions;
+ * *lam must outlive K. */
+void kb_kernel_gaussian(kb_kernel *K, int d, const double *lam);
+
 /* phi, phi', phi'' at m values of r (any m). */
 void kb_phi_block(const kb_kernel *K, int m, const double *r,
                   double *p0, double *p1, double *p2);
+
+/* phi alone at m values of r (p0 may be r itself). */
+void kb_phi0_block(const kb_kernel *K, int m, const double *r, double *p0);
+
+/* For an isotropic kernel at m <= KB_BLOCK plain squared distances d2
+ * (from kb_sqdist_block): p0 = phi(lam d2), sums[0] = sum of phi and
+ * sums[1] = sum of tr(grad_x grad_y k) = -2 d lam phi' - 4 lam^2 d2 phi''
+ * (the trace term of the Stein kernel); the Gaussian in one pass (the
+ * inner loop of SVGD). */
+void kb_phi0_iso_sums(const kb_kernel *K, int m, const double *d2,
+                      double *p0, double *sums);
+
+/* phi''' at m values of r, given p2 = phi''(r) from kb_phi_block(). */
+void kb_phi3_block(const kb_kernel *K, int m, const double *r,
+                   const double *p2, double *p3);
+
+/* phi(0) = k(x, x). */
+double kb_phi_zero(const kb_kernel *K);
+
+/* Squared Euclidean distances (no preconditioner) r_t = |x - X_{j0+t}|^2,
+ * t < m, for the points of a column-major matrix X with leading dimension
+ * ld; the point x has coordinates x[k * xs] (xs = 1: a vector; xs = ld and
+ * x = X + i: row i of X itself).  Inline: the inner loop of the flows. */
+static inline void kb_sqdist_block(int d, const double *x, R_xlen_t xs,
+                                   const double *X, R_xlen_t ld, R_xlen_t j0,
+                                   int m, double *r)
+{
+    for (int t = 0; t < m; t++)
+        r[t] = 0.0;
+    for (int k = 0; k < d; k++) {
+        const double *xk = X + k * ld + j0;
+        double xik = x[k * xs];
+#pragma omp simd
+        for (int t = 0; t < m; t++) {
+            double u = xik - xk[t];
+            r[t] += u * u;
+        }
+    }
+}
 
 /* Squared preconditioned distances r_j = (x - X_j)' L (x - X_j) for the m
  * points X_j, j = j0..j0+m-1, of a column-major matrix with leading
@@ -36,5 +84,29 @@ void kb_dist_block(const kb_kernel *K, const double *x, const double *X,
 /* Base kernel values k(x, X_j) = phi(r_j) for j = j0..j1-1. */
 void kb_kernel_row(const kb_kernel *K, const double *x, const double *X,
                    R_xlen_t ld, R_xlen_t j0, R_xlen_t j1, double *out);
+
+/* sum_j k(x, X_j) over j = j0..j1-1. */
+double kb_kernel_row_sum(const kb_kernel *K, const double *x, const double *X,
+                         R_xlen_t ld, R_xlen_t j0, R_xlen_t j1);
+
+/* Kernel rows of the points y_j of Y (ny x d) against all of X (nx x d), in
+ * parallel over j on up to nt threads: G[j nx + i] = k(x_i, y_j) (G not
+ * NULL: the Gram matrix of X and Y), or mean[j] = mean_i k(x_i, y_j). */
+typedef struct {
+    const kb_kernel *K;
+    const double *X, *Y;
+    R_xlen_t nx, ny;
+    double *G, *mean;
+} kb_kernel_rows;
+
+void kb_kernel_rows_run(const kb_kernel_rows *q, int nt);
+
+/* Gather row i of a column-major matrix into a length-d vector. */
+static inline void kb_get_row(const double *X, R_xlen_t ld, R_xlen_t i, int d,
+                              double *out)
+{
+    for (int k = 0; k < d; k++)
+        out[k] = X[k * ld + i];
+}
 
 #endif

@@ -90,4 +90,25 @@ static inline int kb_tick(kb_ticker *t, double work)
     return 1;
 }
 
+/* A loop over items i = first..last-1 (rows, columns, tiles) run in chunks
+ * of about KB_TICK_WORK units: each chunk is one parallel region of
+ * kb_threads_for(nt, its work) threads; between chunks, outside the region,
+ * after() (when given) looks at the chunk's results and may stop the loop,
+ * and kb_check_interrupt() runs.  item() gets this thread's slice of
+ * scratch (NULL when scratch.per is 0) and must not call the R API. */
+typedef struct {
+    int nt;                   /* the thread cap (kb_nthreads) */
+    double cost0, cost1;      /* item i costs cost0 + cost1 i units (>= 1) */
+    int dynamic;              /* 0: schedule(static); k > 0: (dynamic, k) */
+    kb_scratch scratch;
+    void (*item)(void *ctx, R_xlen_t i, double *scratch);
+    /* the first item of [i0, i1) whose result is bad, or -1 */
+    R_xlen_t (*after)(void *ctx, R_xlen_t i0, R_xlen_t i1);
+    void *ctx;
+} kb_loop;
+
+/* Runs the loop; returns -1, or the item after() reported (the items after
+ * that chunk are then not visited). */
+R_xlen_t kb_loop_run(const kb_loop *L, R_xlen_t first, R_xlen_t last);
+
 #endif

@@ -4,35 +4,62 @@
 
 #include "kernels.h"
 
+/* Work units (runtime.h) of one Stein kernel evaluation in d dimensions. */
+#define KB_STEIN_WORK(d) (3.0 * (d) + 8.0)
+
+/* Points and their scores: column-major matrices with leading dimension
+ * ld, d = the kernel's dimension columns each. */
+typedef struct {
+    const double *X, *S;
+    R_xlen_t ld;
+} kb_points;
+
 /* k_p(x, X_j) for j = j0..j1-1: x, s are one point and its score (length d);
  * X, S are column-major n x d matrices with leading dimension ld. */
 void kb_stein_row(const kb_kernel *K, const double *x, const double *s,
                   const double *X, const double *S, R_xlen_t ld,
                   R_xlen_t j0, R_xlen_t j1, double *out);
 
-/* sum_j w_j k_p(x, X_j) over j0..j1-1 (w NULL: unit weights). */
+/* sum_j w_j k_p(x, X_j) over j0..j1-1 of P (w NULL: unit weights). */
 double kb_stein_row_sum(const kb_kernel *K, const double *x, const double *s,
-                        const double *X, const double *S, R_xlen_t ld,
-                        R_xlen_t j0, R_xlen_t j1, const double *w);
+                        const kb_points *P, R_xlen_t j0, R_xlen_t j1,
+                        const double *w);
 
 /* k_p(x, x) = |s|^2 phi(0) - 2 phi'(0) tr L. */
 double kb_stein_diag(const kb_kernel *K, const double *s);
 
-/* c_j = w_j (w_j k_p(x_j, x_j) + 2 sum_{i<j} w_i k_p(x_i, x_j)), j = 0..n-1,
- * so that the KSD^2 V-statistic of the first j points is a cumulative sum.
- * Also the diagonal terms w_j^2 k_p(x_j, x_j) in diag (may be NULL).
- * Returns -1, or the first row j whose c_j is not finite (an overflow); the
- * rows after it are then not computed. */
-R_xlen_t kb_stein_lower_sums(const kb_kernel *K, const double *X,
-                             const double *S, R_xlen_t n, const double *w,
-                             int nthreads, double *c, double *diag);
+/* For the rows j = j0..j1-1 of P: out[j - j0] = w_j (w_j k_p(x_j, x_j) +
+ * 2 sum_{i<j} w_i k_p(x_i, x_j)) (w NULL: unit weights), so that over all
+ * rows the KSD^2 V-statistic of the first j points is a cumulative sum.
+ * Also the diagonal terms w_j^2 k_p(x_j, x_j) in diag[j - j0] (diag may be
+ * NULL).  Returns -1, or the first row j whose out value is not finite (an
+ * overflow); the rows after its chunk are then not computed. */
+R_xlen_t kb_stein_lower_sums(const kb_kernel *K, const kb_points *P,
+                             R_xlen_t j0, R_xlen_t j1, const double *w,
+                             int nthreads, double *out, double *diag);
 
-/* Gather row i of a column-major matrix into a length-d vector. */
-static inline void kb_get_row(const double *X, R_xlen_t ld, R_xlen_t i, int d,
-                              double *out)
-{
-    for (int k = 0; k < d; k++)
-        out[k] = X[k * ld + i];
-}
+/* The pair terms of the gradient of the KSD^2 V-statistic (KSD descent)
+ * for an isotropic kernel, L = lam I.  For the point x with score s
+ * against the points x_j, s_j of a block, with z = x - x_j and
+ * r0 = |z|^2:
+ *   u  = phi s.s_j + 2 lam phi' (s_j - s).z - 4 lam^2 phi'' r0
+ *        - 2 d lam phi'                            (the Stein kernel),
+ *   c1 = 2 lam phi' s.s_j + 4 lam^2 phi'' (s_j - s).z - 8 lam^3 phi''' r0
+ *        - (8 + 4 d) lam^2 phi'',
+ *   c2 = 2 lam phi',
+ * so that d u / d x (s fixed) = c1 z + c2 (s_j - s) and
+ * d u / d s = phi s_j - c2 z. */
+typedef struct {
+    double u;                 /* sum of u, accumulated over blocks */
+    double sc1, sc2;          /* this block's sums of c1 and c2 */
+    double p0[KB_BLOCK], c1[KB_BLOCK], c2[KB_BLOCK];
+} kb_ksd_terms;
+
+/* The terms of x, s against the m <= KB_BLOCK points j0.. of P: adds the
+ * u's to T->u, sets T->sc1, T->sc2 and the first m of T->p0 (phi), T->c1,
+ * T->c2. */
+void kb_ksd_grad_block(const kb_kernel *K, const double *x, const double *s,
+                       const kb_points *P, R_xlen_t j0, int m,
+                       kb_ksd_terms *T);
 
 #endif

@@ -7,9 +7,6 @@
 #include "args.h"
 #include "runtime.h"
 #include "entries.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 typedef struct {
     const kb_kernel *K;
@@ -96,13 +93,13 @@ static void NORET locate_overflow(const greedy_problem *g, R_xlen_t i,
     R_xlen_t n = g->n;
     const char *what = g->S ? "Stein kernel" : "kernel";
     double *xi = (double *) R_alloc((size_t) 2 * d, sizeof(double)),
-        *si = xi + d, kv, p1, p2, zero = 0.0;
+        *si = xi + d, kv;
     kb_get_row(g->X, n, i, d, xi);
     if (g->S) {
         kb_get_row(g->S, n, i, d, si);
         kv = kb_stein_diag(g->K, si);
     } else {
-        kb_phi_block(g->K, 1, &zero, &kv, &p1, &p2);
+        kv = kb_phi_zero(g->K);
     }
     for (int l = -1; l < j; l++) {
         R_xlen_t o = l < 0 ? i : idx[l];
@@ -112,7 +109,8 @@ static void NORET locate_overflow(const greedy_problem *g, R_xlen_t i,
             else
                 kb_kernel_row(g->K, xi, g->X, n, o, o + 1, &kv);
         }
-        double a = (double) (i < o ? i : o) + 1, b = (double) (i < o ? o : i) + 1;
+        double a = (double) (i < o ? i : o) + 1,
+            b = (double) (i < o ? o : i) + 1;
         if (!R_FINITE(kv))
             kb_error_numeric(_("the %s of rows %.0f and %.0f overflows (%s): "
                                "scale the data or the kernel"), what, a, b,
@@ -129,6 +127,67 @@ static void NORET locate_overflow(const greedy_problem *g, R_xlen_t i,
                      (double) i + 1, j);
 }
 
+/* One greedy step over the eligible points, in nth contiguous ranges (in
+ * parallel): add the last selected point's row to obj (when last >= 0),
+ * then each range's first smallest obj_i - coef mu_i.  The ranges depend on
+ * nth only and the minima are combined in range order, so the selection
+ * does not depend on the number of threads. */
+typedef struct {
+    const greedy_problem *g;
+    const int *taken;
+    double *xl, *sl;          /* the last selected point and its score */
+    double ewl, coef;
+    R_xlen_t last;
+    int nth;                  /* ranges */
+    R_xlen_t *ti;             /* per range: first index of the minimum, */
+    double *tv;               /* the minimum, */
+    int *tb;                  /* and whether an obj_i overflowed */
+} greedy_step;
+
+/* The step's selection (-1: none); *flagged: an obj_i overflowed. */
+static R_xlen_t greedy_argmin(const greedy_step *st, double *obj,
+                              int *flagged)
+{
+    const int nth = st->nth;
+    R_xlen_t n = st->g->n;
+#pragma omp parallel for num_threads(nth) schedule(static, 1)
+    for (int t = 0; t < nth; t++) {
+        R_xlen_t i0 = n * t / nth, i1 = n * (t + 1) / nth;
+        st->tb[t] = st->last >= 0 ?
+            add_point(st->g, st->xl, st->sl, st->ewl, i0, i1, obj) : 0;
+        st->ti[t] = local_argmin(st->g, obj, st->taken, st->coef, i0, i1,
+                                 st->tv + t);
+    }
+    R_xlen_t bi = -1;
+    double bv = R_PosInf;
+    *flagged = 0;
+    for (int t = 0; t < nth; t++) {
+        *flagged |= st->tb[t];
+        /* strict <: the first index among equal minima */
+        if (st->ti[t] >= 0 && (bi < 0 || st->tv[t] < bv)) {
+            bv = st->tv[t];
+            bi = st->ti[t];
+        }
+    }
+    return bi;
+}
+
+/* After an overflow: name the first eligible point whose objective it
+ * reached.  Without repeats a selected point's objective is never read
+ * again: its overflow is harmless and reset to 0 (the step's minimum, over
+ * eligible points only, stands). */
+static void greedy_overflow(const greedy_problem *g, const int *taken,
+                            double *obj, const int *idx, int j)
+{
+    for (R_xlen_t i = 0; i < g->n; i++)
+        if (!R_FINITE(obj[i])) {
+            if (taken && taken[i])
+                obj[i] = 0.0;
+            else
+                locate_overflow(g, i, idx, j);
+        }
+}
+
 /* The greedy loop.  obj must hold the diagonal terms on entry.  Writes the
  * 0-based selection into idx and, for each step, obj at the selected point
  * before its own row is added (the increase of the sum over the selected
@@ -139,95 +198,68 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
 {
     const int d = g->K->d;
     R_xlen_t n = g->n;
+    double per = (double) n * (g->S ? KB_STEIN_WORK(d) : KB_KERNEL_WORK(d));
+    int nth = kb_threads_for(nt, per);
     int *taken = unique ? (int *) R_alloc((size_t) n, sizeof(int)) : NULL;
     if (taken)
         memset(taken, 0, (size_t) n * sizeof(int));
-    double *xl = (double *) R_alloc((size_t) 2 * d, sizeof(double)),
-        *sl = xl + d;
-    double *tv = (double *) R_alloc((size_t) nt, sizeof(double));
-    R_xlen_t *ti = (R_xlen_t *) R_alloc((size_t) nt, sizeof(R_xlen_t)),
-        *tb = (R_xlen_t *) R_alloc((size_t) nt, sizeof(R_xlen_t));
-    R_xlen_t last = -1, since_check = 0;
+    double *xl = (double *) R_alloc((size_t) 2 * d, sizeof(double));
+    greedy_step st = {g, taken, xl, xl + d, 1.0, 0.0, -1, nth,
+                      (R_xlen_t *) R_alloc((size_t) nth, sizeof(R_xlen_t)),
+                      (double *) R_alloc((size_t) nth, sizeof(double)),
+                      (int *) R_alloc((size_t) nth, sizeof(int))};
+    kb_ticker tick = KB_TICKER_INIT;
     for (int j = 0; j < m; j++) {
-        double ewl = 1.0, coef = 2.0 * (j + 1);
-        if (last >= 0) {
-            kb_get_row(g->X, n, last, d, xl);
+        st.coef = 2.0 * (j + 1);
+        if (st.last >= 0) {
+            kb_get_row(g->X, n, st.last, d, st.xl);
             if (g->S)
-                kb_get_row(g->S, n, last, d, sl);
-            if (g->ew)
-                ewl = g->ew[last];
+                kb_get_row(g->S, n, st.last, d, st.sl);
+            st.ewl = g->ew ? g->ew[st.last] : 1.0;
         }
-        for (int t = 0; t < nt; t++) {
-            ti[t] = tb[t] = -1;
-            tv[t] = R_PosInf;
-        }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (n >= KB_PAR_MIN_EVALS / 8)
-#endif
-        {
-            int tid = 0, nth = 1;
-#ifdef _OPENMP
-            tid = omp_get_thread_num();
-            nth = omp_get_num_threads();
-#endif
-            R_xlen_t i0 = n * tid / nth, i1 = n * (tid + 1) / nth;
-            if (last >= 0)
-                tb[tid] = add_point(g, xl, sl, ewl, i0, i1, obj);
-            ti[tid] = local_argmin(g, obj, taken, coef, i0, i1, tv + tid);
-        }
-        /* an overflow: name the first eligible point whose objective it
-         * reached.  Without repeats a selected point's objective is never
-         * read again: its overflow is harmless and reset to 0. */
-        int flagged = 0;
-        for (int t = 0; t < nt; t++)
-            flagged |= tb[t] > 0;
+        int flagged;
+        R_xlen_t bi = greedy_argmin(&st, obj, &flagged);
         if (flagged)
-            for (R_xlen_t i = 0; i < n; i++)
-                if (!R_FINITE(obj[i])) {
-                    if (taken && taken[i])
-                        obj[i] = 0.0;
-                    else
-                        locate_overflow(g, i, idx, j);
-                }
-        /* ranges are in thread order, so strict < keeps the first index */
-        R_xlen_t bi = -1;
-        double bv = R_PosInf;
-        for (int t = 0; t < nt; t++)
-            if (ti[t] >= 0 && (bi < 0 || tv[t] < bv)) {
-                bv = tv[t];
-                bi = ti[t];
-            }
+            greedy_overflow(g, taken, obj, idx, j);
         if (bi < 0)
             KB_INTERNAL("no point left to select");
         idx[j] = (int) bi;
         gain[j] = obj[bi];
         if (taken)
             taken[bi] = 1;
-        last = bi;
-        since_check += n;
-        if (since_check > ((R_xlen_t) 1 << 22)) {
-            R_CheckUserInterrupt();
-            since_check = 0;
-        }
+        st.last = bi;
+        kb_tick(&tick, per);
     }
 }
 
-static void check_thin_points(SEXP x, SEXP s, int *n, int *d)
+/* Entry arguments: at least one point (row) and one coordinate. */
+static void thin_nonempty(int n, int d, const char *what)
 {
-    if (TYPEOF(x) != REALSXP || !Rf_isMatrix(x))
-        Rf_error(_("'x' must be a numeric matrix"));
-    *n = Rf_nrows(x);
-    *d = Rf_ncols(x);
-    if (s != R_NilValue && (TYPEOF(s) != REALSXP || !Rf_isMatrix(s) ||
-                            Rf_nrows(s) != *n || Rf_ncols(s) != *d))
-        Rf_error(_("'score' must be a numeric matrix with the dimensions of 'x'"));
-    if (*n < 1 || *d < 1)
-        Rf_error(_("'x' must have at least one row and one column"));
+    if (n < 1 || d < 1)
+        kb_error_class("kb_error_arg", _("'%s' must have at least one row "
+                                         "and one column"), what);
 }
 
-static SEXP thin_result(int m, const int *idx, const double *gain)
+/* m and unique; m is at most n without repeats. */
+static int thin_m(SEXP m_, SEXP unique_, int n, int *unique)
 {
-    const char *nms[] = {"index", "gain", ""};
+    int m = kb_scalar_int(m_, "m");
+    *unique = kb_scalar_flag(unique_, "unique");
+    if (m < 1 || (*unique && m > n))
+        kb_error_class("kb_error_arg", _("'m' must be between 1 and %d"),
+                       *unique ? n : INT_MAX);
+    return m;
+}
+
+/* Run the greedy loop on obj (the diagonal terms) and return
+ * list(index (1-based), gain[, mu]). */
+static SEXP thin_run(const greedy_problem *g, int m, int unique, int nt,
+                     double *obj, SEXP mu)
+{
+    int *idx = (int *) R_alloc((size_t) m, sizeof(int));
+    double *gain = (double *) R_alloc((size_t) m, sizeof(double));
+    greedy(g, m, unique, nt, obj, idx, gain);
+    const char *nms[] = {"index", "gain", mu == R_NilValue ? "" : "mu", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP ix = Rf_allocVector(INTSXP, m);
     SET_VECTOR_ELT(ans, 0, ix);
@@ -236,20 +268,29 @@ static SEXP thin_result(int m, const int *idx, const double *gain)
     SEXP gn = Rf_allocVector(REALSXP, m);
     SET_VECTOR_ELT(ans, 1, gn);
     memcpy(REAL(gn), gain, (size_t) m * sizeof(double));
+    if (mu != R_NilValue)
+        SET_VECTOR_ELT(ans, 2, mu);
     UNPROTECT(1);
     return ans;
 }
 
-static int check_m(SEXP m_, SEXP unique_, int n, int *unique)
+/* The diagonal terms k_p(x_i, x_i) [e^{2 w_i}] of Stein thinning; an error
+ * naming the row when one overflows. */
+static double *stein_thin_diag(const greedy_problem *g)
 {
-    int m = kb_scalar_int(m_, "m");
-    if (TYPEOF(unique_) != LGLSXP || XLENGTH(unique_) != 1 ||
-        LOGICAL(unique_)[0] == NA_LOGICAL)
-        Rf_error(_("'unique' must be TRUE or FALSE"));
-    *unique = LOGICAL(unique_)[0];
-    if (m < 1 || (*unique && m > n))
-        Rf_error(_("'m' must be between 1 and %d"), *unique ? n : INT_MAX);
-    return m;
+    const int d = g->K->d;
+    double *obj = (double *) R_alloc((size_t) g->n, sizeof(double));
+    double *si = (double *) R_alloc((size_t) d, sizeof(double));
+    for (R_xlen_t i = 0; i < g->n; i++) {
+        kb_get_row(g->S, g->n, i, d, si);
+        obj[i] = kb_stein_diag(g->K, si);
+        if (g->ew)
+            obj[i] *= g->ew[i] * g->ew[i];
+    }
+    R_xlen_t bad = first_nonfinite_obj(obj, g->n);
+    if (bad >= 0)
+        locate_overflow(g, bad, NULL, 0);
+    return obj;
 }
 
 /* .Call entry: greedy Stein thinning; w = NULL or the gradient-free log
@@ -258,36 +299,20 @@ SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
                    SEXP nthreads)
 {
     int n, d, unique;
-    check_thin_points(x, s, &n, &d);
-    if (s == R_NilValue)
-        Rf_error(_("'score' must be a numeric matrix"));
-    int m = check_m(m_, unique_, n, &unique), nt = kb_nthreads(nthreads);
+    kb_arg_points(x, s, "x", "score", &n, &d);
+    thin_nonempty(n, d, "x");
+    int m = thin_m(m_, unique_, n, &unique), nt = kb_nthreads(nthreads);
     kb_kernel K;
     kb_kernel_from_sexp(kern, d, &K);
     double *ew = NULL;
     if (w != R_NilValue) {
-        if (TYPEOF(w) != REALSXP || XLENGTH(w) != n)
-            Rf_error(_("'w' must be a numeric vector of length nrow(x)"));
+        const double *wv = kb_arg_vector(w, "w", n);
         ew = (double *) R_alloc((size_t) n, sizeof(double));
         for (int i = 0; i < n; i++)
-            ew[i] = exp(REAL(w)[i]);
+            ew[i] = exp(wv[i]);
     }
     greedy_problem g = {&K, REAL(x), REAL(s), n, ew, NULL};
-    double *obj = (double *) R_alloc((size_t) n, sizeof(double));
-    double *si = (double *) R_alloc((size_t) d, sizeof(double));
-    for (int i = 0; i < n; i++) {
-        kb_get_row(REAL(s), n, i, d, si);
-        obj[i] = kb_stein_diag(&K, si);
-        if (ew)
-            obj[i] *= ew[i] * ew[i];
-    }
-    R_xlen_t bad = first_nonfinite_obj(obj, n);
-    if (bad >= 0)
-        locate_overflow(&g, bad, NULL, 0);
-    int *idx = (int *) R_alloc((size_t) m, sizeof(int));
-    double *gain = (double *) R_alloc((size_t) m, sizeof(double));
-    greedy(&g, m, unique, nt, obj, idx, gain);
-    return thin_result(m, idx, gain);
+    return thin_run(&g, m, unique, nt, stein_thin_diag(&g), R_NilValue);
 }
 
 /* .Call entry: MMD thinning (kernel herding on the sample).  xe holds the
@@ -296,61 +321,23 @@ SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
 SEXP kb_mmd_thin(SEXP x, SEXP xe, SEXP kern, SEXP m_, SEXP unique_,
                  SEXP nthreads)
 {
-    int n, d, unique, ne, de;
-    check_thin_points(x, R_NilValue, &n, &d);
-    check_thin_points(xe, R_NilValue, &ne, &de);
-    if (de != d)
-        Rf_error(_("embedding rows must have ncol(x) columns"));
-    int m = check_m(m_, unique_, n, &unique), nt = kb_nthreads(nthreads);
+    int n = kb_arg_matrix(x, "x", -1, -1), d = Rf_ncols(x), unique;
+    thin_nonempty(n, d, "x");
+    int ne = kb_arg_matrix(xe, "xe", -1, d);
+    thin_nonempty(ne, d, "xe");
+    int m = thin_m(m_, unique_, n, &unique), nt = kb_nthreads(nthreads);
     kb_kernel K;
     kb_kernel_from_sexp(kern, d, &K);
-    SEXP mu_ = PROTECT(Rf_allocVector(REALSXP, n));
-    double *mu = REAL(mu_);
-    const double *X = REAL(x), *XE = REAL(xe);
-    double *scratch = (double *) R_alloc((size_t) (d + KB_BLOCK) * nt,
-                                         sizeof(double));
-    R_xlen_t step = ((R_xlen_t) 1 << 22) / ne + 1;
-    for (R_xlen_t i0 = 0; i0 < n; i0 += step) {
-        R_xlen_t i1 = i0 + step < n ? i0 + step : n;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) \
-    if ((double) (i1 - i0) * ne >= KB_PAR_MIN_EVALS)
-#endif
-        for (R_xlen_t i = i0; i < i1; i++) {
-            int tid = 0;
-#ifdef _OPENMP
-            tid = omp_get_thread_num();
-#endif
-            double *xi = scratch + (size_t) (d + KB_BLOCK) * tid,
-                *buf = xi + d, acc = 0.0;
-            kb_get_row(X, n, i, d, xi);
-            for (R_xlen_t l = 0; l < ne; l += KB_BLOCK) {
-                R_xlen_t l1 = l + KB_BLOCK < ne ? l + KB_BLOCK : ne;
-                kb_kernel_row(&K, xi, XE, ne, l, l1, buf);
-                for (R_xlen_t t = 0; t < l1 - l; t++)
-                    acc += buf[t];
-            }
-            mu[i] = acc / ne;
-        }
-        R_CheckUserInterrupt();
-    }
-    greedy_problem g = {&K, X, NULL, n, NULL, mu};
+    SEXP mu = PROTECT(Rf_allocVector(REALSXP, n));
+    /* the mean embedding mu_i = mean_l k(x_i, xe_l) */
+    kb_kernel_rows q = {&K, REAL(xe), REAL(x), ne, n, NULL, REAL(mu)};
+    kb_kernel_rows_run(&q, nt);
+    greedy_problem g = {&K, REAL(x), NULL, n, NULL, REAL(mu)};
     double *obj = (double *) R_alloc((size_t) n, sizeof(double));
-    double zero = 0.0, k0, p1, p2;
-    kb_phi_block(&K, 1, &zero, &k0, &p1, &p2);
+    double k0 = kb_phi_zero(&K);
     for (int i = 0; i < n; i++)
         obj[i] = k0;
-    int *idx = (int *) R_alloc((size_t) m, sizeof(int));
-    double *gain = (double *) R_alloc((size_t) m, sizeof(double));
-    greedy(&g, m, unique, nt, obj, idx, gain);
-    SEXP ans = PROTECT(thin_result(m, idx, gain));
-    SEXP out = PROTECT(Rf_lengthgets(ans, 3));
-    SET_VECTOR_ELT(out, 2, mu_);
-    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 3));
-    SET_STRING_ELT(nm, 0, Rf_mkChar("index"));
-    SET_STRING_ELT(nm, 1, Rf_mkChar("gain"));
-    SET_STRING_ELT(nm, 2, Rf_mkChar("mu"));
-    Rf_setAttrib(out, R_NamesSymbol, nm);
-    UNPROTECT(4);
-    return out;
+    SEXP ans = thin_run(&g, m, unique, nt, obj, mu);
+    UNPROTECT(1);
+    return ans;
 }
