@@ -16,10 +16,6 @@
 #define _(String) (String)
 #endif
 
-/* Below this many kernel evaluations in a parallel region, threads cost
- * more than they save.  Being replaced by runtime.h's KB_PAR_MIN_WORK. */
-#define KB_PAR_MIN_EVALS 65536.0
-
 /* Classed errors (R conditions inheriting from "kb_error"): the message is
  * formatted here and raised by R's kernbayes:::kb_signal().  Like Rf_error,
  * these do not return. */

@@ -208,7 +208,7 @@ static double block_min(const double *v, int m)
  * descheduled thread costs more than a small region saves. */
 static double stein_work(const ksdt_state *st, int n)
 {
-    return (double) n * (3.0 * st->d + 8.0);
+    return (double) n * KB_STEIN_WORK(st->d);
 }
 
 /* k_p(x, x_i) for the n dictionary points, into out (threads over blocks). */
@@ -220,7 +220,8 @@ static void dict_row(ksdt_state *st, const double *x, const double *s,
     schedule(static)
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
-        kb_stein_row(&st->K, x, s, st->X, st->S, st->cap, i0, i1, out + i0);
+        kb_stein_row(&st->K, x, s, &(kb_points) {st->X, st->S, st->cap}, i0,
+                     i1, out + i0);
     }
     st->evals += n;
 }
@@ -260,8 +261,8 @@ static void pass(ksdt_state *st, int n, const double *x, const double *s,
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
         if (x)
-            kb_stein_row(&st->K, x, s, st->X, st->S, st->cap, i0, i0 + m,
-                         row + i0);
+            kb_stein_row(&st->K, x, s, &(kb_points) {st->X, st->S, st->cap},
+                         i0, i0 + m, row + i0);
         scan_block(st, b, i0, m, row + i0, sign, apply);
     }
     if (x)
@@ -662,7 +663,7 @@ int kb_ksdt_feed_offer(ksdt_state *st, kb_ksdt_feed *f, const kb_ksdt_point *p,
 void kb_ksdt_feed_tick(ksdt_state *st, kb_ksdt_feed *f, double extra,
                        double done, int last)
 {
-    double work = (st->evals - f->evals_seen) * (3.0 * st->d + 8.0) + extra;
+    double work = (st->evals - f->evals_seen) * KB_STEIN_WORK(st->d) + extra;
     f->evals_seen = st->evals;
     if (!kb_tick(&f->tick, work) && !last)
         return;

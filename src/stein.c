@@ -62,13 +62,11 @@ static void stein_block(const kb_kernel *K, const double *x, const double *s,
 }
 
 void kb_stein_row(const kb_kernel *K, const double *x, const double *s,
-                  const double *X, const double *S, R_xlen_t ld,
-                  R_xlen_t j0, R_xlen_t j1, double *out)
+                  const kb_points *P, R_xlen_t j0, R_xlen_t j1, double *out)
 {
-    kb_points P = {X, S, ld};
     for (R_xlen_t j = j0; j < j1; j += KB_BLOCK) {
         int m = (int) (j1 - j < KB_BLOCK ? j1 - j : KB_BLOCK);
-        stein_block(K, x, s, &P, j, m, out + (j - j0));
+        stein_block(K, x, s, P, j, m, out + (j - j0));
     }
 }
 
@@ -248,7 +246,7 @@ static void NORET locate_in_row(const kb_kernel *K, const kb_points *P,
         stein_overflow(lab, j, j, dj);
     for (R_xlen_t i0 = 0; i0 < j; i0 += KB_BLOCK) {
         R_xlen_t i1 = i0 + KB_BLOCK < j ? i0 + KB_BLOCK : j;
-        kb_stein_row(K, xj, sj, P->X, P->S, P->ld, i0, i1, buf);
+        kb_stein_row(K, xj, sj, P, i0, i1, buf);
         R_xlen_t bad = first_nonfinite(buf, 0, i1 - i0);
         if (bad >= 0)
             stein_overflow(lab, i0 + bad, j, buf[bad]);
@@ -306,7 +304,7 @@ static void matrix_row(const stein_rows *h, R_xlen_t j, const double *xj,
     const matrix_ctx *q = (const matrix_ctx *) h;
     R_xlen_t nn = q->n;
     double *col = q->out + j * nn, z = 0.0;
-    kb_stein_row(h->K, xj, sj, h->P.X, h->P.S, nn, 0, j + 1, col);
+    kb_stein_row(h->K, xj, sj, &h->P, 0, j + 1, col);
     for (R_xlen_t i = 0; i < j; i++) {
         double v = col[i];
         q->out[i * nn + j] = v;

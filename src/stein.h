@@ -14,11 +14,10 @@ typedef struct {
     R_xlen_t ld;
 } kb_points;
 
-/* k_p(x, X_j) for j = j0..j1-1: x, s are one point and its score (length d);
- * X, S are column-major n x d matrices with leading dimension ld. */
+/* k_p(x, X_j) for j = j0..j1-1 of P: x, s are one point and its score
+ * (length d). */
 void kb_stein_row(const kb_kernel *K, const double *x, const double *s,
-                  const double *X, const double *S, R_xlen_t ld,
-                  R_xlen_t j0, R_xlen_t j1, double *out);
+                  const kb_points *P, R_xlen_t j0, R_xlen_t j1, double *out);
 
 /* sum_j w_j k_p(x, X_j) over j0..j1-1 of P (w NULL: unit weights). */
 double kb_stein_row_sum(const kb_kernel *K, const double *x, const double *s,

@@ -29,7 +29,8 @@ static int add_point(const greedy_problem *g, const double *xl,
     for (R_xlen_t i = i0; i < i1; i += KB_BLOCK) {
         int m = (int) (i1 - i < KB_BLOCK ? i1 - i : KB_BLOCK);
         if (g->S)
-            kb_stein_row(g->K, xl, sl, g->X, g->S, g->n, i, i + m, buf);
+            kb_stein_row(g->K, xl, sl, &(kb_points) {g->X, g->S, g->n}, i,
+                             i + m, buf);
         else
             kb_kernel_row(g->K, xl, g->X, g->n, i, i + m, buf);
         double *o = obj + i;
@@ -105,7 +106,8 @@ static void NORET locate_overflow(const greedy_problem *g, R_xlen_t i,
         R_xlen_t o = l < 0 ? i : idx[l];
         if (l >= 0) {
             if (g->S)
-                kb_stein_row(g->K, xi, si, g->X, g->S, n, o, o + 1, &kv);
+                kb_stein_row(g->K, xi, si, &(kb_points) {g->X, g->S, n}, o,
+                             o + 1, &kv);
             else
                 kb_kernel_row(g->K, xi, g->X, n, o, o + 1, &kv);
         }
