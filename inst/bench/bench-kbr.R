@@ -57,7 +57,7 @@ t_gram <- elapsed({
   gy <- kernbayes:::gram(rky, d$y)
 })
 t_solve <- elapsed(res <- .Call(kernbayes:::C_kb_kbr_fit, gx, rowMeans(gx), gy,
-                                eps, delta, 1L))
+                                eps, delta, "kbr"))
 cat(sprintf("full KBR, n = %d, 100 observations: %.2f s vs plain R %.2f s: ratio %.1fx\n",
             n, t_c, t_r, t_r / t_c))
 cat(sprintf("  Gram matrices (C): %.3f s; fit solves (LAPACK): %.3f s; the rest: %.3f s\n",
