@@ -254,6 +254,7 @@ typedef struct {
     R_xlen_t T;               /* tiles per side */
     size_t nacc;              /* per-thread sums, after SVGD_HEAD */
     kb_scratch acc;
+    kb_scratch tb;            /* a tile row's distances and values */
     double tr;                /* the trace term over finished chunks */
 } svgd_ctx;
 
@@ -281,10 +282,10 @@ static void svgd_dists(const svgd_ctx *q, R_xlen_t i, R_xlen_t j0, int m,
  * row's trace term (twice it off the diagonal, for the mirrored pairs).
  * The Gaussian's gradient is k lam (x_i - x_j), in closed form. */
 static double svgd_row(const svgd_ctx *q, R_xlen_t i, R_xlen_t j0, int m,
-                       int diag, double *acc)
+                       int diag, double *acc, double *d2)
 {
     const R_xlen_t n = q->n;
-    double d2[SVGD_TILE], kv[SVGD_TILE], sums[2], *rs = acc + SVGD_HEAD,
+    double *kv = d2 + SVGD_TILE, sums[2], *rs = acc + SVGD_HEAD,
         *KS = rs + n, *KX = KS + (size_t) q->d * n;
     svgd_dists(q, i, j0, m, diag, d2);
     kb_phi0_iso_sums(q->K, m, d2, kv, sums);
@@ -327,9 +328,9 @@ static void svgd_tile(void *ctx, R_xlen_t tile, double *acc)
     R_xlen_t J = I + rem, i0 = I * SVGD_TILE, j0 = J * SVGD_TILE,
         i1 = i0 + SVGD_TILE < q->n ? i0 + SVGD_TILE : q->n,
         j1 = j0 + SVGD_TILE < q->n ? j0 + SVGD_TILE : q->n;
-    double trl = 0.0;
+    double trl = 0.0, *tb = kb_scratch_mine(q->tb);
     for (R_xlen_t i = i0; i < i1; i++)
-        trl += svgd_row(q, i, j0, (int) (j1 - j0), I == J, acc);
+        trl += svgd_row(q, i, j0, (int) (j1 - j0), I == J, acc, tb);
     acc[0] += trl;
 }
 
@@ -390,6 +391,7 @@ static double svgd_direction(svgd_ctx *q, double h, double *phi)
     q->T = T;
     q->nacc = (size_t) n * (2 * q->d + 1);
     q->acc = kb_scratch_alloc((SVGD_HEAD + q->nacc + 1) / 2 * 2, q->nt);
+    q->tb = kb_scratch_alloc(2 * SVGD_TILE, q->nt);
     memset(q->acc.base, 0, q->acc.per * q->nt * sizeof(double));
     q->tr = 0.0;
     kb_loop L = {.nt = q->nt, .dynamic = 1, .scratch = q->acc,
@@ -452,7 +454,8 @@ static void cross_row(void *ctx, R_xlen_t i, double *zi)
     const cross_ctx *q = (const cross_ctx *) ctx;
     const int d = q->K->d;
     const double lam = q->K->lam[0], *W = q->W;
-    double r[KB_BLOCK], p0[KB_BLOCK], p1[KB_BLOCK], p2[KB_BLOCK], *g = zi + d;
+    double *g = zi + d, *r = g + d, *p0 = r + KB_BLOCK, *p1 = p0 + KB_BLOCK,
+        *p2 = p1 + KB_BLOCK;
     kb_get_row(q->Z, q->nz, i, d, zi);
     for (int k = 0; k < d; k++)
         g[k] = 0.0;
@@ -503,7 +506,7 @@ SEXP kb_cross_kernel(SEXP z, SEXP x, SEXP w, SEXP kern, SEXP nthreads)
     cross_ctx q = {&K, REAL(z), REAL(x), W, nz, nx, REAL(val), REAL(grad)};
     kb_check_interrupt();
     kb_loop L = {.nt = nt, .cost0 = (double) nx * KB_KERNEL_WORK(d),
-                 .scratch = kb_scratch_alloc((size_t) 2 * d, nt),
+                 .scratch = kb_scratch_alloc((size_t) 2 * d + 4 * KB_BLOCK, nt),
                  .item = cross_row, .ctx = &q};
     kb_loop_run(&L, 0, nz);
     UNPROTECT(1);
@@ -530,11 +533,11 @@ static void ksd_grad_row(void *ctx, R_xlen_t i, double *xi)
     const R_xlen_t n = q->P.ld;
     double *si = xi + d, *gp = si + d, *gv = gp + d;
     kb_ksd_terms T;
+    kb_ksd_terms_init(&T, gv + d);
     kb_get_row(q->P.X, n, i, d, xi);
     kb_get_row(q->P.S, n, i, d, si);
     for (int k = 0; k < d; k++)
         gp[k] = gv[k] = 0.0;
-    T.u = 0.0;
     for (R_xlen_t j0 = 0; j0 < n; j0 += KB_BLOCK) {
         int m = (int) (n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK);
         kb_ksd_grad_block(q->K, xi, si, &q->P, j0, m, &T);
@@ -588,7 +591,7 @@ SEXP kb_ksd_grad(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
                       2.0 / ((double) n * n)};
     kb_check_interrupt();
     kb_loop L = {.nt = nt, .cost0 = (double) n * KB_STEIN_WORK(d),
-                 .scratch = kb_scratch_alloc((size_t) 4 * d, nt),
+                 .scratch = kb_scratch_alloc((size_t) 4 * d + KB_KSD_WORK, nt),
                  .item = ksd_grad_row, .after = row_total_add, .ctx = &q};
     kb_loop_run(&L, 0, n);
     SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(q.u.total / ((double) n * n)));

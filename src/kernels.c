@@ -236,9 +236,9 @@ void kb_kernel_row(const kb_kernel *K, const double *x, const double *X,
 }
 
 double kb_kernel_row_sum(const kb_kernel *K, const double *x, const double *X,
-                         R_xlen_t ld, R_xlen_t j0, R_xlen_t j1)
+                         R_xlen_t ld, R_xlen_t j0, R_xlen_t j1, double *buf)
 {
-    double buf[KB_BLOCK], acc = 0.0;
+    double acc = 0.0;
     for (R_xlen_t j = j0; j < j1; j += KB_BLOCK) {
         R_xlen_t j2 = j + KB_BLOCK < j1 ? j + KB_BLOCK : j1;
         kb_kernel_row(K, x, X, ld, j, j2, buf);
@@ -255,15 +255,16 @@ static void kernel_rows_item(void *ctx, R_xlen_t j, double *yj)
     if (q->G)
         kb_kernel_row(q->K, yj, q->X, q->nx, 0, q->nx, q->G + j * q->nx);
     else
-        q->mean[j] = kb_kernel_row_sum(q->K, yj, q->X, q->nx, 0, q->nx) /
-            q->nx;
+        q->mean[j] = kb_kernel_row_sum(q->K, yj, q->X, q->nx, 0, q->nx,
+                                       yj + q->K->d) / q->nx;
 }
 
 void kb_kernel_rows_run(const kb_kernel_rows *q, int nt)
 {
     const int d = q->K->d;
     kb_loop L = {.nt = nt, .cost0 = (double) q->nx * KB_KERNEL_WORK(d),
-                 .scratch = kb_scratch_alloc(d, nt), .item = kernel_rows_item,
+                 .scratch = kb_scratch_alloc((size_t) d + KB_BLOCK, nt),
+                 .item = kernel_rows_item,
                  .ctx = (void *) q};
     kb_loop_run(&L, 0, q->ny);
 }

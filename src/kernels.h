@@ -85,9 +85,9 @@ void kb_dist_block(const kb_kernel *K, const double *x, const double *X,
 void kb_kernel_row(const kb_kernel *K, const double *x, const double *X,
                    R_xlen_t ld, R_xlen_t j0, R_xlen_t j1, double *out);
 
-/* sum_j k(x, X_j) over j = j0..j1-1. */
+/* sum_j k(x, X_j) over j = j0..j1-1; buf: KB_BLOCK doubles of scratch. */
 double kb_kernel_row_sum(const kb_kernel *K, const double *x, const double *X,
-                         R_xlen_t ld, R_xlen_t j0, R_xlen_t j1);
+                         R_xlen_t ld, R_xlen_t j0, R_xlen_t j1, double *buf);
 
 /* Kernel rows of the points y_j of Y (ny x d) against all of X (nx x d), in
  * parallel over j on up to nt threads: G[j nx + i] = k(x_i, y_j) (G not
