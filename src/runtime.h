@@ -19,10 +19,11 @@
 /* Work between two interrupt checks: about 0.05-0.1 s on one core. */
 #define KB_TICK_WORK 5e7
 
-/* Work units one call of an R closure counts for in a ticker: an interrupt
- * is seen within ten calls (one arriving while R code runs is seen at once
- * by R itself). */
-#define KB_CLOSURE_WORK 5e6
+/* Work units one call of an R closure counts for in a ticker: a whole
+ * tick, so that a loop calling closures checks for an interrupt after each
+ * call (R sees one raised while its code runs by itself; one raised in C
+ * between two calls, or delivered late, is then seen at the next step). */
+#define KB_CLOSURE_WORK KB_TICK_WORK
 
 /* The user's thread count (an R integer) capped to [1, processors]. */
 int kb_nthreads(SEXP nthreads);
