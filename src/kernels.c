@@ -71,7 +71,7 @@ void kb_kernel_gaussian(kb_kernel *K, int d, const double *lam)
 
 /* IMQ: phi = t^beta with t = c + r; phi' = beta phi / t;
  * phi'' = beta (beta - 1) phi / t^2; phi''' = (beta - 2) phi'' / t.
- * p1 NULL: phi alone.  The default beta = -1/2 avoids pow(). */
+ * The default beta = -1/2 avoids pow(). */
 static void imq_block(double c, double beta, int m, const double *r,
                       double *p0, double *p1, double *p2)
 {
@@ -80,10 +80,8 @@ static void imq_block(double c, double beta, int m, const double *r,
         for (int j = 0; j < m; j++) {
             double t = c + r[j], ph = pow(t, beta), it = 1.0 / t;
             p0[j] = ph;
-            if (p1) {
-                p1[j] = b1 * ph * it;
-                p2[j] = b2 * ph * it * it;
-            }
+            p1[j] = b1 * ph * it;
+            p2[j] = b2 * ph * it * it;
         }
         return;
     }
@@ -94,35 +92,46 @@ static void imq_block(double c, double beta, int m, const double *r,
     for (; j + 2 <= m; j += 2) {
         __m128d it = _mm_div_pd(one, _mm_add_pd(cc, _mm_loadu_pd(r + j)));
         __m128d ph = _mm_sqrt_pd(it);
+        __m128d pit = _mm_mul_pd(ph, it);
         _mm_storeu_pd(p0 + j, ph);
-        if (p1) {
-            __m128d pit = _mm_mul_pd(ph, it);
-            _mm_storeu_pd(p1 + j, _mm_mul_pd(bb1, pit));
-            _mm_storeu_pd(p2 + j, _mm_mul_pd(bb2, _mm_mul_pd(pit, it)));
-        }
+        _mm_storeu_pd(p1 + j, _mm_mul_pd(bb1, pit));
+        _mm_storeu_pd(p2 + j, _mm_mul_pd(bb2, _mm_mul_pd(pit, it)));
     }
 #endif
     for (; j < m; j++) {
         double it = 1.0 / (c + r[j]);
         double ph = sqrt(it), pit = ph * it;
         p0[j] = ph;
-        if (p1) {
-            p1[j] = b1 * pit;
-            p2[j] = b2 * (pit * it);
-        }
+        p1[j] = b1 * pit;
+        p2[j] = b2 * (pit * it);
     }
 }
 
+/* IMQ values alone: (c + r)^beta, sqrt(1 / (c + r)) when beta = -1/2. */
+static void imq_values(double c, double beta, int m, const double *r,
+                       double *p0)
+{
+    int j = 0;
+    if (beta != -0.5) {
+        for (; j < m; j++)
+            p0[j] = pow(c + r[j], beta);
+        return;
+    }
+#if defined(__SSE2__)
+    const __m128d one = _mm_set1_pd(1.0), cc = _mm_set1_pd(c);
+    for (; j + 2 <= m; j += 2)
+        _mm_storeu_pd(p0 + j, _mm_sqrt_pd(_mm_div_pd(
+            one, _mm_add_pd(cc, _mm_loadu_pd(r + j)))));
+#endif
+    for (; j < m; j++)
+        p0[j] = sqrt(1.0 / (c + r[j]));
+}
+
 /* Gaussian: phi = exp(-r/2), phi' = -phi/2, phi'' = phi/4,
- * phi''' = -phi''/2.  p1 NULL: phi alone. */
+ * phi''' = -phi''/2. */
 static void gauss_block(int m, const double *r, double *p0, double *p1,
                         double *p2)
 {
-    if (!p1) {
-        for (int j = 0; j < m; j++)
-            p0[j] = exp(-0.5 * r[j]);
-        return;
-    }
     for (int j = 0; j < m; j++) {
         double ph = exp(-0.5 * r[j]);
         p0[j] = ph;
@@ -142,7 +151,12 @@ void kb_phi_block(const kb_kernel *K, int m, const double *r,
 
 void kb_phi0_block(const kb_kernel *K, int m, const double *r, double *p0)
 {
-    kb_phi_block(K, m, r, p0, NULL, NULL);
+    if (K->type == KB_IMQ) {
+        imq_values(K->c, K->beta, m, r, p0);
+    } else {
+        for (int j = 0; j < m; j++)
+            p0[j] = exp(-0.5 * r[j]);
+    }
 }
 
 /* kb_phi0_iso_sums() for any kernel, from phi' and phi''. */
