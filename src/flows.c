@@ -449,13 +449,13 @@ typedef struct {
 } cross_ctx;
 
 /* Row z_i: sum_j w_j phi(r_ij) and sum_j w_j 2 lam phi'(r_ij) (z_i - x_j). */
-static void cross_row(void *ctx, R_xlen_t i, double *zi)
+static void cross_row(void *ctx, R_xlen_t i, double *r)
 {
     const cross_ctx *q = (const cross_ctx *) ctx;
     const int d = q->K->d;
     const double lam = q->K->lam[0], *W = q->W;
-    double *g = zi + d, *r = g + d, *p0 = r + KB_BLOCK, *p1 = p0 + KB_BLOCK,
-        *p2 = p1 + KB_BLOCK;
+    double *p0 = r + KB_BLOCK, *p1 = p0 + KB_BLOCK, *p2 = p1 + KB_BLOCK,
+        *zi = p2 + KB_BLOCK, *g = zi + d;
     kb_get_row(q->Z, q->nz, i, d, zi);
     for (int k = 0; k < d; k++)
         g[k] = 0.0;
@@ -526,14 +526,14 @@ typedef struct {
 /* Row i: with the pair terms of stein.h, sum_j c1 z = x_i sum c1 -
  * sum c1 x_j; sum_j c2 (s_j - s_i) = sum c2 s_j - s_i sum c2; and for v,
  * sum_j phi s_j - (x_i sum c2 - sum c2 x_j). */
-static void ksd_grad_row(void *ctx, R_xlen_t i, double *xi)
+static void ksd_grad_row(void *ctx, R_xlen_t i, double *buf)
 {
     const ksd_grad_ctx *q = (const ksd_grad_ctx *) ctx;
     const int d = q->K->d;
     const R_xlen_t n = q->P.ld;
-    double *si = xi + d, *gp = si + d, *gv = gp + d;
+    double *xi = buf + KB_KSD_WORK, *si = xi + d, *gp = si + d, *gv = gp + d;
     kb_ksd_terms T;
-    kb_ksd_terms_init(&T, gv + d);
+    kb_ksd_terms_init(&T, buf);
     kb_get_row(q->P.X, n, i, d, xi);
     kb_get_row(q->P.S, n, i, d, si);
     for (int k = 0; k < d; k++)
@@ -627,10 +627,10 @@ static inline double mied_logw(const mied_ctx *q, R_xlen_t i, R_xlen_t j,
 }
 
 /* Pass 1: the largest log weight of row i. */
-static void mied_max_row(void *ctx, R_xlen_t i, double *unused)
+static void mied_max_row(void *ctx, R_xlen_t i, double *r)
 {
     const mied_ctx *q = (const mied_ctx *) ctx;
-    double r[KB_BLOCK], mx = R_NegInf;
+    double mx = R_NegInf;
     for (R_xlen_t j0 = 0; j0 < q->n; j0 += KB_BLOCK) {
         int m = (int) (q->n - j0 < KB_BLOCK ? q->n - j0 : KB_BLOCK);
         kb_sqdist_block(q->d, q->X + i, q->n, q->X, q->n, j0, m, r);
@@ -647,17 +647,17 @@ static void mied_max_row(void *ctx, R_xlen_t i, double *unused)
 
 /* Pass 2: row i of the gradient (accumulated in G's row i, which only this
  * thread writes) and its sum of weights exp(log w - M). */
-static void mied_grad_row(void *ctx, R_xlen_t i, double *xi)
+static void mied_grad_row(void *ctx, R_xlen_t i, double *r)
 {
     const mied_ctx *q = (const mied_ctx *) ctx;
     const R_xlen_t n = q->n;
-    double r[KB_BLOCK], c[KB_BLOCK], wsum = 0.0, *G = q->G;
+    double *c = r + KB_BLOCK, *xi = c + KB_BLOCK, wsum = 0.0, *G = q->G;
     kb_get_row(q->X, n, i, q->d, xi);
     for (int k = 0; k < q->d; k++)
         G[i + (size_t) k * n] = 0.0;
     for (R_xlen_t j0 = 0; j0 < n; j0 += KB_BLOCK) {
         int m = (int) (n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK);
-        kb_sqdist_block(q->d, xi, 1, q->X, n, j0, m, r);
+        kb_sqdist_block(q->d, q->X + i, n, q->X, n, j0, m, r);
         double cb = 0.0;
         for (int t = 0; t < m; t++) {
             if (j0 + t == i) {
@@ -722,13 +722,14 @@ static void mied_max(mied_ctx *q)
 static double mied_energy(mied_ctx *q, int nt)
 {
     const R_xlen_t n = q->n;
+    /* per thread: distances, weights, x_i */
     kb_loop L = {.nt = nt, .cost0 = (double) n * KB_KERNEL_WORK(q->d),
-                 .item = mied_max_row, .ctx = q};
+                 .item = mied_max_row, .ctx = q,
+                 .scratch = kb_scratch_alloc(2 * KB_BLOCK + q->d, nt)};
     kb_loop_run(&L, 0, n);
     mied_max(q);
     L.item = mied_grad_row;
     L.after = row_total_add;
-    L.scratch = kb_scratch_alloc(q->d, nt);
     kb_loop_run(&L, 0, n);
     for (R_xlen_t t = 0; t < n * q->d; t++)
         q->G[t] *= 2.0 / q->w.total;

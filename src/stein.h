@@ -52,21 +52,22 @@ typedef struct {
     double u;                 /* sum of u, accumulated over blocks */
     double sc1, sc2;          /* this block's sums of c1 and c2 */
     double *p0, *c1, *c2;     /* KB_BLOCK each: phi, c1, c2 */
-    double *work;             /* KB_KSD_WORK - 3 KB_BLOCK more doubles */
+    double *work;             /* 6 KB_BLOCK doubles of scratch */
 } kb_ksd_terms;
 
-/* Doubles of caller-provided memory behind one kb_ksd_terms (per-thread
- * scratch rather than the stack: faster loops next to the point matrix). */
+/* Doubles of caller-provided memory behind one kb_ksd_terms: per-thread
+ * scratch (kb_scratch) rather than the stack, where the loops next to the
+ * point matrices ran slower. */
 #define KB_KSD_WORK (9 * KB_BLOCK)
 
 /* Point T's arrays into buf (KB_KSD_WORK doubles). */
 static inline void kb_ksd_terms_init(kb_ksd_terms *T, double *buf)
 {
     T->u = T->sc1 = T->sc2 = 0.0;
-    T->p0 = buf;
-    T->c1 = buf + KB_BLOCK;
-    T->c2 = buf + 2 * KB_BLOCK;
-    T->work = buf + 3 * KB_BLOCK;
+    T->work = buf;
+    T->p0 = buf + 6 * KB_BLOCK;
+    T->c1 = buf + 7 * KB_BLOCK;
+    T->c2 = buf + 8 * KB_BLOCK;
 }
 
 /* The terms of x, s against the m <= KB_BLOCK points j0.. of P: adds the
