@@ -135,10 +135,13 @@ print.kb_kernel <- function(x, ...) {
 # Median pairwise Euclidean distance, on at most 1000 evenly spaced rows.
 # Data so large or so small that squared distances over- or underflow are
 # scaled by a power of two (exact) first.
-median_distance <- function(x) {
+median_distance <- function(x, rows = NULL) {
   n <- nrow(x)
-  if (n > 1000L) x <- x[floor(seq(0, n - 1, length.out = 1000L)) + 1L, ,
-                          drop = FALSE]
+  if (!is.null(rows)) {
+    x <- x[rows, , drop = FALSE]
+  } else if (n > 1000L) {
+    x <- x[floor(seq(0, n - 1, length.out = 1000L)) + 1L, , drop = FALSE]
+  }
   sc <- max(abs(x))
   if (sc > 0 && (sc > 1e150 || sc < 1e-150)) {
     p2 <- 2^floor(log2(sc))
@@ -186,7 +189,9 @@ check_kernel <- function(kernel) {
   invisible(kernel)
 }
 
-resolve_kernel <- function(kernel, x, arg = "x") {
+# `rows`: the rows the median heuristics use (default: at most 1000 evenly
+# spaced rows; heuristic_rows() for several chains).
+resolve_kernel <- function(kernel, x, arg = "x", rows = NULL) {
   check_kernel(kernel)
   n <- nrow(x)
   d <- ncol(x)
@@ -202,7 +207,7 @@ resolve_kernel <- function(kernel, x, arg = "x") {
       id = 1,
       med = ,
       sclmed = {
-        m <- median_distance(x)
+        m <- median_distance(x, rows)
         if (!(m > 0)) {
           stop_arg("precon", sprintf(paste0("= \"%s\" needs a positive median ",
                                             "distance; %s has too few distinct ",

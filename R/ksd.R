@@ -65,7 +65,9 @@ first_bad_row <- function(m) which(rowSums(!is.finite(m)) > 0)[1L]
 # Every argument (x, score's type and shape, standardize, kernel and its
 # preconditioner) is checked before the score closure runs; callers check
 # their own arguments before calling this.
-stein_setup <- function(x, score, kernel, standardize, score_arg = "score") {
+# `rows`: the rows for the kernel's median heuristics (heuristic_rows()).
+stein_setup <- function(x, score, kernel, standardize, score_arg = "score",
+                        rows = NULL) {
   x <- as_points(x)
   standardize <- check_flag(standardize, "standardize")
   check_score(score, x, score_arg)
@@ -76,7 +78,7 @@ stein_setup <- function(x, score, kernel, standardize, score_arg = "score") {
     xs <- sc$x
     scale <- sc$scale
   }
-  rk <- resolve_kernel(kernel, xs)
+  rk <- resolve_kernel(kernel, xs, rows = rows)
   s <- resolve_score(score, x)
   if (standardize) {
     s <- sweep(s, 2L, scale, "*")
@@ -118,11 +120,21 @@ check_total <- function(v, what = "the Stein kernel sum over all rows") {
 #' where \eqn{s_x = \nabla \log p(x)} is the score of the target.
 #'
 #' @param x The sample: an `n x d` numeric matrix, a data frame of numbers,
-#'   a `coda::mcmc` or `mcmc.list`, or a posterior draws object (a vector
-#'   is `n` one-dimensional points; see 'Points and samples' in [kernbayes-package]).
+#'   a `coda::mcmc` or `mcmc.list`, a posterior draws object (a vector
+#'   is `n` one-dimensional points; see 'Points and samples' in
+#'   [kernbayes-package]), or a Stan fit (`stanfit` or `brmsfit`), whose
+#'   post-warm-up draws are taken on the unconstrained scale with their
+#'   gradients (leave `score` out; see [stan_target()]). Draws objects,
+#'   `mcmc.list` and Stan fits keep their chain and iteration labels (rows
+#'   chain after chain, as [posterior::as_draws_matrix()] stacks them).
 #' @param score The score \eqn{\nabla \log p} at the rows of `x`: an `n x d`
-#'   matrix (a vector as for `x`, of the dimension of `x`), a function of
-#'   one point returning its gradient, or a [kb_target()].
+#'   matrix in the row order of `x` (a vector as for `x`, of the dimension
+#'   of `x`), a draws object of gradients with the same chains, iterations
+#'   and variables as `x` (matched by its labels, in any order), a function
+#'   of one point returning its gradient, or a [kb_target()]. For
+#'   multi-chain `x`, a matrix whose rows follow the iteration-major order
+#'   (chains interleaved) instead of chain after chain is detected through
+#'   Stein's identity \eqn{E_p[s(x)^\top (x - c)] = -d} and refused.
 #' @param kernel A base kernel, [imq_kernel()] (default) or
 #'   [gaussian_kernel()].
 #' @param standardize If `TRUE`, divide each column of `x` by its mean
@@ -141,7 +153,9 @@ check_total <- function(v, what = "the Stein kernel sum over all rows") {
 stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
                                 standardize = FALSE, nthreads = NULL) {
   nthreads <- resolve_nthreads(nthreads)
-  st <- stein_setup(x, score, kernel, standardize)
+  smp <- as_sample(x, score)
+  st <- stein_setup(smp$x, smp$score, kernel, standardize,
+                    rows = heuristic_rows(smp))
   .Call(C_kb_stein_matrix, st$x, st$s, st$kernel, nthreads)
 }
 
@@ -173,7 +187,18 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' @param blocks `NULL`, or a number of row blocks: the V-statistic is then
 #'   computed by [ksd_blocks()], the blocks evaluated with the future
 #'   framework (each with `nthreads` threads, default 1).
-#' @return A number.
+#' @param chain Chain labels for a matrix or data frame `x`, one per row
+#'   (positive whole numbers, or strings or a factor, numbered in order of
+#'   first appearance); `NULL` when `x` carries its own (draws, `mcmc.list`,
+#'   Stan fit) or is one chain. Labelled results report the chain and
+#'   iteration of their points.
+#' @param by_chain If `TRUE`, return the KSD of each chain and of all
+#'   chains together, all with one kernel (and standardisation) resolved
+#'   on the whole sample: a convergence check, since a chain stuck away from
+#'   the others stands out.
+#' @return A number; with `by_chain = TRUE` a data frame of class
+#'   `kb_ksd_by_chain` with columns `chain`, `n` and `ksd` (the last row,
+#'   `"all"`, is the pooled sample), printed with its kernel.
 #' @references Liu, Q., Lee, J. and Jordan, M. (2016). A kernelized Stein
 #'   discrepancy for goodness-of-fit tests. *ICML*. Gorham, J. and Mackey, L.
 #'   (2017). Measuring sample quality with kernels. *ICML*.
@@ -188,20 +213,23 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' @export
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
                 type = c("V", "U"), standardize = FALSE, nthreads = NULL,
-                blocks = NULL) {
+                blocks = NULL, chain = NULL, by_chain = FALSE) {
   type <- check_choice(type, c("V", "U"), "type")
+  by_chain <- check_flag(by_chain, "by_chain")
   if (!is.null(blocks)) {
-    if (type != "V" || !is.null(weights)) {
-      stop_arg("blocks", "is for the unweighted V-statistic only")
+    if (type != "V" || !is.null(weights) || by_chain) {
+      stop_arg("blocks", "is for the unweighted V-statistic of all rows only")
     }
     blocks <- check_count(blocks, "blocks")
     nthreads <- if (is.null(nthreads)) 1L else check_count(nthreads,
                                                            "nthreads")
     return(ksd_blocks(x, score, kernel, blocks = blocks,
-                      standardize = standardize, nthreads = nthreads))
+                      standardize = standardize, nthreads = nthreads,
+                      chain = chain))
   }
   # every argument is checked before the score closure runs
-  x <- as_points(x)
+  smp <- as_sample(x, score, chain)
+  x <- smp$x
   n <- nrow(x)
   if (!is.null(weights)) weights <- check_weights(weights, n)
   if (type == "U" && n < 2L) {
@@ -212,17 +240,69 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
              "rows for the U-statistic (1 - sum of the squared normalised ",
              "weights is below 1e-12)")
   }
+  if (by_chain && is.null(smp$chain)) {
+    stop_arg("by_chain", "needs chain labels: give x as a draws or ",
+             "mcmc.list object or a Stan fit, or give 'chain'")
+  }
   nthreads <- resolve_nthreads(nthreads)
-  st <- stein_setup(x, score, kernel, standardize)
-  sums <- .Call(C_kb_stein_sums, st$x, st$s, st$kernel, weights, nthreads)
+  st <- stein_setup(x, smp$score, kernel, standardize,
+                    rows = heuristic_rows(smp))
+  if (by_chain) return(ksd_by_chain(st, smp, weights, type, nthreads))
+  ksd_of_rows(st, seq_len(n), weights, type, nthreads)
+}
+
+# The KSD (type "V") or U-statistic of some rows of a Stein setup, with
+# their weights (NULL, or weights of all rows: renormalised on the rows).
+ksd_of_rows <- function(st, rows, weights, type, nthreads) {
+  n <- length(rows)
+  all <- n == st$n
+  w <- if (is.null(weights)) NULL else if (all) weights else
+    weights[rows] / sum(weights[rows])
+  if (type == "U" && n < 2L) return(NA_real_)
+  sums <- .Call(C_kb_stein_sums,
+                if (all) st$x else st$x[rows, , drop = FALSE],
+                if (all) st$s else st$s[rows, , drop = FALSE], st$kernel, w,
+                nthreads)
   tot <- check_total(sum(sums$sums))
   if (type == "V") {
-    v <- if (is.null(weights)) tot / n^2 else tot
+    v <- if (is.null(w)) tot / n^2 else tot
     return(sqrt(max(v, 0)))
   }
   off <- check_total(tot - sum(sums$diag))
-  if (is.null(weights)) return(off / (n * (n - 1)))
-  off / (1 - sum(weights^2))
+  if (is.null(w)) return(off / (n * (n - 1)))
+  off / (1 - sum(w^2))
+}
+
+# One KSD per chain and one of all chains together, all with the kernel
+# and standardisation resolved on the whole sample.
+ksd_by_chain <- function(st, smp, weights, type, nthreads) {
+  rows <- chain_rows(smp)
+  if (!is.null(weights) && any(vapply(rows, function(r) sum(weights[r]), 0) <= 0)) {
+    stop_arg("weights", "must give positive weight to every chain for by_chain = TRUE")
+  }
+  k <- vapply(rows, function(r) ksd_of_rows(st, r, weights, type, nthreads), 0)
+  all <- ksd_of_rows(st, seq_len(st$n), weights, type, nthreads)
+  out <- data.frame(chain = c(names(rows), "all"),
+                    n = c(lengths(rows), st$n), ksd = c(k, all),
+                    stringsAsFactors = FALSE)
+  structure(out, class = c("kb_ksd_by_chain", "data.frame"),
+            kernel = st$kernel, standardize = !is.null(st$scale),
+            type = type)
+}
+
+#' @export
+print.kb_ksd_by_chain <- function(x, ...) {
+  type <- attr(x, "type")
+  cat(sprintf("%s by chain (%s)\n",
+              if (identical(type, "U")) "KSD^2 U-statistic" else "KSD",
+              if (isTRUE(attr(x, "standardize"))) "columns standardised" else
+                "not standardised"))
+  cat("  kernel:", describe_resolved(attr(x, "kernel")), "\n")
+  tab <- as.data.frame(unclass(x), stringsAsFactors = FALSE)
+  tab$ksd <- signif(tab$ksd, 4)
+  names(tab)[3L] <- if (identical(type, "U")) "ksd2_U" else "ksd"
+  print(tab, row.names = FALSE)
+  invisible(x)
 }
 
 #' KSD path
@@ -232,9 +312,15 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
 #' evaluations. Useful to watch a chain converge, or to compare a thinned
 #' sample with the full one.
 #'
+#' For a sample of several chains (labelled: see `chain`), the path
+#' restarts at each chain: `ksd[i]` is the KSD of the chain of row `i` up
+#' to that row, all chains with one kernel resolved on the whole sample.
+#'
 #' @inheritParams stein_kernel_matrix
+#' @inheritParams ksd
 #' @return An object of class `kb_ksd_path`: a list with `ksd` (the KSD, as
-#'   in `ksd(type = "V")`, of the first `j` rows for each `j`), `n`, `d`,
+#'   in `ksd(type = "V")`, of the first `j` rows for each `j`, per chain for
+#'   labelled input, with `chain` and `iteration` of each row), `n`, `d`,
 #'   `kernel` (the kernel as resolved on the sample, with its matrix `L`)
 #'   and `standardize`. It has `print`, `summary`, `plot` and `as.numeric`
 #'   methods.
@@ -247,14 +333,29 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
 #' plot(p)
 #' @export
 ksd_path <- function(x, score, kernel = imq_kernel(), standardize = FALSE,
-                     nthreads = NULL) {
+                     nthreads = NULL, chain = NULL) {
   nthreads <- resolve_nthreads(nthreads)
-  st <- stein_setup(x, score, kernel, standardize)
-  sums <- .Call(C_kb_stein_sums, st$x, st$s, st$kernel, NULL, nthreads)
-  path <- sqrt(pmax(check_total(cumsum(sums$sums)), 0)) / seq_len(st$n)
+  smp <- as_sample(x, score, chain)
+  st <- stein_setup(smp$x, smp$score, kernel, standardize,
+                    rows = heuristic_rows(smp))
+  path <- numeric(st$n)
+  for (r in chain_rows(smp)) {
+    sums <- .Call(C_kb_stein_sums, st$x[r, , drop = FALSE],
+                  st$s[r, , drop = FALSE], st$kernel, NULL, nthreads)
+    path[r] <- sqrt(pmax(check_total(cumsum(sums$sums)), 0)) /
+      seq_along(r)
+  }
   structure(list(ksd = path, n = st$n, d = st$d, kernel = st$kernel,
-                 standardize = standardize, scale = st$scale),
+                 standardize = standardize, scale = st$scale,
+                 chain = smp$chain, iteration = smp$iteration),
             class = "kb_ksd_path")
+}
+
+# The final KSD of each chain of a path (one number without labels).
+path_finals <- function(x) {
+  if (is.null(x$chain)) return(c(all = x$ksd[x$n]))
+  rows <- chain_rows(x)
+  vapply(rows, function(r) x$ksd[r[length(r)]], 0)
 }
 
 #' @export
@@ -262,13 +363,21 @@ print.kb_ksd_path <- function(x, ...) {
   cat(sprintf("KSD path of %d points in dimension %d%s\n", x$n, x$d,
               if (x$standardize) " (standardised)" else ""))
   cat("  kernel:", describe_resolved(x$kernel), "\n")
-  cat(sprintf("  KSD of all %d points: %s\n", x$n, format(x$ksd[x$n],
-                                                        digits = 6)))
+  if (is.null(x$chain)) {
+    cat(sprintf("  KSD of all %d points: %s\n", x$n, format(x$ksd[x$n],
+                                                          digits = 6)))
+  } else {
+    f <- path_finals(x)
+    cat(sprintf("  one path per chain; final KSD of chain %s\n",
+                paste(sprintf("%s: %s", names(f), format(f, digits = 4)),
+                      collapse = ", ")))
+  }
   invisible(x)
 }
 
 #' @export
 summary.kb_ksd_path <- function(object, ...) {
+  if (!is.null(object$chain)) return(summary_chain_paths(object))
   n <- object$n
   at <- unique(pmin(n, c(1L, 10L, 100L, 1000L, 10000L, 100000L, n)))
   at <- at[at <= n]
@@ -284,11 +393,32 @@ print.summary.kb_ksd_path <- function(x, ...) {
   cat(sprintf("KSD path: n = %d, d = %d, standardised: %s\n", x$n, x$d,
               if (x$standardize) "yes" else "no"))
   cat("  kernel:", x$kernel, "\n")
+  if (!is.null(x$chains)) {
+    tab <- x$chains
+    tab$final <- signif(tab$final, 5)
+    tab$min <- signif(tab$min, 5)
+    names(tab)[5L] <- "min_at"
+    cat("  one path per chain:\n")
+    print(tab, row.names = FALSE)
+    return(invisible(x))
+  }
   tab <- data.frame(points = x$at, ksd = signif(x$ksd, 6))
   print(tab, row.names = FALSE)
   cat(sprintf("  smallest KSD %s after %d points\n", format(x$min, digits = 6),
               x$which_min))
   invisible(x)
+}
+
+summary_chain_paths <- function(object) {
+  rows <- chain_rows(object)
+  tab <- data.frame(chain = names(rows), n = lengths(rows),
+                    final = vapply(rows, function(r) object$ksd[r[length(r)]], 0),
+                    min = vapply(rows, function(r) min(object$ksd[r]), 0),
+                    at = vapply(rows, function(r) which.min(object$ksd[r]), 1L))
+  structure(list(n = object$n, d = object$d, chains = tab,
+                 kernel = describe_resolved(object$kernel),
+                 standardize = object$standardize),
+            class = "summary.kb_ksd_path")
 }
 
 #' @export
@@ -304,6 +434,7 @@ as.double.kb_ksd_path <- function(x, ...) x$ksd
 #' @return `x`, invisibly.
 #' @export
 plot.kb_ksd_path <- function(x, log = "xy", reference = TRUE, ...) {
+  if (!is.null(x$chain)) return(plot_chain_paths(x, log, ...))
   j <- seq_len(x$n)
   args <- list(...)
   defaults <- list(xlab = "number of points j", ylab = "KSD of first j points",
@@ -315,6 +446,25 @@ plot.kb_ksd_path <- function(x, log = "xy", reference = TRUE, ...) {
     graphics::legend("topright", legend = c("KSD", "rate n^(-1/2)"),
                      lty = c(1, 2), col = c("black", "grey50"), bty = "n")
   }
+  invisible(x)
+}
+
+# One line per chain of a multi-chain KSD path.
+plot_chain_paths <- function(x, log, ...) {
+  rows <- chain_rows(x)
+  cols <- grDevices::hcl.colors(max(2L, length(rows)), "Dark 3")
+  len <- lengths(rows)
+  defaults <- list(xlab = "iterations j of the chain",
+                   ylab = "KSD of the chain's first j points",
+                   main = "KSD path per chain", type = "n", log = log)
+  args <- utils::modifyList(defaults, list(...))
+  do.call(graphics::plot, c(list(x = c(1, max(len)),
+                                 y = range(x$ksd[x$ksd > 0])), args))
+  for (i in seq_along(rows)) {
+    graphics::lines(seq_along(rows[[i]]), x$ksd[rows[[i]]], col = cols[i])
+  }
+  graphics::legend("topright", legend = paste("chain", names(rows)),
+                   col = cols[seq_along(rows)], lty = 1, bty = "n")
   invisible(x)
 }
 
@@ -367,7 +517,7 @@ ksd_resolved <- function(x, s, rk, nthreads = 1L) {
 #' }
 #' @export
 ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
-                       standardize = FALSE, nthreads = 1) {
+                       standardize = FALSE, nthreads = 1, chain = NULL) {
   if (is.null(blocks)) {
     blocks <- if (requireNamespace("future", quietly = TRUE)) {
       max(1L, as.integer(future::nbrOfWorkers()))
@@ -375,7 +525,9 @@ ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
   }
   blocks <- check_count(blocks, "blocks")
   nthreads <- check_count(nthreads, "nthreads")
-  st <- stein_setup(x, score, kernel, standardize)
+  smp <- as_sample(x, score, chain)
+  st <- stein_setup(smp$x, smp$score, kernel, standardize,
+                    rows = heuristic_rows(smp))
   n <- st$n
   k <- min(blocks, n)
   b <- unique(round(n * sqrt(seq(0, k) / k)))

@@ -73,11 +73,21 @@ eval_schedule <- function(f, t, arg) {
 #' preconditioner; a heuristic one is resolved on the first push).
 #'
 #' @param x The stream: an `n x d` matrix of states in order (or a data
-#'   frame, `coda::mcmc`, posterior draws). A vector is `n` one-dimensional
+#'   frame, `coda::mcmc`, posterior draws; for `ksdt()` also a Stan fit). A vector is `n` one-dimensional
 #'   states for `ksdt()`, and one state of the stream's dimension (when
 #'   above 1) for `ksdt_push()`; see 'Points and samples' in [kernbayes-package].
 #' @param score Scores at the rows of `x`: a matrix (a vector as for `x`,
-#'   of the dimension of `x`), a function of one point or a [kb_target()].
+#'   of the dimension of `x`), a function of one point or a [kb_target()];
+#'   for `ksdt()` also a draws object of gradients, or left out when `x` is
+#'   a Stan fit (see [ksd()]).
+#' @param chain For `ksdt()`: chain labels of the rows of a matrix `x` (see
+#'   [ksd()]). Several chains (labelled, or a draws object or Stan fit) are
+#'   never run as one stream: each chain is thinned by its own stream, all
+#'   with one kernel resolved on the whole sample, and the dictionaries are
+#'   merged as by [c.kb_ksdt()] (ordered by their KSD), so the result does
+#'   not depend on the order of the chains. It then has `per_chain` (each
+#'   chain's `kb_ksdt`), `source` (the chain and index there of each kept
+#'   point), and `chain` and `iteration` of each kept point.
 #' @param budget The budget \eqn{\epsilon_t \ge 0}: a number, or a function
 #'   of the step \eqn{t}.
 #' @param min_size The minimum size rule \eqn{f(t)}: `"sqrt"`
@@ -118,16 +128,63 @@ eval_schedule <- function(f, t, arg) {
 #' @export
 ksdt <- function(x, score, budget = 0, min_size = "sqrt", min_size_coef = 1,
                  min_size_floor = 10, kernel = imq_kernel(), candidates = 1,
-                 nthreads = NULL, progress = interactive()) {
-  x <- as_points(x)
+                 nthreads = NULL, progress = interactive(), chain = NULL) {
   candidates <- check_count(candidates, "candidates")
-  st <- ksdt_stream(ncol(x), budget = budget, min_size = min_size,
-                    min_size_coef = min_size_coef,
-                    min_size_floor = min_size_floor, kernel = kernel,
-                    nthreads = nthreads, progress = progress)
-  s <- resolve_score(score, x)
-  push_rows(st, x, s, candidates)
-  ksdt_result(st)
+  smp <- as_sample(x, score, chain, progress = isTRUE(progress))
+  x <- smp$x
+  new_stream <- function() {
+    ksdt_stream(ncol(x), budget = budget, min_size = min_size,
+                min_size_coef = min_size_coef, min_size_floor = min_size_floor,
+                kernel = kernel, nthreads = nthreads, progress = progress)
+  }
+  st <- new_stream()   # checks every setting before the score closure runs
+  s <- resolve_score(smp$score, x)
+  if (n_chains(smp) < 2L) {
+    push_rows(st, x, s, candidates)
+    res <- ksdt_result(st)
+    return(label_ksdt(res, smp, res$index))
+  }
+  ksdt_by_chain(smp, s, new_stream, candidates, st$nthreads)
+}
+
+# KSDT on several chains: one stream per chain, all with the kernel
+# resolved on the whole sample (the same evenly spaced iterations of each
+# chain), merged by merge_dicts(), which orders the dictionaries by their
+# KSD: the result does not depend on the order of the chains.
+ksdt_by_chain <- function(smp, s, new_stream, candidates, nthreads) {
+  x <- smp$x
+  st <- new_stream()
+  rk <- resolve_kernel(st$kernel, x, rows = heuristic_rows(smp))
+  rows <- chain_rows(smp)
+  dicts <- lapply(rows, function(r) {
+    sc <- new_stream()
+    stream_attach(sc, rk, colnames(x))
+    push_rows(sc, x[r, , drop = FALSE], s[r, , drop = FALSE], candidates)
+    d <- ksdt_result(sc)
+    label_ksdt(d, smp, r[d$index])
+  })
+  res <- merge_dicts(unname(dicts), how = "ksdt", nthreads = nthreads)
+  src <- res$source
+  row <- mapply(function(k, i) rows[[k]][i], src$dictionary, src$index)
+  res$source <- data.frame(chain = names(rows)[src$dictionary],
+                           index = src$index)
+  res$method <- sprintf("KSDT on %d chains, merged", length(rows))
+  res$per_chain <- stats::setNames(dicts, names(rows))
+  # the merged result reports the whole sample and the user's settings
+  res$n_offered <- res$t <- nrow(x)
+  res$evals <- res$evals + sum(vapply(dicts, function(d) d$evals, 0))
+  res[names(st$settings)] <- st$settings
+  label_ksdt(res, smp, row)
+}
+
+# The chain, iteration and constrained draws of a KSDT result's points
+# (`rows`: their rows in the sample).
+label_ksdt <- function(res, smp, rows) {
+  lab <- sample_labels(smp, rows)
+  res$chain <- lab$chain
+  res$iteration <- lab$iteration
+  res$draws <- lab$draws
+  res
 }
 
 #' @rdname ksdt

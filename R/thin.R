@@ -34,6 +34,7 @@ new_thin <- function(index, x, path, path_name, method, kernel, settings) {
 #' index on ties.
 #'
 #' @inheritParams stein_kernel_matrix
+#' @inheritParams ksd
 #' @param m Number of points to select.
 #' @param standardize Standardise the columns first (default `TRUE`).
 #' @param unique If `TRUE`, never select a point twice (then `m <= n`).
@@ -41,7 +42,10 @@ new_thin <- function(index, x, path, path_name, method, kernel, settings) {
 #'   indices in selection order), `points` (the `m x d` selected rows),
 #'   `ksd` (the KSD of the first \eqn{j} selected points, \eqn{j = 1..m}),
 #'   `method`, `n`, `d`, `m`, `kernel` (as resolved on the sample), `sample`
-#'   and the settings. It has `print`, `summary` and `plot` methods, and
+#'   and the settings; for labelled input (several chains, a Stan fit)
+#'   `chain` and `iteration` of each selected point, and for a Stan fit
+#'   `draws`, the selected draws on the constrained scale. The selection
+#'   is made over all chains together. It has `print`, `summary` and `plot` methods, and
 #'   `posterior::as_draws_matrix()` converts it when posterior is installed.
 #' @references Riabiz, M., Chen, W. Y., Cockayne, J., Swietach, P., Niederer,
 #'   S. A., Mackey, L. and Oates, C. J. (2022). Optimal thinning of MCMC
@@ -57,17 +61,20 @@ new_thin <- function(index, x, path, path_name, method, kernel, settings) {
 #' plot(th)
 #' @export
 stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
-                       unique = FALSE, nthreads = NULL) {
-  x <- as_points(x)
+                       unique = FALSE, nthreads = NULL, chain = NULL) {
   unique <- check_flag(unique, "unique")
+  smp <- as_sample(x, score, chain)
+  x <- smp$x
   m <- check_m(m, nrow(x), unique)
   nthreads <- resolve_nthreads(nthreads)
-  st <- stein_setup(x, score, kernel, standardize)
+  st <- stein_setup(x, smp$score, kernel, standardize,
+                    rows = heuristic_rows(smp))
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, NULL,
                nthreads)
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   new_thin(res$index, x, path, "ksd", "Stein thinning", st$kernel,
-           list(standardize = standardize, unique = unique))
+           c(list(standardize = standardize, unique = unique),
+             sample_labels(smp, res$index)))
 }
 
 # Running sums of the greedy gains, the squared discrepancy times j^2 of
@@ -141,7 +148,7 @@ resolve_log_density <- function(f, x, arg) {
 #'   `x`: vectors / matrices, functions of one point or a [kb_target()]
 #'   (give the same target for both).
 #' @param ... Further arguments to [stein_thin()]: `kernel`, `standardize`,
-#'   `unique`, `nthreads`.
+#'   `unique`, `nthreads`, `chain`.
 #' @param range_cap `NULL`, or a positive number at which the shifted log
 #'   weights are clipped.
 #' @return A `kb_thin` object as from [stein_thin()], with the log weights
@@ -159,9 +166,10 @@ resolve_log_density <- function(f, x, arg) {
 #' @export
 stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   dots <- list(...)
-  bad <- setdiff(names(dots), c("kernel", "standardize", "unique", "nthreads"))
+  bad <- setdiff(names(dots), c("kernel", "standardize", "unique", "nthreads",
+                                "chain"))
   if (length(bad) || (length(dots) && is.null(names(dots)))) {
-    stop_arg("...", "takes only kernel, standardize, unique and nthreads")
+    stop_arg("...", "takes only kernel, standardize, unique, nthreads and chain")
   }
   kernel <- if (is.null(dots$kernel)) imq_kernel() else dots$kernel
   standardize <- check_flag(if (is.null(dots$standardize)) TRUE else
@@ -169,7 +177,8 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   unique <- check_flag(if (is.null(dots$unique)) FALSE else dots$unique,
                        "unique")
   nthreads <- resolve_nthreads(dots$nthreads)
-  x <- as_points(x)
+  smp <- as_sample(x, NULL, dots$chain)
+  x <- smp$x
   m <- check_m(m, nrow(x), unique)
   if (!is.null(range_cap)) {
     range_cap <- check_number(range_cap, "range_cap", lower = 0,
@@ -206,12 +215,14 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
                            "a few points dominate; consider a better proxy ",
                            "or 'range_cap'"), max(w)), call. = FALSE)
   }
-  st <- stein_setup(x, score_q, kernel, standardize, "score_q")
+  st <- stein_setup(x, score_q, kernel, standardize, "score_q",
+                    rows = heuristic_rows(smp))
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, w,
                nthreads)
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   out <- new_thin(res$index, x, path, "ksd", "gradient-free Stein thinning",
-                  st$kernel, list(standardize = standardize, unique = unique))
+                  st$kernel, c(list(standardize = standardize, unique = unique),
+                               sample_labels(smp, res$index)))
   out$w <- w
   out
 }
@@ -240,8 +251,9 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
 #' @export
 mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
                      embed_size = 10000, unique = TRUE, standardize = FALSE,
-                     nthreads = NULL) {
-  x <- as_points(x)
+                     nthreads = NULL, chain = NULL) {
+  smp <- as_sample(x, NULL, chain)
+  x <- smp$x
   n <- nrow(x)
   unique <- check_flag(unique, "unique")
   m <- check_m(m, n, unique)
@@ -254,7 +266,7 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
   nthreads <- resolve_nthreads(nthreads)
   xs <- x
   if (standardize) xs <- standardize_columns(x)$x
-  rk <- resolve_kernel(kernel, xs)
+  rk <- resolve_kernel(kernel, xs, rows = heuristic_rows(smp))
   xr <- in_basis(xs, rk)
   rows <- if (n > embed_size) {
     floor(seq(0, n - 1, length.out = embed_size)) + 1
@@ -267,8 +279,8 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
   mmd2 <- cumsum(res$gain) / j^2 - 2 * cumsum(res$mu[res$index]) / j +
     mean(res$mu[rows])
   new_thin(res$index, x, sqrt(pmax(mmd2, 0)), "mmd", "MMD thinning", rk,
-           list(standardize = standardize, unique = unique,
-                embed_size = length(rows)))
+           c(list(standardize = standardize, unique = unique,
+                  embed_size = length(rows)), sample_labels(smp, res$index)))
 }
 
 #' @export
@@ -373,6 +385,7 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' \eqn{w \propto K_p^{-1} 1}.
 #'
 #' @inheritParams stein_kernel_matrix
+#' @inheritParams ksd
 #' @param nonneg Constrain the weights to be non-negative (default `TRUE`).
 #' @return A numeric vector of weights summing to 1, with attribute `ksd`
 #'   (the weighted KSD).
@@ -384,12 +397,14 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' c(uniform = ksd(x, tg), weighted = attr(w, "ksd"))
 #' @export
 ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
-                        standardize = FALSE, nthreads = NULL) {
+                        standardize = FALSE, nthreads = NULL, chain = NULL) {
   nonneg <- check_flag(nonneg, "nonneg")
   nthreads <- resolve_nthreads(nthreads)
+  smp <- as_sample(x, score, chain)
   # standardisation and preconditioner heuristics see the whole sample,
   # repeats included; repeats are merged only for the solve
-  st <- stein_setup(x, score, kernel, standardize)
+  st <- stein_setup(smp$x, smp$score, kernel, standardize,
+                    rows = heuristic_rows(smp))
   xs <- cbind(st$x, st$s)
   # exact (bitwise) row keys: merging must not depend on printing precision
   key <- apply(xs, 1L, function(r) paste(sprintf("%a", r), collapse = ","))

@@ -116,6 +116,8 @@ as_points <- function(x, arg = "x", d = NULL, one = FALSE) {
     x <- unclass(x)[, , drop = FALSE]
     attr(x, "nchains") <- NULL
   } else if (is.data.frame(x)) {
+    # the labels of a data frame of draws are not coordinates
+    x <- x[setdiff(names(x), c(".chain", ".iteration", ".draw"))]
     ok <- vapply(x, function(col) is.numeric(col) || is.logical(col), TRUE)
     if (!all(ok)) {
       stop_arg(arg, "must contain only numeric columns; column(s) ",

@@ -762,7 +762,7 @@ test_that("bad log_p, log_q, range_cap and ... of stein_thin_gf() are rejected, 
                "'range_cap' must be in \\(0, Inf\\]; got 0")
   # ... takes only kernel, standardize, unique, nthreads
   expect_error(stein_thin_gf(x, lp, lp, s, 5, foo = 1),
-               "'\\.\\.\\.' takes only kernel, standardize, unique and nthreads")
+               "'\\.\\.\\.' takes only kernel, standardize, unique, nthreads and chain")
   expect_error(stein_thin_gf(x, lp, lp, s, 5, TRUE), "'\\.\\.\\.'")
   expect_error(stein_thin_gf(x, lp, lp, s, 5, unique = TRUE, embed_size = 3),
                "'\\.\\.\\.'")
