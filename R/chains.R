@@ -41,7 +41,9 @@
 #' @param nthreads Threads per chain.
 #' @return An object of class `kb_ksdt_chains`: `chains` (the `kb_ksdt` of
 #'   each chain; `NULL` for a failed one), `errors` (the failed chains'
-#'   conditions, named by chain number), `merged` (a `kb_ksdt`, or `NULL`),
+#'   conditions, named by chain number), `merged` (a `kb_ksdt`, or `NULL`;
+#'   its `chain` and `iteration` give the chain and iteration of each kept
+#'   point, as do each chain's),
 #'   `elapsed` (seconds); `print`, `summary` and `plot` methods.
 #' @examples
 #' tg <- gaussian_mixture_target(means = rbind(c(-2, 0), c(2, 0)))
@@ -113,13 +115,21 @@ ksdt_chains <- function(target, x0, n_iter, ...,
                     conditionMessage(res[[which(failed)[1L]]]), sum(!failed)),
             call. = FALSE)
   }
-  chains <- lapply(res, function(z) if (inherits(z, "error")) NULL else z)
+  chains <- lapply(seq_along(res), function(i) {
+    z <- res[[i]]
+    if (inherits(z, "error")) return(NULL)
+    z$chain <- rep(i, length(z$index))
+    z$iteration <- z$index
+    z
+  })
   ok <- chains[!failed]
   merged <- if (merge == "none") NULL else if (length(ok) == 1L) ok[[1L]] else
     merge_dicts(ok, how = merge, size = merge_size, nthreads = nthreads,
                 how_arg = "merge", size_arg = "merge_size")
   if (!is.null(merged$source)) {
     merged$source$dictionary <- which(!failed)[merged$source$dictionary]
+    merged$chain <- merged$source$dictionary
+    merged$iteration <- merged$source$index
   }
   structure(list(chains = chains, errors = errors, merged = merged,
                  merge = merge, n_iter = n_iter, x0 = x0, elapsed = elapsed,

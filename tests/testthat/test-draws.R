@@ -223,3 +223,22 @@ test_that("bad chain arguments are rejected before any work", {
   expect_error(ksd(f$x, sfun, chain = 1:2, by_chain = TRUE), class = "kb_error_arg")
   expect_equal(calls, 0)
 })
+
+test_that("ksdt_chains labels the chain and iteration of every kept point", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(3)
+  f <- ksdt_chains(tg, x0 = rbind(c(-1, 0), c(1, 0), c(0, 1)), n_iter = 300,
+                   sampler = "rwm", step = 1)
+  for (i in 1:3) {
+    z <- f$chains[[i]]
+    expect_equal(z$chain, rep(i, length(z$index)))
+    expect_equal(z$iteration, z$index)
+  }
+  m <- f$merged
+  expect_equal(m$chain, m$source$dictionary)
+  expect_equal(m$iteration, m$source$index)
+  for (j in seq_along(m$chain)) {
+    z <- f$chains[[m$chain[j]]]
+    expect_equal(m$points[j, ], z$points[match(m$iteration[j], z$index), ])
+  }
+})
