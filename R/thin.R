@@ -387,8 +387,9 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' @inheritParams stein_kernel_matrix
 #' @inheritParams ksd
 #' @param nonneg Constrain the weights to be non-negative (default `TRUE`).
-#' @return A numeric vector of weights summing to 1, with attribute `ksd`
-#'   (the weighted KSD).
+#' @return A numeric vector of weights summing to 1, one per row of `x`,
+#'   with attribute `ksd` (the weighted KSD), and for labelled input
+#'   (several chains, a Stan fit) attributes `chain` and `iteration`.
 #' @examples
 #' set.seed(1)
 #' tg <- gaussian_target(c(0, 0))
@@ -419,6 +420,8 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
   grp <- match(key, key[!dup])
   w <- v[grp] / tabulate(grp, nbins = length(v))[grp]
   attr(w, "ksd") <- sqrt(max(drop(crossprod(v, K %*% v)), 0))
+  attr(w, "chain") <- smp$chain
+  attr(w, "iteration") <- smp$iteration
   w
 }
 

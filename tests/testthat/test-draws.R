@@ -242,3 +242,13 @@ test_that("ksdt_chains labels the chain and iteration of every kept point", {
     expect_equal(m$points[j, ], z$points[match(m$iteration[j], z$index), ])
   }
 })
+
+test_that("ksd_weights keeps the labels of the rows it weights", {
+  f <- chains_fixture(t = 15)
+  w <- ksd_weights(f$x, f$s, chain = f$chain)
+  expect_equal(attr(w, "chain"), f$chain)
+  expect_equal(attr(w, "iteration"), f$iteration)
+  w0 <- ksd_weights(f$x, f$s)
+  expect_equal(as.double(w), as.double(w0))
+  expect_null(attr(w0, "chain"))
+})
