@@ -149,9 +149,10 @@ summary.kb_chain <- function(object, ...) {
   if (requireNamespace("posterior", quietly = TRUE)) {
     dg <- posterior::summarise_draws(as_draws_df.kb_chain(object),
                                      "rhat", "ess_bulk", "ess_tail")
-    tab$rhat <- dg$rhat
-    tab$ess_bulk <- dg$ess_bulk
-    tab$ess_tail <- dg$ess_tail
+    # summarise_draws() returns pillar-classed numbers: keep the doubles
+    tab$rhat <- as.double(dg$rhat)
+    tab$ess_bulk <- as.double(dg$ess_bulk)
+    tab$ess_tail <- as.double(dg$ess_tail)
   }
   structure(list(chain = object, table = tab), class = "summary.kb_chain")
 }
