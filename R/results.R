@@ -193,8 +193,9 @@ result_draws_df <- function(x, scale = NULL, weights = NULL, source = TRUE) {
 #'   when they are known (default `TRUE`).
 #' @param row.names,optional Ignored (for [as.data.frame()]).
 #' @param ... Ignored.
-#' @return `as_draws_df()` and `as_draws()`: a `posterior::draws_df`;
-#'   `as_draws_matrix()`: a `posterior::draws_matrix`; `as.data.frame()`: a
+#' @return `as_draws_df()`: a `posterior::draws_df`; `as_draws_matrix()`
+#'   and `as_draws()`: a `posterior::draws_matrix` (as posterior's
+#'   `as_draws()` gives for a matrix); `as.data.frame()`: a
 #'   data frame with the columns of `as.data.frame(as_draws_df(x))`
 #'   (variables, `source_*`, `.chain`, `.iteration`, `.draw`,
 #'   `.log_weight` with weights), without needing posterior.
@@ -235,26 +236,6 @@ as_draws_df.kb_particles <- as_draws_df.kb_chain
 as_draws_df.kb_ksdt_chains <- as_draws_df.kb_chain
 
 #' @rdname as_draws.kb_result
-#' @exportS3Method posterior::as_draws
-as_draws.kb_chain <- as_draws_df.kb_chain
-
-#' @rdname as_draws.kb_result
-#' @exportS3Method posterior::as_draws
-as_draws.kb_thin <- as_draws_df.kb_chain
-
-#' @rdname as_draws.kb_result
-#' @exportS3Method posterior::as_draws
-as_draws.kb_ksdt <- as_draws_df.kb_chain
-
-#' @rdname as_draws.kb_result
-#' @exportS3Method posterior::as_draws
-as_draws.kb_particles <- as_draws_df.kb_chain
-
-#' @rdname as_draws.kb_result
-#' @exportS3Method posterior::as_draws
-as_draws.kb_ksdt_chains <- as_draws_df.kb_chain
-
-#' @rdname as_draws.kb_result
 #' @exportS3Method posterior::as_draws_matrix
 as_draws_matrix.kb_chain <- function(x, scale = NULL, weights = NULL,
                                      source = TRUE, ...) {
@@ -276,6 +257,26 @@ as_draws_matrix.kb_particles <- as_draws_matrix.kb_chain
 #' @rdname as_draws.kb_result
 #' @exportS3Method posterior::as_draws_matrix
 as_draws_matrix.kb_ksdt_chains <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws
+as_draws.kb_chain <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws
+as_draws.kb_thin <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws
+as_draws.kb_ksdt <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws
+as_draws.kb_particles <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws
+as_draws.kb_ksdt_chains <- as_draws_matrix.kb_chain
 
 #' @rdname as_draws.kb_result
 #' @export
@@ -497,3 +498,22 @@ print.kb_ksd_compare <- function(x, ...) {
 #' @export
 as.double.kb_ksd_compare <- function(x, ...) c(set = x$ksd,
                                                reference = x$reference)
+
+# The kernel line of a flow's printed KSD^2 objective (SVGD: a Gaussian
+# kernel of the iteration's bandwidth; KSD descent: its kernel resolved on
+# the starting particles). The objective is the flow's own, at the last
+# evaluated iterate; ksd(particles, score) judges the returned particles
+# under ksd()'s kernel arguments instead.
+particles_ksd_kernel <- function(x) {
+  k <- x[["settings"]][["kernel"]]
+  kern <- if (inherits(k, "kb_kernel")) {
+    sprintf("%s, L = %s, resolved on the starting particles",
+            if (k$type == "imq") sprintf("IMQ (c = %s, beta = %s)",
+                                         format(k$c), format(k$beta))
+            else "Gaussian", describe_precon(k$precon))
+  } else if (!is.null(x[["bandwidth"]])) {
+    sprintf("Gaussian, bandwidth h = %s at the last iteration",
+            format(x[["bandwidth"]][length(x[["bandwidth"]])], digits = 4))
+  } else "the flow's kernel"
+  sprintf("  KSD^2 kernel: %s; %s", kern, describe_standardisation(NULL))
+}

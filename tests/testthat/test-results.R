@@ -78,7 +78,7 @@ expect_round_trip <- function(obj, pts) {
                    ignore_attr = TRUE)
   expect_identical(unname(as.matrix(unclass(dm)[, vars])), unname(pts),
                    ignore_attr = TRUE)
-  expect_s3_class(posterior::as_draws(obj), "draws_df")
+  expect_identical(posterior::as_draws(obj), dm)
 }
 
 test_that("every result class converts its points exactly", {
@@ -396,4 +396,20 @@ test_that("ksd(result, reference =) compares under one kernel in one line", {
   expect_error(ksd(mm, ch$score[mm$index, ], reference = ch$x), "'score'",
                class = "kb_error_arg")
   expect_s3_class(ksd(mm, toy$tg, reference = ch), "kb_ksd_compare")
+})
+
+test_that("particles print their KSD^2 kernel; ksd(particles) needs a score", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(9)
+  x0 <- matrix(stats::rnorm(20), 10)
+  pa <- svgd(x0, tg, n_iter = 3, progress = FALSE)
+  out <- utils::capture.output(print(pa))
+  expect_true(any(grepl("KSD^2 kernel: Gaussian", out, fixed = TRUE) &
+                    grepl("not standardised", out)))
+  kd <- ksd_descent(x0, tg, n_iter = 3, method = "gd", progress = FALSE)
+  out <- utils::capture.output(print(summary(kd)))
+  expect_true(any(grepl("KSD^2 kernel: IMQ", out, fixed = TRUE) &
+                    grepl("not standardised", out)))
+  expect_error(ksd(pa), "'score'", class = "kb_error_arg")
+  expect_identical(ksd(pa, tg), ksd(pa$x, tg))
 })
