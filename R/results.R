@@ -172,7 +172,9 @@ result_draws_df <- function(x, scale = NULL, weights = NULL, source = TRUE) {
 #' **Weights.** `weights` (default: the result's `weights` field, which you
 #' may set, e.g. `th$weights <- ksd_weights(th$points, th$score)`) are
 #' attached with [posterior::weight_draws()] semantics (`.log_weight`, the
-#' log of the weights; `posterior::weights()` returns them normalised).
+#' log of the weights; `stats::weights()` of the draws returns them
+#' normalised). Summaries report Kish's effective size of the weights,
+#' \eqn{(\sum w)^2 / \sum w^2}.
 #' Zero weights (from `ksd_weights(nonneg = TRUE)`) give `-Inf` log weights,
 #' which posterior accepts. Note that `posterior::summarise_draws()` ignores
 #' weights; use `posterior::resample_draws()` or weighted means.
@@ -208,7 +210,7 @@ result_draws_df <- function(x, scale = NULL, weights = NULL, source = TRUE) {
 #' posterior::as_draws_df(ch)
 #' th <- stein_thin(ch$x, ch$score, m = 10)
 #' d <- posterior::as_draws_df(th, weights = ksd_weights(th$points, th$score))
-#' posterior::weights(d)
+#' stats::weights(d)
 #' head(as.data.frame(th))
 NULL
 
