@@ -884,6 +884,7 @@ print.kb_particles <- function(x, ...) {
                 x$objective_name, format(ob[1L], digits = 4),
                 format(ob[length(ob)], digits = 4)))
   }
+  if (identical(x$objective_name, "KSD^2")) cat(particles_ksd_kernel(x), "\n")
   if (!is.null(x$trace)) {
     cat(sprintf("  trace: %d iterates kept\n", dim(x$trace)[3L]))
   }
@@ -899,6 +900,8 @@ summary.kb_particles <- function(object, ...) {
                  objective = c(start = object$objective[1L],
                                end = object$objective[length(object$objective)]),
                  objective_name = object$objective_name,
+                 ksd_kernel = if (identical(object$objective_name, "KSD^2"))
+                   particles_ksd_kernel(object),
                  min_distance = md),
             class = "summary.kb_particles")
 }
@@ -909,6 +912,7 @@ print.summary.kb_particles <- function(x, ...) {
   cat(sprintf("%s: %s -> %s\n", x$objective_name,
               format(x$objective[1L], digits = 4),
               format(x$objective[2L], digits = 4)))
+  if (!is.null(x$ksd_kernel)) cat(x$ksd_kernel, "\n")
   if (!is.na(x$min_distance)) {
     cat(sprintf("smallest distance between particles: %s\n",
                 format(x$min_distance, digits = 4)))

@@ -196,9 +196,31 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   chains together, all with one kernel (and standardisation) resolved
 #'   on the whole sample: a convergence check, since a chain stuck away from
 #'   the others stands out.
+#' @param reference Only when `x` is a result: a sample to compare with (a
+#'   matrix or other points, with `score` at its rows, or a result with
+#'   scores such as a `kb_chain`); see 'Results'.
+#' @section Results: `x` may be a result with points: a thinned set
+#'   ([stein_thin()], [stein_thin_gf()], [mmd_thin()]), a KSDT dictionary
+#'   ([ksdt()], [ksdt_sample()], merged dictionaries, the merged dictionary
+#'   of [ksdt_chains()]), a chain ([mala()], [rwm()]) or particles. A
+#'   thinned set or a dictionary is judged with the kernel it was made with
+#'   (resolved on the whole sample, e.g. the median heuristic) and the same
+#'   standardisation (the sample's column scales), so `ksd(result)`
+#'   recomputes the KSD its `print()` shows (to rounding: the sums are taken
+#'   in another order); `kernel` and `standardize` may not be given then.
+#'   Its own scores are used (an MMD-thinning result has none: give
+#'   `score`, for its points, and get the KSD under its Gaussian kernel; its
+#'   printed value is an MMD). For a gradient-free thinning result the value
+#'   is the gradient-free discrepancy it printed. A chain, or particles
+#'   (with `score`), is judged with `kernel` and `standardize` as a matrix
+#'   would be. With `reference`, the result is a `kb_ksd_compare` object
+#'   printed in one line: the set's KSD next to the reference sample's under
+#'   the same kernel and standardisation (use `as.double()` for the two
+#'   numbers).
 #' @return A number; with `by_chain = TRUE` a data frame of class
 #'   `kb_ksd_by_chain` with columns `chain`, `n` and `ksd` (the last row,
-#'   `"all"`, is the pooled sample), printed with its kernel.
+#'   `"all"`, is the pooled sample), printed with its kernel; with
+#'   `reference`, a `kb_ksd_compare` object.
 #' @references Liu, Q., Lee, J. and Jordan, M. (2016). A kernelized Stein
 #'   discrepancy for goodness-of-fit tests. *ICML*. Gorham, J. and Mackey, L.
 #'   (2017). Measuring sample quality with kernels. *ICML*.
@@ -213,7 +235,10 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' @export
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
                 type = c("V", "U"), standardize = FALSE, nthreads = NULL,
-                blocks = NULL, chain = NULL, by_chain = FALSE) {
+                blocks = NULL, chain = NULL, by_chain = FALSE,
+                reference = NULL) {
+  if (is_kb_result(x)) return(ksd_result(x, score, reference, mget(c("kernel", "weights",
+    "type", "standardize", "nthreads", "blocks")), !missing(kernel) || !missing(standardize)))
   type <- check_choice(type, c("V", "U"), "type")
   by_chain <- check_flag(by_chain, "by_chain")
   if (!is.null(blocks)) {
@@ -360,15 +385,14 @@ path_finals <- function(x) {
 
 #' @export
 print.kb_ksd_path <- function(x, ...) {
-  cat(sprintf("KSD path of %d points in dimension %d%s\n", x$n, x$d,
-              if (x$standardize) " (standardised)" else ""))
-  cat("  kernel:", describe_resolved(x$kernel), "\n")
-  if (is.null(x$chain)) {
-    cat(sprintf("  KSD of all %d points: %s\n", x$n, format(x$ksd[x$n],
-                                                          digits = 6)))
+  cat(sprintf("KSD path of %d points in dimension %d\n", x$n, x$d))
+  cat("  kernel:", describe_ksd_kernel(x$kernel, x[["scale"]]), "\n")
+  if (is.null(x[["chain"]])) {
+    cat(sprintf("  KSD of all %d points: %s (this kernel)\n", x$n,
+                format(x$ksd[x$n], digits = 6)))
   } else {
     f <- path_finals(x)
-    cat(sprintf("  one path per chain; final KSD of chain %s\n",
+    cat(sprintf("  one path per chain; final KSD of chain %s (this kernel)\n",
                 paste(sprintf("%s: %s", names(f), format(f, digits = 4)),
                       collapse = ", ")))
   }
@@ -383,15 +407,14 @@ summary.kb_ksd_path <- function(object, ...) {
   at <- at[at <= n]
   structure(list(n = n, d = object$d, at = at, ksd = object$ksd[at],
                  min = min(object$ksd), which_min = which.min(object$ksd),
-                 kernel = describe_resolved(object$kernel),
+                 kernel = describe_ksd_kernel(object$kernel, object[["scale"]]),
                  standardize = object$standardize),
             class = "summary.kb_ksd_path")
 }
 
 #' @export
 print.summary.kb_ksd_path <- function(x, ...) {
-  cat(sprintf("KSD path: n = %d, d = %d, standardised: %s\n", x$n, x$d,
-              if (x$standardize) "yes" else "no"))
+  cat(sprintf("KSD path: n = %d, d = %d\n", x$n, x$d))
   cat("  kernel:", x$kernel, "\n")
   if (!is.null(x$chains)) {
     tab <- x$chains

@@ -437,7 +437,7 @@ print.kb_ksdt <- function(x, ...) {
     cat(sprintf("  sampler: %s, step %s, acceptance rate %.3f%s\n", x$sampler,
                 format(x$step, digits = 4), x$accept_rate, cand))
   }
-  cat("  kernel:", describe_resolved(x$kernel), "\n")
+  cat("  kernel:", describe_ksd_kernel(x$kernel, NULL), "\n")
   if (!inherits(x, "kb_spmcmc")) {
     ms <- if (is.function(x$min_size)) "user function" else
       sprintf("%s (coef %s, floor %s)", x$min_size, format(x$min_size_coef),
@@ -445,8 +445,14 @@ print.kb_ksdt <- function(x, ...) {
     cat(sprintf("  budget: %s; minimum size: %s\n",
                 describe_schedule(x$budget), ms))
   }
-  cat(sprintf("  KSD of the dictionary: %s; %.0f kernel evaluations\n",
+  cat(sprintf(paste0("  KSD of the dictionary: %s (this kernel; ksd(x) ",
+                     "recomputes it); %.0f kernel evaluations\n"),
               format(utils::tail(x$ksd, 1L), digits = 6), x$evals))
+  w <- x[["weights"]]
+  if (!is.null(w)) {
+    cat(sprintf("  weights: Kish effective size %s of %d\n",
+                format(kish_size(w), digits = 4), length(x$index)))
+  }
   invisible(x)
 }
 
@@ -458,7 +464,9 @@ summary.kb_ksdt <- function(object, ...) {
                  d = object$d, kept = length(object$index),
                  at = at, ksd = object$ksd[at], size = object$size[at],
                  removed = sum(object$removed),
-                 kernel = describe_resolved(object$kernel),
+                 kernel = describe_ksd_kernel(object$kernel, NULL),
+                 kish = if (!is.null(object[["weights"]]))
+                   kish_size(object[["weights"]]),
                  oldest = if (length(object$index)) min(object$index) else NA,
                  evals = object$evals),
             class = "summary.kb_ksdt")
@@ -468,7 +476,12 @@ summary.kb_ksdt <- function(object, ...) {
 print.summary.kb_ksdt <- function(x, ...) {
   cat(sprintf("%s: %.0f states, %d kept, %.0f removed, d = %d\n", x$method,
               x$t, x$kept, x$removed, x$d))
+  if (!is.null(x$kish)) {
+    cat(sprintf("  weighted: Kish effective size %s\n",
+                format(x$kish, digits = 4)))
+  }
   cat("  kernel:", x$kernel, "\n")
+  cat("  KSD of the dictionary at each step (this kernel):\n")
   print(data.frame(step = x$at, size = x$size, ksd = signif(x$ksd, 5)),
         row.names = FALSE)
   cat(sprintf("  oldest retained state: %s; kernel evaluations: %.0f\n",

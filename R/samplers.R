@@ -126,13 +126,34 @@ print.kb_chain <- function(x, ...) {
   invisible(x)
 }
 
+#' Summary of a chain
+#'
+#' Means, standard deviations and 5% / 95% quantiles of each coordinate
+#' and, when the posterior package is installed, its convergence
+#' diagnostics: split R-hat and the bulk and tail effective sample sizes
+#' (`posterior::rhat()`, `ess_bulk()`, `ess_tail()`, as
+#' [posterior::summarise_draws()] computes them on the chain).
+#'
+#' @param object A `kb_chain`.
+#' @param ... Ignored.
+#' @return A `summary.kb_chain` object: `chain` and `table` (one row per
+#'   coordinate: `mean`, `sd`, `q05`, `q95`, and with posterior `rhat`,
+#'   `ess_bulk`, `ess_tail`).
 #' @export
 summary.kb_chain <- function(object, ...) {
   x <- object$x
   tab <- data.frame(mean = colMeans(x), sd = apply(x, 2L, stats::sd),
                     q05 = apply(x, 2L, stats::quantile, 0.05),
                     q95 = apply(x, 2L, stats::quantile, 0.95))
-  rownames(tab) <- colnames(x) %||% paste0("x", seq_len(ncol(x)))
+  rownames(tab) <- point_names(x)
+  if (requireNamespace("posterior", quietly = TRUE)) {
+    dg <- posterior::summarise_draws(as_draws_df.kb_chain(object),
+                                     "rhat", "ess_bulk", "ess_tail")
+    # summarise_draws() returns pillar-classed numbers: keep the doubles
+    tab$rhat <- as.double(dg$rhat)
+    tab$ess_bulk <- as.double(dg$ess_bulk)
+    tab$ess_tail <- as.double(dg$ess_tail)
+  }
   structure(list(chain = object, table = tab), class = "summary.kb_chain")
 }
 
@@ -140,6 +161,9 @@ summary.kb_chain <- function(object, ...) {
 print.summary.kb_chain <- function(x, ...) {
   print(x$chain)
   print(signif(x$table, 4))
+  if (is.null(x$table$rhat)) {
+    cat("(install 'posterior' for R-hat and effective sample sizes)\n")
+  }
   invisible(x)
 }
 

@@ -10,11 +10,31 @@ check_m <- function(m, n, unique) {
   m
 }
 
-new_thin <- function(index, x, path, path_name, method, kernel, settings) {
-  structure(c(list(index = index, points = x[index, , drop = FALSE]),
+# The one constructor of kb_thin. `setup`: the stein_setup() of the sample
+# (Stein thinning) or the resolved kernel (MMD thinning). Kept for ksd(th)
+# to recompute the printed KSD exactly: the resolved kernel, the
+# standardisation scale (NULL: none) and the scores of the selected points
+# in the coordinates of x. `settings` (standardize, unique, ..., and chain,
+# iteration, draws of the selected points when known) become fields.
+new_thin <- function(index, x, path, path_name, method, setup, settings) {
+  score <- scale <- NULL
+  if (inherits(setup, "kb_resolved_kernel")) {
+    kernel <- setup
+    if (isTRUE(settings$standardize)) scale <- standardize_columns(x)$scale
+  } else {
+    kernel <- setup$kernel
+    scale <- setup$scale
+    s <- setup$s[index, , drop = FALSE]
+    if (!is.null(kernel$Q)) s <- s %*% t(kernel$Q)
+    if (!is.null(scale)) s <- sweep(s, 2L, scale, "/")
+    dimnames(s) <- list(NULL, colnames(x))
+    score <- s
+  }
+  structure(c(list(index = index, points = x[index, , drop = FALSE],
+                   score = score),
               stats::setNames(list(path), path_name),
               list(method = method, n = nrow(x), d = ncol(x), m = length(index),
-                   kernel = kernel, sample = x),
+                   kernel = kernel, scale = scale, sample = x),
               settings),
             class = "kb_thin")
 }
@@ -72,7 +92,7 @@ stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, NULL,
                nthreads)
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
-  new_thin(res$index, x, path, "ksd", "Stein thinning", st$kernel,
+  new_thin(res$index, x, path, "ksd", "Stein thinning", st,
            c(list(standardize = standardize, unique = unique),
              sample_labels(smp, res$index)))
 }
@@ -221,8 +241,8 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
                nthreads)
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   out <- new_thin(res$index, x, path, "ksd", "gradient-free Stein thinning",
-                  st$kernel, c(list(standardize = standardize, unique = unique),
-                               sample_labels(smp, res$index)))
+                  st, c(list(standardize = standardize, unique = unique),
+                        sample_labels(smp, res$index)))
   out$w <- w
   out
 }
@@ -289,12 +309,17 @@ print.kb_thin <- function(x, ...) {
   what <- if (is.null(x$ksd)) "MMD" else "KSD"
   cat(sprintf("%s: %d of %d points in dimension %d\n", x$method, x$m, x$n,
               x$d))
-  cat("  kernel:", describe_resolved(x$kernel), "\n")
-  cat(sprintf("  standardised: %s; repeats allowed: %s; distinct points: %d\n",
-              if (isTRUE(x$standardize)) "yes" else "no",
+  cat("  kernel:", describe_ksd_kernel(x$kernel, x[["scale"]]), "\n")
+  cat(sprintf("  repeats allowed: %s; distinct points: %d\n",
               if (x$unique) "no" else "yes", length(unique(x$index))))
-  cat(sprintf("  %s of the selected points: %s\n", what,
-              format(path[x$m], digits = 6)))
+  cat(sprintf("  %s of the selected points: %s (this kernel%s)\n", what,
+              format(path[x$m], digits = 6),
+              if (what == "KSD") "; ksd(x) recomputes it" else ""))
+  w <- x[["weights"]]
+  if (!is.null(w)) {
+    cat(sprintf("  weights: Kish effective size %s of %d\n",
+                format(kish_size(w), digits = 4), x$m))
+  }
   k <- min(10L, x$m)
   cat(sprintf("  first %d indices: %s%s\n", k,
               paste(x$index[seq_len(k)], collapse = " "),
@@ -305,11 +330,13 @@ print.kb_thin <- function(x, ...) {
 #' @export
 summary.kb_thin <- function(object, ...) {
   path <- if (is.null(object$ksd)) object$mmd else object$ksd
+  w <- object[["weights"]]
   structure(list(method = object$method, n = object$n, d = object$d,
                  m = object$m, distinct = length(unique(object$index)),
+                 kish = if (!is.null(w)) kish_size(w),
                  what = if (is.null(object$ksd)) "MMD" else "KSD",
                  final = path[object$m],
-                 kernel = describe_resolved(object$kernel),
+                 kernel = describe_ksd_kernel(object$kernel, object[["scale"]]),
                  mean_sample = colMeans(object$sample),
                  mean_selected = colMeans(object$points),
                  first = min(object$index), last = max(object$index)),
@@ -320,8 +347,12 @@ summary.kb_thin <- function(object, ...) {
 print.summary.kb_thin <- function(x, ...) {
   cat(sprintf("%s: %d of %d points (%d distinct), d = %d\n", x$method, x$m,
               x$n, x$distinct, x$d))
+  if (!is.null(x$kish)) {
+    cat(sprintf("  weighted: Kish effective size %s\n",
+                format(x$kish, digits = 4)))
+  }
   cat("  kernel:", x$kernel, "\n")
-  cat(sprintf("  %s of the selection: %s\n", x$what,
+  cat(sprintf("  %s of the selection: %s (this kernel)\n", x$what,
               format(x$final, digits = 6)))
   cat(sprintf("  selected rows span %d to %d\n", x$first, x$last))
   tab <- rbind(sample = x$mean_sample, selected = x$mean_selected)
@@ -502,31 +533,3 @@ simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L) {
   }
   w
 }
-
-#' Convert a thinned sample to posterior draws
-#'
-#' @param x A `kb_thin` object.
-#' @param ... Ignored.
-#' @return A `posterior::draws_matrix` of the selected points (in selection
-#'   order; variables named `x1`, `x2`, ... when the sample had no column
-#'   names).
-#' @name as_draws.kb_thin
-#' @examplesIf requireNamespace("posterior", quietly = TRUE)
-#' set.seed(1)
-#' x <- matrix(rnorm(400), ncol = 2, dimnames = list(NULL, c("a", "b")))
-#' th <- stein_thin(x, -x, m = 10)
-#' posterior::as_draws_matrix(th)
-#' @exportS3Method posterior::as_draws_matrix
-as_draws_matrix.kb_thin <- function(x, ...) {
-  if (!requireNamespace("posterior", quietly = TRUE)) {
-    stop("package 'posterior' is needed to convert to draws", call. = FALSE)
-  }
-  p <- x$points
-  if (is.null(colnames(p))) colnames(p) <- paste0("x", seq_len(ncol(p)))
-  rownames(p) <- NULL
-  posterior::as_draws_matrix(p)
-}
-
-#' @rdname as_draws.kb_thin
-#' @exportS3Method posterior::as_draws
-as_draws.kb_thin <- function(x, ...) as_draws_matrix.kb_thin(x, ...)

@@ -1,0 +1,521 @@
+# Results convert: the points of every result class as a data frame, as
+# posterior draws (draws_df, draws_matrix) and, for a chain, as coda::mcmc;
+# the KSD of a result recomputed under its own kernel (ksd(result)); the
+# sizes and effective sizes that summaries report.
+#
+# Conventions (documented in ?as_draws.kb_result):
+# - a chain (kb_chain) keeps its chain and iteration as .chain / .iteration;
+# - a set of points that is not a chain (a thinned selection, a KSDT
+#   dictionary, particles) is one "chain" of its points in their stored
+#   order: .chain = 1, .iteration = .draw = 1..m.  posterior renumbers
+#   iterations that are not consecutive and cannot summarise chains of
+#   unequal length, so the provenance of a selected point (its chain and
+#   iteration in the input) travels as the ordinary variables
+#   source_chain and source_iteration.
+# - weights become posterior's .log_weight (posterior::weight_draws()).
+# - results of a Stan fit hold the unconstrained points and constrained
+#   `draws`: scale = "constrained" (the default then) gives the draws.
+
+# Result classes whose points convert and whose KSD ksd() recomputes.
+result_classes <- c("kb_thin", "kb_ksdt", "kb_chain", "kb_particles",
+                    "kb_ksdt_chains")
+
+is_kb_result <- function(x) inherits(x, result_classes)
+
+# The set of points a result stands for (kb_ksdt_chains: its merged
+# dictionary).
+result_set <- function(x, arg = "x") {
+  if (inherits(x, "kb_ksdt_chains")) {
+    if (is.null(x[["merged"]])) {
+      stop_arg(arg, "has no merged dictionary (merge = \"none\"): convert ",
+               "one chain's dictionary, e.g. x$chains[[1]]")
+    }
+    return(x[["merged"]])
+  }
+  x
+}
+
+result_points <- function(x) {
+  if (inherits(x, c("kb_chain", "kb_particles"))) x[["x"]] else x[["points"]]
+}
+
+# Variable names: the points' column names, else x1, x2, ...
+point_names <- function(p) {
+  cn <- colnames(p)
+  if (is.null(cn) || anyNA(cn) || any(cn == "")) {
+    cn <- paste0("x", seq_len(ncol(p)))
+  }
+  cn
+}
+
+# Chain and iteration of each point in the input, when the result knows
+# them (a merged dictionary without them: the dictionary each point came
+# from and its index there).
+result_source <- function(x) {
+  ch <- x[["chain"]]
+  it <- x[["iteration"]]
+  if (is.null(ch) && is.null(it) && is.data.frame(x[["source"]])) {
+    ch <- x[["source"]]$dictionary
+    it <- x[["source"]]$index
+  }
+  list(chain = ch, iteration = it)
+}
+
+# Check weights on the m points of a set (not normalised: posterior
+# normalises them).
+check_result_weights <- function(weights, m, arg = "weights") {
+  if (!is.numeric(weights) || length(weights) != m) {
+    stop_arg(arg, sprintf(paste0("must be a numeric vector with one weight ",
+                                 "per point (%d); it has length %d"),
+                          m, length(weights)))
+  }
+  check_weights(weights, m, arg)
+  as.double(weights)
+}
+
+# Kish's effective sample size of weights, (sum w)^2 / sum w^2.
+kish_size <- function(w) {
+  w <- w / max(w)
+  sum(w)^2 / sum(w^2)
+}
+
+# The draws table of a result: the variables (points, or constrained draws),
+# source_chain / source_iteration for a selection that knows them, then
+# .chain, .iteration, .draw and, with weights, .log_weight, the columns and
+# order of as.data.frame() of a weighted posterior::draws_df.
+result_frame <- function(x, scale = NULL, weights = NULL, source = TRUE) {
+  x <- result_set(x)
+  p <- result_points(x)
+  m <- nrow(p)
+  draws <- x[["draws"]]
+  scale <- if (is.null(scale)) {
+    if (is.null(draws)) "unconstrained" else "constrained"
+  } else {
+    check_choice(scale, c("constrained", "unconstrained"), "scale")
+  }
+  source <- check_flag(source, "source")
+  if (scale == "constrained" && !is.null(draws)) {
+    vars <- setdiff(names(draws), c(".chain", ".iteration", ".draw",
+                                    ".log_weight"))
+    vals <- unclass(draws)[vars]
+    if (length(vals[[1L]]) != m) {
+      stop_arg("x", sprintf(paste0("has %d constrained draws for %d points: ",
+                                   "its 'draws' field has been edited"),
+                            length(vals[[1L]]), m))
+    }
+  } else {
+    vars <- point_names(p)
+    vals <- lapply(seq_len(ncol(p)), function(k) p[, k])
+  }
+  out <- stats::setNames(vals, vars)
+  if (inherits(x, "kb_chain")) {
+    ch <- x[["chain"]] %||% rep(1L, m)
+    it <- x[["iteration"]] %||% seq_len(m)
+  } else {
+    if (source && !inherits(x, "kb_particles")) {
+      src <- result_source(x)
+      if (!is.null(src$chain)) out$source_chain <- as.integer(src$chain)
+      if (!is.null(src$iteration)) {
+        out$source_iteration <- as.integer(src$iteration)
+      }
+    }
+    ch <- rep(1L, m)
+    it <- seq_len(m)
+  }
+  out$.chain <- as.integer(ch)
+  out$.iteration <- as.integer(it)
+  out$.draw <- seq_len(m)
+  weights <- weights %||% x[["weights"]]
+  if (!is.null(weights)) {
+    out$.log_weight <- log(check_result_weights(weights, m))
+  }
+  structure(out, class = "data.frame", row.names = seq_len(m))
+}
+
+need_posterior <- function() {
+  if (!requireNamespace("posterior", quietly = TRUE)) {
+    stop(kb_error("package 'posterior' is needed to convert to draws",
+                  "kb_error_state"))
+  }
+}
+
+result_draws_df <- function(x, scale = NULL, weights = NULL, source = TRUE) {
+  need_posterior()
+  posterior::as_draws_df(result_frame(x, scale, weights, source))
+}
+
+#' Convert results to data frames and posterior draws
+#'
+#' The points of a chain ([mala()], [rwm()]), a thinned set
+#' ([stein_thin()], [mmd_thin()], [stein_thin_gf()]), a KSDT dictionary
+#' ([ksdt()], [ksdt_sample()], [sp_mcmc()], merged dictionaries and the
+#' merged dictionary of [ksdt_chains()]) or particles (the flows) as a
+#' `posterior` draws object or a data frame, with their labels and
+#' weights. Values are copied unchanged: converting back with
+#' `as.matrix()` gives the points exactly.
+#'
+#' **Chains and selections.** A chain keeps its chain and iteration as
+#' `.chain` and `.iteration` (chain 1, iterations 1 to `n_iter` for a
+#' `kb_chain` without labels). A thinned set, a dictionary or a set of
+#' particles is *not* a chain: its points are one chain in their stored
+#' order (`.chain = 1`, `.iteration = .draw = 1..m`; selection order for a
+#' thinned set, stream order for a dictionary). posterior renumbers
+#' iterations that are not consecutive (a selection's) and repeated ones
+#' (Stein thinning may select a point twice), and cannot summarise chains
+#' of unequal length, so where each selected point came from is kept as two
+#' ordinary variables, `source_chain` and `source_iteration`, when the
+#' result knows them (input with chain labels; a merged dictionary: the
+#' dictionary, i.e. chain, of each point and its index there). Drop them
+#' with `source = FALSE`, e.g. before [posterior::summarise_draws()].
+#' R-hat and ESS are meaningless on a selection: compute them on the chain.
+#'
+#' **Weights.** `weights` (default: the result's `weights` field, which you
+#' may set, e.g. `th$weights <- ksd_weights(th$points, th$score)`) are
+#' attached with [posterior::weight_draws()] semantics (`.log_weight`, the
+#' log of the weights; `stats::weights()` of the draws returns them
+#' normalised). Summaries report Kish's effective size of the weights,
+#' \eqn{(\sum w)^2 / \sum w^2}.
+#' Zero weights (from `ksd_weights(nonneg = TRUE)`) give `-Inf` log weights,
+#' which posterior accepts. Note that `posterior::summarise_draws()` ignores
+#' weights; use `posterior::resample_draws()` or weighted means.
+#'
+#' **Stan fits.** A result made from a Stan fit holds its points on the
+#' unconstrained scale and, in `draws`, the same points as constrained
+#' draws. `scale = "constrained"` (the default when `draws` is present)
+#' converts the constrained draws; `scale = "unconstrained"` the points.
+#' Without `draws` both give the points.
+#'
+#' @param x A `kb_chain`, `kb_thin`, `kb_ksdt`, `kb_particles` or
+#'   `kb_ksdt_chains` (its merged dictionary) object.
+#' @param scale `NULL` (constrained draws when the result has them, else
+#'   the points), `"constrained"` or `"unconstrained"`.
+#' @param weights `NULL` (the result's `weights` field, if any) or
+#'   non-negative weights, one per point.
+#' @param source Add `source_chain` and `source_iteration` to a selection
+#'   when they are known (default `TRUE`).
+#' @param row.names,optional Ignored (for [as.data.frame()]).
+#' @param ... Ignored.
+#' @return `as_draws_df()`: a `posterior::draws_df`; `as_draws_matrix()`
+#'   and `as_draws()`: a `posterior::draws_matrix` (as posterior's
+#'   `as_draws()` gives for a matrix); `as.data.frame()`: a
+#'   data frame with the columns of `as.data.frame(as_draws_df(x))`
+#'   (variables, `source_*`, `.chain`, `.iteration`, `.draw`,
+#'   `.log_weight` with weights), without needing posterior.
+#' @seealso [as.mcmc.kb_chain()] for coda; [ksd()] on a result.
+#' @name as_draws.kb_result
+#' @examplesIf requireNamespace("posterior", quietly = TRUE)
+#' set.seed(1)
+#' tg <- gaussian_target(c(0, 0))
+#' ch <- mala(tg, x0 = c(2, 2), n_iter = 500)
+#' posterior::as_draws_df(ch)
+#' th <- stein_thin(ch$x, ch$score, m = 10)
+#' d <- posterior::as_draws_df(th, weights = ksd_weights(th$points, th$score))
+#' stats::weights(d)
+#' head(as.data.frame(th))
+NULL
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws_df
+as_draws_df.kb_chain <- function(x, scale = NULL, weights = NULL,
+                                 source = TRUE, ...) {
+  result_draws_df(x, scale, weights, source)
+}
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws_df
+as_draws_df.kb_thin <- as_draws_df.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws_df
+as_draws_df.kb_ksdt <- as_draws_df.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws_df
+as_draws_df.kb_particles <- as_draws_df.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws_df
+as_draws_df.kb_ksdt_chains <- as_draws_df.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws_matrix
+as_draws_matrix.kb_chain <- function(x, scale = NULL, weights = NULL,
+                                     source = TRUE, ...) {
+  posterior::as_draws_matrix(result_draws_df(x, scale, weights, source))
+}
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws_matrix
+as_draws_matrix.kb_thin <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws_matrix
+as_draws_matrix.kb_ksdt <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws_matrix
+as_draws_matrix.kb_particles <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws_matrix
+as_draws_matrix.kb_ksdt_chains <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws
+as_draws.kb_chain <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws
+as_draws.kb_thin <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws
+as_draws.kb_ksdt <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws
+as_draws.kb_particles <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::as_draws
+as_draws.kb_ksdt_chains <- as_draws_matrix.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @export
+as.data.frame.kb_chain <- function(x, row.names = NULL, optional = FALSE,
+                                   scale = NULL, weights = NULL,
+                                   source = TRUE, ...) {
+  result_frame(x, scale, weights, source)
+}
+
+#' @rdname as_draws.kb_result
+#' @export
+as.data.frame.kb_thin <- as.data.frame.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @export
+as.data.frame.kb_ksdt <- as.data.frame.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @export
+as.data.frame.kb_particles <- as.data.frame.kb_chain
+
+#' @rdname as_draws.kb_result
+#' @export
+as.data.frame.kb_ksdt_chains <- as.data.frame.kb_chain
+
+#' Convert a chain to a coda mcmc object
+#'
+#' @param x A `kb_chain` ([mala()], [rwm()]).
+#' @param ... Ignored.
+#' @return A `coda::mcmc` object of the states (variables named as the
+#'   chain's columns, `x1`, `x2`, ... when it has none), with `mcpar` =
+#'   (first iteration, last iteration, 1): iterations 1 to `n_iter` for a
+#'   chain without iteration labels.
+#' @examplesIf requireNamespace("coda", quietly = TRUE)
+#' set.seed(1)
+#' ch <- mala(gaussian_target(c(0, 0)), x0 = c(1, 1), n_iter = 300)
+#' m <- coda::as.mcmc(ch)
+#' coda::effectiveSize(m)
+#' @exportS3Method coda::as.mcmc
+as.mcmc.kb_chain <- function(x, ...) {
+  if (!requireNamespace("coda", quietly = TRUE)) {
+    stop(kb_error("package 'coda' is needed to convert to mcmc",
+                  "kb_error_state"))
+  }
+  p <- x[["x"]]
+  colnames(p) <- point_names(p)
+  rownames(p) <- NULL
+  it <- x[["iteration"]] %||% seq_len(nrow(p))
+  if (length(unique(x[["chain"]] %||% 1L)) > 1L) {
+    stop_arg("x", "holds several chains: convert each chain on its own")
+  }
+  if (nrow(p) > 1L && any(diff(it) != 1L)) {
+    stop_arg("x", "has iterations that are not consecutive; coda::mcmc ",
+             "needs equally spaced iterations")
+  }
+  coda::mcmc(p, start = it[1L], end = it[length(it)], thin = 1)
+}
+
+# ---- KSD of a result ------------------------------------------------------------
+
+# How a result's KSD was standardised, for printing.
+describe_standardisation <- function(scale) {
+  if (is.null(scale)) "not standardised" else
+    "standardised columns (mean absolute deviation scale)"
+}
+
+# The kernel line every printed KSD comes with.
+describe_ksd_kernel <- function(rk, scale) {
+  sprintf("%s; %s", describe_resolved(rk), describe_standardisation(scale))
+}
+
+# The resolved kernel and standardisation scale a result's own KSD uses, or
+# NULL when the result has none (a chain, particles: ksd()'s arguments
+# apply).
+result_kernel <- function(x) {
+  if (inherits(x, "kb_thin") || inherits(x, "kb_ksdt")) {
+    return(list(kernel = x[["kernel"]], scale = x[["scale"]]))
+  }
+  NULL
+}
+
+# V or U statistic of points P with scores S under a resolved kernel and a
+# standardisation scale (NULL: none), optionally weighted (normalised
+# weights).
+ksd_under <- function(P, S, rk, scale, weights, type, nthreads) {
+  if (!is.null(scale)) {
+    P <- sweep(P, 2L, scale, "/")
+    S <- sweep(S, 2L, scale, "*")
+  }
+  n <- nrow(P)
+  sums <- .Call(C_kb_stein_sums, in_basis(P, rk), in_basis(S, rk), rk,
+                weights, nthreads)
+  tot <- check_total(sum(sums$sums))
+  if (type == "V") {
+    v <- if (is.null(weights)) tot / n^2 else tot
+    return(sqrt(max(v, 0)))
+  }
+  off <- check_total(tot - sum(sums$diag))
+  if (is.null(weights)) off / (n * (n - 1)) else off / (1 - sum(weights^2))
+}
+
+# Scores for the points P of a result: its own, else from `score` (a
+# matrix for these points, a function or a kb_target).
+result_scores <- function(x, P, score, what) {
+  s <- if (inherits(x, "kb_chain") || inherits(x, "kb_ksdt") ||
+           inherits(x, "kb_thin")) x[["score"]] else NULL
+  if (!is.null(s)) return(s)
+  if (is.null(score)) {
+    stop_arg("score", sprintf(paste0(
+      "is missing: %s carries no scores; give the score at its %d points (a ",
+      "matrix), a function or a kb_target"), what, nrow(P)))
+  }
+  resolve_score(score, P)
+}
+
+# ksd(x) for a result x (see ksd()): the KSD of its points under its own
+# kernel and standardisation when it has them (kb_thin, kb_ksdt), else under
+# ksd()'s arguments; with `reference`, a kb_ksd_compare. `args`: ksd()'s
+# other arguments; `own`: whether kernel or standardize were given.
+ksd_result <- function(x, score, reference, args, own) {
+  if (missing(score)) score <- NULL
+  what <- sprintf("this %s", class(x)[1L])
+  x <- result_set(x)
+  type <- check_choice(args$type, c("V", "U"), "type")
+  nthreads <- resolve_nthreads(args$nthreads)
+  if (!is.null(args$blocks)) {
+    stop_arg("blocks", "is not used on a result; give its points as a matrix")
+  }
+  rk <- result_kernel(x)
+  if (!is.null(rk) && own) {
+    stop_arg("kernel", sprintf(paste0(
+      "must not be given with %s: it is judged with the kernel and ",
+      "standardisation it was made with; to use another kernel give its ",
+      "points, e.g. ksd(x$points, x$score, kernel)"), what))
+  }
+  P <- result_points(x)
+  if (inherits(x, "kb_thin") && !is.null(x[["mmd"]]) && is.null(score)) {
+    stop_arg("score", paste0(
+      "is missing: an MMD-thinning result carries no scores and prints an ",
+      "MMD (x$mmd), not a KSD; give the score (a matrix for its points, a ",
+      "function or a kb_target) to get its KSD under its kernel"))
+  }
+  # a result with scores takes `score` for the reference only
+  own_scores <- !is.null(x[["score"]]) && !inherits(x, "kb_particles")
+  set_score <- if (own_scores || (!is.null(reference) && is.matrix(score)))
+    NULL else score
+  if (!is.null(reference) && !own_scores && !is.null(score) &&
+      !is.function(score) && !inherits(score, "kb_target")) {
+    stop_arg("score", paste0(
+      "must be a function or a kb_target when the result has no scores and ",
+      "a reference is given (one score for both sets)"))
+  }
+  if (is.null(rk)) {
+    kernel <- args$kernel
+    check_kernel(kernel)
+    standardize <- check_flag(args$standardize, "standardize")
+    scale <- if (standardize) standardize_columns(P)$scale else NULL
+    rk <- list(kernel = resolve_kernel(kernel,
+                                       if (is.null(scale)) P else
+                                         sweep(P, 2L, scale, "/")),
+               scale = scale)
+  }
+  weights <- args$weights
+  if (!is.null(weights)) weights <- check_weights(weights, nrow(P))
+  S <- result_scores(x, P, set_score, what)
+  gf <- x[["w"]]
+  if (inherits(x, "kb_thin") && !is.null(gf)) {
+    # the gradient-free discrepancy: the Stein kernel of the proxy times
+    # exp(w_i + w_j), i.e. weights exp(w) on the selection
+    if (!is.null(weights) || type == "U") {
+      stop_arg("weights", "and type = \"U\" are not available for a ",
+               "gradient-free thinning result")
+    }
+    u <- exp(gf[x[["index"]]])
+    v <- ksd_under(P, S, rk$kernel, rk$scale, u / sum(u), "V", nthreads)
+    value <- v * sum(u) / nrow(P)
+  } else {
+    value <- ksd_under(P, S, rk$kernel, rk$scale, weights, type, nthreads)
+  }
+  if (is.null(reference)) return(value)
+  if (!is.null(weights) || type == "U" || !is.null(gf)) {
+    stop_arg("reference", "compares unweighted V-statistics of Stein ",
+             "kernels only")
+  }
+  if (is_kb_result(reference)) {
+    rset <- result_set(reference, "reference")
+    R <- result_points(rset)
+    RS <- if (!is.null(rset[["score"]])) rset[["score"]] else {
+      if (is.null(score)) stop_arg("score", "is missing: the reference ",
+                                   "carries no scores")
+      resolve_score(score, R)
+    }
+  } else {
+    R <- as_points(reference, "reference", ncol(P))
+    if (is.null(score)) {
+      stop_arg("score", "is missing: give the score at the rows of ",
+               "'reference' (a matrix), a function or a kb_target")
+    }
+    RS <- resolve_score(score, R)
+  }
+  if (ncol(R) != ncol(P)) {
+    stop_arg("reference", sprintf("must have %d columns; it has %d",
+                                  ncol(P), ncol(R)))
+  }
+  ref <- ksd_under(R, RS, rk$kernel, rk$scale, NULL, "V", nthreads)
+  structure(list(ksd = value, reference = ref, m = nrow(P), n = nrow(R),
+                 kernel = describe_ksd_kernel(rk$kernel, rk$scale)),
+            class = "kb_ksd_compare")
+}
+
+#' @export
+print.kb_ksd_compare <- function(x, ...) {
+  cat(sprintf("KSD %s (%d points) vs %s (reference, %d points); %s\n",
+              format(x$ksd, digits = 6), x$m, format(x$reference, digits = 6),
+              x$n, x$kernel))
+  invisible(x)
+}
+
+#' @export
+as.double.kb_ksd_compare <- function(x, ...) c(set = x$ksd,
+                                               reference = x$reference)
+
+# The kernel line of a flow's printed KSD^2 objective (SVGD: a Gaussian
+# kernel of the iteration's bandwidth; KSD descent: its kernel resolved on
+# the starting particles). The objective is the flow's own, at the last
+# evaluated iterate; ksd(particles, score) judges the returned particles
+# under ksd()'s kernel arguments instead.
+particles_ksd_kernel <- function(x) {
+  k <- x[["settings"]][["kernel"]]
+  kern <- if (inherits(k, "kb_kernel")) {
+    sprintf("%s, L = %s, resolved on the starting particles",
+            if (k$type == "imq") sprintf("IMQ (c = %s, beta = %s)",
+                                         format(k$c), format(k$beta))
+            else "Gaussian", describe_precon(k$precon))
+  } else if (!is.null(x[["bandwidth"]])) {
+    sprintf("Gaussian, bandwidth h = %s at the last iteration",
+            format(x[["bandwidth"]][length(x[["bandwidth"]])], digits = 4))
+  } else "the flow's kernel"
+  sprintf("  KSD^2 kernel: %s; %s", kern, describe_standardisation(NULL))
+}
