@@ -173,6 +173,10 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' @param blocks `NULL`, or a number of row blocks: the V-statistic is then
 #'   computed by [ksd_blocks()], the blocks evaluated with the future
 #'   framework (each with `nthreads` threads, default 1).
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]);
+#'   default `interactive()`. With progress the double sum runs in about
+#'   100 row blocks of equal work, reported between blocks; the result is
+#'   the same number.
 #' @return A number.
 #' @references Liu, Q., Lee, J. and Jordan, M. (2016). A kernelized Stein
 #'   discrepancy for goodness-of-fit tests. *ICML*. Gorham, J. and Mackey, L.
@@ -188,8 +192,9 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' @export
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
                 type = c("V", "U"), standardize = FALSE, nthreads = NULL,
-                blocks = NULL) {
+                blocks = NULL, progress = interactive()) {
   type <- check_choice(type, c("V", "U"), "type")
+  progress <- check_flag(progress, "progress")
   if (!is.null(blocks)) {
     if (type != "V" || !is.null(weights)) {
       stop_arg("blocks", "is for the unweighted V-statistic only")
@@ -198,7 +203,8 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
     nthreads <- if (is.null(nthreads)) 1L else check_count(nthreads,
                                                            "nthreads")
     return(ksd_blocks(x, score, kernel, blocks = blocks,
-                      standardize = standardize, nthreads = nthreads))
+                      standardize = standardize, nthreads = nthreads,
+                      progress = progress))
   }
   # every argument is checked before the score closure runs
   x <- as_points(x)
@@ -214,7 +220,8 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
   }
   nthreads <- resolve_nthreads(nthreads)
   st <- stein_setup(x, score, kernel, standardize)
-  sums <- .Call(C_kb_stein_sums, st$x, st$s, st$kernel, weights, nthreads)
+  sums <- if (progress) stein_sums_progress(st, weights, nthreads) else
+    .Call(C_kb_stein_sums, st$x, st$s, st$kernel, weights, nthreads)
   tot <- check_total(sum(sums$sums))
   if (type == "V") {
     v <- if (is.null(weights)) tot / n^2 else tot
@@ -328,6 +335,31 @@ ksd_resolved <- function(x, s, rk, nthreads = 1L) {
 
 # ---- KSD with the double sum split into row blocks (futures) ----------------
 
+# Row boundaries of k blocks of equal work for the lower-triangular sums
+# (row j costs j Stein kernel evaluations): n sqrt(b / k), b = 0..k.
+row_blocks <- function(n, k) {
+  k <- min(k, n)
+  b <- unique(round(n * sqrt(seq(0, k) / k)))
+  lapply(seq_len(length(b) - 1L), function(i) c(b[i], b[i + 1L]))
+}
+
+# kb_stein_sums() in about 100 row blocks of equal work with a progress
+# line between them: the same per-row sums (each row is computed as in one
+# call), so the same total.
+stein_sums_progress <- function(st, weights, nthreads) {
+  ranges <- row_blocks(st$n, 100L)
+  rep <- progress_reporter(length(ranges), "KSD: row block", TRUE)
+  on.exit(rep$done())
+  parts <- lapply(ranges, function(r) {
+    v <- .Call(C_kb_stein_block_sums, st$x, st$s, st$kernel, r[1L], r[2L],
+               nthreads, weights)
+    rep$add(1)
+    v
+  })
+  list(sums = unlist(lapply(parts, `[[`, "sums")),
+       diag = unlist(lapply(parts, `[[`, "diag")))
+}
+
 #' KSD with the double sum split into row blocks
 #'
 #' Computes the same V-statistic as [ksd()], but splits the double sum
@@ -349,6 +381,9 @@ ksd_resolved <- function(x, s, rk, nthreads = 1L) {
 #'   allowed and gives one row per block). Default: the number of workers
 #'   of the current plan (1 without future).
 #' @param nthreads Threads per block.
+#' @param progress Show progress, one unit per block (see 'Progress' in
+#'   [kernbayes-package]); blocks run in future workers report through
+#'   progressr. Default `interactive()`.
 #' @return The KSD (V-statistic), equal to `ksd(x, score, kernel)` up to
 #'   rounding (the terms are added in a different order).
 #' @seealso [ksd()], [ksdt_chains()].
@@ -367,7 +402,8 @@ ksd_resolved <- function(x, s, rk, nthreads = 1L) {
 #' }
 #' @export
 ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
-                       standardize = FALSE, nthreads = 1) {
+                       standardize = FALSE, nthreads = 1,
+                       progress = interactive()) {
   if (is.null(blocks)) {
     blocks <- if (requireNamespace("future", quietly = TRUE)) {
       max(1L, as.integer(future::nbrOfWorkers()))
@@ -375,16 +411,19 @@ ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
   }
   blocks <- check_count(blocks, "blocks")
   nthreads <- check_count(nthreads, "nthreads")
+  progress <- check_flag(progress, "progress")
   st <- stein_setup(x, score, kernel, standardize)
   n <- st$n
-  k <- min(blocks, n)
-  b <- unique(round(n * sqrt(seq(0, k) / k)))
-  ranges <- lapply(seq_len(length(b) - 1L), function(i) c(b[i], b[i + 1L]))
+  ranges <- row_blocks(n, blocks)
   X <- st$x
   S <- st$s
   K <- st$kernel
-  one <- function(r) sum(.Call(C_kb_stein_block_sums, X, S, K, r[1L], r[2L],
-                               nthreads))
-  sums <- kb_lapply(ranges, one)
+  one <- function(r, relay) {
+    v <- sum(.Call(C_kb_stein_block_sums, X, S, K, r[1L], r[2L], nthreads,
+                   NULL)$sums)
+    relay(1)
+    v
+  }
+  sums <- progress_lapply(ranges, one, length(ranges), "KSD blocks", progress)
   sqrt(max(check_total(sum(unlist(sums))) / n^2, 0))
 }

@@ -37,6 +37,8 @@ new_thin <- function(index, x, path, path_name, method, kernel, settings) {
 #' @param m Number of points to select.
 #' @param standardize Standardise the columns first (default `TRUE`).
 #' @param unique If `TRUE`, never select a point twice (then `m <= n`).
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]);
+#'   default `interactive()`.
 #' @return An object of class `kb_thin`: a list with `index` (1-based row
 #'   indices in selection order), `points` (the `m x d` selected rows),
 #'   `ksd` (the KSD of the first \eqn{j} selected points, \eqn{j = 1..m}),
@@ -57,14 +59,17 @@ new_thin <- function(index, x, path, path_name, method, kernel, settings) {
 #' plot(th)
 #' @export
 stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
-                       unique = FALSE, nthreads = NULL) {
+                       unique = FALSE, nthreads = NULL,
+                       progress = interactive()) {
   x <- as_points(x)
   unique <- check_flag(unique, "unique")
   m <- check_m(m, nrow(x), unique)
   nthreads <- resolve_nthreads(nthreads)
   st <- stein_setup(x, score, kernel, standardize)
+  prog <- progress_reporter(m, "Stein thinning", progress)
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, NULL,
-               nthreads)
+               nthreads, prog$callback())
+  prog$done()
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   new_thin(res$index, x, path, "ksd", "Stein thinning", st$kernel,
            list(standardize = standardize, unique = unique))
@@ -141,7 +146,7 @@ resolve_log_density <- function(f, x, arg) {
 #'   `x`: vectors / matrices, functions of one point or a [kb_target()]
 #'   (give the same target for both).
 #' @param ... Further arguments to [stein_thin()]: `kernel`, `standardize`,
-#'   `unique`, `nthreads`.
+#'   `unique`, `nthreads`, `progress`.
 #' @param range_cap `NULL`, or a positive number at which the shifted log
 #'   weights are clipped.
 #' @return A `kb_thin` object as from [stein_thin()], with the log weights
@@ -159,10 +164,13 @@ resolve_log_density <- function(f, x, arg) {
 #' @export
 stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   dots <- list(...)
-  bad <- setdiff(names(dots), c("kernel", "standardize", "unique", "nthreads"))
+  bad <- setdiff(names(dots), c("kernel", "standardize", "unique", "nthreads",
+                                 "progress"))
   if (length(bad) || (length(dots) && is.null(names(dots)))) {
-    stop_arg("...", "takes only kernel, standardize, unique and nthreads")
+    stop_arg("...", "takes only kernel, standardize, unique, nthreads and progress")
   }
+  prog <- progress_reporter(m, "gradient-free Stein thinning",
+                            dots$progress %||% interactive())
   kernel <- if (is.null(dots$kernel)) imq_kernel() else dots$kernel
   standardize <- check_flag(if (is.null(dots$standardize)) TRUE else
                               dots$standardize, "standardize")
@@ -208,7 +216,8 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   }
   st <- stein_setup(x, score_q, kernel, standardize, "score_q")
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, w,
-               nthreads)
+               nthreads, prog$callback())
+  prog$done()
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   out <- new_thin(res$index, x, path, "ksd", "gradient-free Stein thinning",
                   st$kernel, list(standardize = standardize, unique = unique))
@@ -240,7 +249,7 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
 #' @export
 mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
                      embed_size = 10000, unique = TRUE, standardize = FALSE,
-                     nthreads = NULL) {
+                     nthreads = NULL, progress = interactive()) {
   x <- as_points(x)
   n <- nrow(x)
   unique <- check_flag(unique, "unique")
@@ -261,8 +270,10 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
   } else {
     seq_len(n)
   }
+  prog <- progress_reporter(m, "MMD thinning", progress)
   res <- .Call(C_kb_mmd_thin, xr, xr[rows, , drop = FALSE], rk, m, unique,
-               nthreads)
+               nthreads, prog$callback())
+  prog$done()
   j <- seq_len(m)
   mmd2 <- cumsum(res$gain) / j^2 - 2 * cumsum(res$mu[res$index]) / j +
     mean(res$mu[rows])
@@ -374,6 +385,9 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #'
 #' @inheritParams stein_kernel_matrix
 #' @param nonneg Constrain the weights to be non-negative (default `TRUE`).
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]):
+#'   the Stein kernel matrix, then the solver's iterations; default
+#'   `interactive()`.
 #' @return A numeric vector of weights summing to 1, with attribute `ksd`
 #'   (the weighted KSD).
 #' @examples
@@ -384,7 +398,8 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' c(uniform = ksd(x, tg), weighted = attr(w, "ksd"))
 #' @export
 ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
-                        standardize = FALSE, nthreads = NULL) {
+                        standardize = FALSE, nthreads = NULL,
+                        progress = interactive()) {
   nonneg <- check_flag(nonneg, "nonneg")
   nthreads <- resolve_nthreads(nthreads)
   # standardisation and preconditioner heuristics see the whole sample,
@@ -399,7 +414,9 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
   attr(xu, "kb_rows") <- which(!dup)
   K <- .Call(C_kb_stein_matrix, xu, st$s[!dup, , drop = FALSE], st$kernel,
              nthreads)
-  v <- if (nonneg) simplex_qp(K) else affine_qp(K)
+  prog <- progress_reporter(NA, "KSD weights: solver iteration", progress)
+  v <- if (nonneg) simplex_qp(K, progress = prog) else affine_qp(K)
+  prog$done()
   # share each distinct point's weight among its copies
   grp <- match(key, key[!dup])
   w <- v[grp] / tabulate(grp, nbins = length(v))[grp]
@@ -441,7 +458,8 @@ affine_qp <- function(K) {
 # The passive set P holds the free weights; the optimum on P solves the
 # affine problem there; a weight that turns negative leaves P, and the
 # point with the most negative KKT residual 2(Kw)_i - 2 w'Kw enters it.
-simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L) {
+simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L,
+                       progress = NULL) {
   n <- nrow(K)
   w <- numeric(n)
   i0 <- which.min(diag(K))
@@ -449,6 +467,9 @@ simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L) {
   P <- i0
   scale <- max(abs(diag(K)))
   for (iter in seq_len(max_iter)) {
+    if (!is.null(progress)) {
+      progress$tick(iter, sprintf("%d points with positive weight", length(P)))
+    }
     g <- drop(K %*% w)
     lam <- sum(w * g)
     if (!is.finite(lam) || any(!is.finite(g))) {
