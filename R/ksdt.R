@@ -32,7 +32,7 @@ size_rule <- function(size, min_size, coef, floor, given) {
              paste(sQuote(c("min_size", "min_size_coef", "min_size_floor")[given],
                           FALSE), collapse = ", "), ", not both")
   }
-  size <- check_count(size, "size")
+  size <- as.double(check_count(size, "size"))
   list(min_size = "constant", coef = size, floor = size)
 }
 

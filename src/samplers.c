@@ -104,7 +104,7 @@ void kb_sampler_step(kb_sampler *smp)
             kb_error_class("kb_error_numeric",
                            _("the %s proposal left the finite range (coordinate "
                              "%d is %g): the step %g is too large for this "
-                             "target; give a smaller 'step'"),
+                             "target; give a smaller 'step_size'"),
                            smp->type == KB_MALA ? "MALA" : "random walk",
                            k + 1, smp->y[k], h);
     kb_closure_eval(&smp->logd, smp->y, 1, &smp->lpy, 1);

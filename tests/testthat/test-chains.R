@@ -98,21 +98,21 @@ test_that("ksdt_chains() checks every argument before any chain runs", {
                   function(z) { calls <<- calls + 1; -z }, 2)
   x0 <- rbind(c(0, 0), c(1, 1))
   # a bad merge_size is found before any chain runs, not at the merge
-  expect_error(ksdt_chains(tg, x0, 200, step = 1, merge = "stein_thin", merge_size = 0),
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1, merge = "stein_thin", merge_size = 0),
                "'merge_size'", class = "kb_error_arg")
-  expect_error(ksdt_chains(tg, x0, 200, step = 1, budget = -1), "'budget'",
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1, budget = -1), "'budget'",
                class = "kb_error_arg")
-  expect_error(ksdt_chains(tg, x0, 200, step = 1, min_size = "cubic"), "'min_size'",
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1, min_size = "cubic"), "'min_size'",
                class = "kb_error_arg")
-  expect_error(ksdt_chains(tg, x0, 200, step = 1, candidates = 0), "'candidates'",
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1, candidates = 0), "'candidates'",
                class = "kb_error_arg")
-  expect_error(ksdt_chains(tg, x0, 200, step = 1, warmup = 1), "'warmup'",
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1, warmup = 1), "'warmup'",
                class = "kb_error_arg")
   expect_error(ksdt_chains(tg, x0, 200, stepsize = 1), "'...' must be named arguments",
                class = "kb_error_arg")
   expect_error(ksdt_chains(tg, x0, 200, 1), "'...' must be named arguments",
                class = "kb_error_arg")
-  expect_error(ksdt_chains(tg, x0, 200, step = 1,
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1,
                            budget = function(t) if (t > 100) NA else 0),
                "'budget' must return", class = "kb_error_callback")
   expect_identical(calls, 0)
