@@ -42,6 +42,30 @@
 #' @param progress Show progress, one unit per finished chain (see
 #'   'Progress' in [kernbayes-package]); chains run in future workers report
 #'   through progressr. Default `interactive()`.
+#' @section Running on a cluster:
+#' The chains (like the blocks of [ksd_blocks()] and the folds of
+#' [kbr_cv()]) are futures, so the code that runs them on this machine
+#' runs them on a cluster scheduler once a plan says so, through
+#' future.batchtools and a batchtools template, a job script with
+#' placeholders. The package ships a minimal one for Slurm,
+#' `system.file("templates", "slurm.tmpl", package = "kernbayes")`
+#' (resources: `ncpus`, `memory` in MB, `walltime` in seconds, `partition`,
+#' `modules`); copy and edit it for a site's needs. On the cluster's login
+#' node:
+#' ```
+#' future::plan(future.batchtools::batchtools_slurm,
+#'   template = system.file("templates", "slurm.tmpl", package = "kernbayes"),
+#'   resources = list(ncpus = 4, memory = 4000, walltime = 3600))
+#' set.seed(1)
+#' fit <- ksdt_chains(tg, x0, n_iter = 1e5, nthreads = 4)
+#' ```
+#' Each chain is then one Slurm job (`nthreads` matching `ncpus`); the
+#' chains are the same as with the sequential plan for the same seed (the
+#' tests check this with `future.batchtools::batchtools_local`, which runs
+#' the jobs as local processes). Progress of jobs is relayed through
+#' progressr when the jobs finish. Other schedulers (SGE, LSF, PBS/Torque)
+#' work the same way with their batchtools template and plan.
+#'
 #' @return An object of class `kb_ksdt_chains`: `chains` (the `kb_ksdt` of
 #'   each chain; `NULL` for a failed one), `errors` (the failed chains'
 #'   conditions, named by chain number), `merged` (a `kb_ksdt`, or `NULL`),

@@ -384,6 +384,8 @@ stein_sums_progress <- function(st, weights, nthreads) {
 #' @param progress Show progress, one unit per block (see 'Progress' in
 #'   [kernbayes-package]); blocks run in future workers report through
 #'   progressr. Default `interactive()`.
+#' @section Running on a cluster: The blocks are futures: see the section
+#'   "Running on a cluster" in [ksdt_chains()] for a Slurm plan.
 #' @return The KSD (V-statistic), equal to `ksd(x, score, kernel)` up to
 #'   rounding (the terms are added in a different order).
 #' @seealso [ksd()], [ksdt_chains()].

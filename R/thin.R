@@ -65,8 +65,8 @@ stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
   unique <- check_flag(unique, "unique")
   m <- check_m(m, nrow(x), unique)
   nthreads <- resolve_nthreads(nthreads)
-  st <- stein_setup(x, score, kernel, standardize)
   prog <- progress_reporter(m, "Stein thinning", progress)
+  st <- stein_setup(x, score, kernel, standardize)
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, NULL,
                nthreads, prog$callback())
   prog$done()
@@ -169,8 +169,6 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   if (length(bad) || (length(dots) && is.null(names(dots)))) {
     stop_arg("...", "takes only kernel, standardize, unique, nthreads and progress")
   }
-  prog <- progress_reporter(m, "gradient-free Stein thinning",
-                            dots$progress %||% interactive())
   kernel <- if (is.null(dots$kernel)) imq_kernel() else dots$kernel
   standardize <- check_flag(if (is.null(dots$standardize)) TRUE else
                               dots$standardize, "standardize")
@@ -179,6 +177,8 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   nthreads <- resolve_nthreads(dots$nthreads)
   x <- as_points(x)
   m <- check_m(m, nrow(x), unique)
+  prog <- progress_reporter(m, "gradient-free Stein thinning",
+                            dots$progress %||% interactive())
   if (!is.null(range_cap)) {
     range_cap <- check_number(range_cap, "range_cap", lower = 0,
                               lower_open = TRUE)
@@ -402,6 +402,7 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
                         progress = interactive()) {
   nonneg <- check_flag(nonneg, "nonneg")
   nthreads <- resolve_nthreads(nthreads)
+  prog <- progress_reporter(NA, "KSD weights: solver iteration", progress)
   # standardisation and preconditioner heuristics see the whole sample,
   # repeats included; repeats are merged only for the solve
   st <- stein_setup(x, score, kernel, standardize)
@@ -414,7 +415,6 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
   attr(xu, "kb_rows") <- which(!dup)
   K <- .Call(C_kb_stein_matrix, xu, st$s[!dup, , drop = FALSE], st$kernel,
              nthreads)
-  prog <- progress_reporter(NA, "KSD weights: solver iteration", progress)
   v <- if (nonneg) simplex_qp(K, progress = prog) else affine_qp(K)
   prog$done()
   # share each distinct point's weight among its copies

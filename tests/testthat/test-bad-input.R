@@ -816,8 +816,8 @@ bi_ksdt_sample_cases <- function(fn) {
       C("budget_neg", mk(budget = -1), bi_arg("budget")),
       C("min_size_floor_0", mk(min_size_floor = 0), bi_arg("min_size_floor"))))
   } else {
-    cs <- c(cs, list(C("m_0", mk(m = 0), bi_arg("m")),
-                     C("m_NA", mk(m = NA), bi_arg("m"))))
+    cs <- c(cs, list(C("candidates_0", mk(candidates = 0), bi_arg("candidates")),
+                     C("candidates_NA", mk(candidates = NA), bi_arg("candidates"))))
   }
   cs
 }

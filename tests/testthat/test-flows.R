@@ -758,7 +758,7 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
   # 1e299: the step is named
   expect_error(dmmd_flow(pr$x0, pr$y, lambda = 1e300, n_iter = 2, progress = FALSE),
                class = "kb_error_numeric",
-               regexp = "the step \\(by default 'lambda' = 1e\\+300\\) is too large: at iteration 1")
+               regexp = "the step size \\(by default 'lambda' = 1e\\+300\\) is too large: at iteration 1")
   # with a sane step it runs (the DrMMD flow is then nearly the MMD flow)
   fd <- dmmd_flow(pr$x0, pr$y, lambda = 1e300, step_size = 0.5, n_iter = 3,
                   progress = FALSE)

@@ -213,7 +213,7 @@ test_that("ksdt_sample() and sp_mcmc() reject bad arguments with messages naming
   expect_error(sp_mcmc(tg, c(0, 0), 10, step_size = -2), "'step_size'")
   expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, candidates = 0), "'candidates'")
   expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, candidates = 2.5), "'candidates'")
-  expect_error(sp_mcmc(tg, c(0, 0), 10, candidates = 0, step_size = 1), "'m'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, candidates = 0, step_size = 1), "'candidates'")
   expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, sampler = "hmc"), "'sampler'")
   expect_error(sp_mcmc(tg, c(0, 0), 10, step_size = 1, sampler = "hmc"), "'sampler'")
   expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, start = "rand"), "unused argument")
