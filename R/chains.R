@@ -32,13 +32,40 @@
 #'   the target's dimension is above 1, and one start per element when it
 #'   is 1 (see 'Points and samples' in [kernbayes-package]).
 #' @param n_iter Iterations per chain.
-#' @param ... Further arguments to [ksdt_sample()] (`sampler`, `step`,
-#'   `min_size`, `kernel`, ...).
+#' @param ... Further arguments to [ksdt_sample()] (`sampler`, `step_size`,
+#'   `min_size` or `size`, `kernel`, ...).
 #' @param merge `"ksdt"` (merge the dictionaries by a KSDT pass),
 #'   `"stein_thin"` (Stein thinning of their union to `merge_size` points)
 #'   or `"none"`.
 #' @param merge_size For `merge = "stein_thin"`.
 #' @param nthreads Threads per chain.
+#' @param progress Show progress, one unit per finished chain (see
+#'   'Progress' in [kernbayes-package]); chains run in future workers report
+#'   through progressr. Default `interactive()`.
+#' @section Running on a cluster:
+#' The chains (like the blocks of [ksd_blocks()] and the folds of
+#' [kbr_cv()]) are futures, so the code that runs them on this machine
+#' runs them on a cluster scheduler once a plan says so, through
+#' future.batchtools and a batchtools template, a job script with
+#' placeholders. The package ships a minimal one for Slurm,
+#' `system.file("templates", "slurm.tmpl", package = "kernbayes")`
+#' (resources: `ncpus`, `memory` in MB, `walltime` in seconds, `partition`,
+#' `modules`); copy and edit it for a site's needs. On the cluster's login
+#' node:
+#' ```
+#' future::plan(future.batchtools::batchtools_slurm,
+#'   template = system.file("templates", "slurm.tmpl", package = "kernbayes"),
+#'   resources = list(ncpus = 4, memory = 4000, walltime = 3600))
+#' set.seed(1)
+#' fit <- ksdt_chains(tg, x0, n_iter = 1e5, nthreads = 4)
+#' ```
+#' Each chain is then one Slurm job (`nthreads` matching `ncpus`); the
+#' chains are the same as with the sequential plan for the same seed (the
+#' tests check this with `future.batchtools::batchtools_local`, which runs
+#' the jobs as local processes). Progress of jobs is relayed through
+#' progressr when the jobs finish. Other schedulers (SGE, LSF, PBS/Torque)
+#' work the same way with their batchtools template and plan.
+#'
 #' @return An object of class `kb_ksdt_chains`: `chains` (the `kb_ksdt` of
 #'   each chain; `NULL` for a failed one), `errors` (the failed chains'
 #'   conditions, named by chain number), `merged` (a `kb_ksdt`, or `NULL`;
@@ -62,7 +89,8 @@
 #' @export
 ksdt_chains <- function(target, x0, n_iter, ...,
                         merge = c("ksdt", "stein_thin", "none"),
-                        merge_size = NULL, nthreads = 1) {
+                        merge_size = NULL, nthreads = 1,
+                        progress = interactive()) {
   check_target(target)
   x0 <- as_points(x0, "x0", target$dim)
   if (ncol(x0) != target$dim) {
@@ -73,8 +101,8 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   n_iter <- check_count(n_iter, "n_iter")
   merge <- check_choice(merge, c("ksdt", "stein_thin", "none"), "merge")
   nthreads <- check_count(nthreads, "nthreads")
+  progress <- check_flag(progress, "progress")
   dots <- list(...)
-  if (!is.null(dots$progress)) dots$progress <- NULL
   allowed <- setdiff(names(formals(ksdt_sample)),
                      c("target", "x0", "n_iter", "nthreads", "progress"))
   nm <- names(dots)
@@ -91,14 +119,23 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   for (i in seq_len(nrow(x0))) check_x0(x0[i, ], target)
   ksdt_sample_check(c(list(target = target, x0 = x0[1L, ], n_iter = n_iter,
                            nthreads = nthreads, progress = FALSE), dots))
-  run_one <- function(i) {
-    tryCatch(do.call(ksdt_sample, c(list(target = target, x0 = x0[i, ],
-                                         n_iter = n_iter, nthreads = nthreads,
-                                         progress = FALSE), dots)),
-             error = function(e) e)
+  if ("step" %in% names(dots)) {
+    # reported once above, not again by every worker
+    dots$step_size <- dots$step
+    dots$step <- NULL
+  }
+  run_one <- function(i, relay) {
+    r <- tryCatch(do.call(ksdt_sample, c(list(target = target, x0 = x0[i, ],
+                                              n_iter = n_iter,
+                                              nthreads = nthreads,
+                                              progress = FALSE), dots)),
+                  error = function(e) e)
+    relay(1)
+    r
   }
   t0 <- proc.time()[["elapsed"]]
-  res <- kb_lapply(seq_len(nrow(x0)), run_one, seed = TRUE)
+  res <- progress_lapply(seq_len(nrow(x0)), run_one, nrow(x0),
+                         "KSDT chains", progress, seed = TRUE)
   elapsed <- proc.time()[["elapsed"]] - t0
   failed <- vapply(res, inherits, TRUE, "error")
   errors <- res[failed]

@@ -26,6 +26,9 @@
 #'   form with small regularisers can diverge when the observations leave
 #'   the range of the training trajectory; the default stays stable there
 #'   (measurements in the package's NEWS).
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]):
+#'   the time steps of the low-rank path; the full path is one call.
+#'   Default `interactive()`.
 #' @return An object of class `kb_filter`: `mean` (filtered states, one row
 #'   per observation), `weights` (the `T x n_obs` posterior weights on the
 #'   training states; `NULL` on the low-rank path), settings; `print` and
@@ -47,8 +50,9 @@
 kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
                        kernel_y = gaussian_kernel(), eps = 1e-3, delta = 1e-4,
                        method = c("iw", "kbr"), rank = NULL, tol = 1e-6,
-                       nthreads = NULL) {
+                       nthreads = NULL, progress = interactive()) {
   method <- check_choice(method, c("iw", "kbr"), "method")
+  progress <- check_flag(progress, "progress")
   x <- as_obs(x_train, "x_train")
   y <- as_obs(y_train, "y_train")
   if (nrow(x) != nrow(y)) {
@@ -85,9 +89,14 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   warn_far(Ky)
   a0 <- rep(1 / T, T)
   if (is.null(rank)) {
+    prog <- progress_reporter(1, "KBR filter (full path, one solve per step)",
+                              progress)
+    on.exit(prog$done())
+    prog$tick(0)
     W <- .Call(C_kb_kbr_filter, gram(rkx, X, X, nthreads),
                gram(rkx, X, Xp, nthreads), gram(rky, Y, Y, nthreads), Ky, a0,
                eps, delta, method)
+    prog$tick(1)
     if (!all(is.finite(W))) {
       t <- which(!is.finite(colSums(W)))[1L]
       stop_numeric(sprintf(paste0("the KBR filter's weights are not finite ",
@@ -108,7 +117,10 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
     }
     W <- matrix(0, T, nrow(yo))
     a <- a0
+    prog <- progress_reporter(nrow(yo), "KBR filter: time step", progress)
+    on.exit(prog$done())
     for (t in seq_len(nrow(yo))) {
+      prog$tick(t - 1)
       v <- ridge_x(crossprod(Lx, a))          # (G_X + T eps I)^{-1} G_X a
       mu <- drop(T * ridge_x(Fp %*% v))       # T (G_X + T eps I)^{-1} G_XX+ v
       a <- drop(lowrank_operator(Ly, mu, delta, method) %*% Fo[, t])
@@ -124,6 +136,7 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
       }
       W[, t] <- a
     }
+    prog$tick(nrow(yo))
   }
   mean <- crossprod(W, X)
   colnames(mean) <- colnames(x)

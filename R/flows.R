@@ -111,30 +111,17 @@ tracer <- function(x, keep_every) {
        iters = function() its)
 }
 
-# A text progress bar that updates about 100 times; no-op when off.
-progress_bar <- function(n_iter, progress) {
-  progress <- check_flag(progress, "progress")
-  if (!progress || n_iter < 2L) return(list(tick = function(t) NULL,
-                                            close = function() NULL))
-  pb <- utils::txtProgressBar(min = 0, max = n_iter, style = 3)
-  every <- max(1L, n_iter %/% 100L)
-  list(tick = function(t) if (t %% every == 0L || t == n_iter) {
-         utils::setTxtProgressBar(pb, t)
-       },
-       close = function() close(pb))
-}
-
 flow_stop_nonfinite <- function(t) {
   stop(kb_error(sprintf(paste0("non-finite particle positions at iteration ",
-                               "%d: the flow diverged; try a smaller 'step'"),
-                        t), "kb_error_numeric", "step"))
+                               "%d: the flow diverged; try a smaller 'step_size'"),
+                        t), "kb_error_numeric", "step_size"))
 }
 
 # The update x -> xn = x + (step) dir at iteration t: a non-finite
 # direction is the kernel's or the data's fault (what describes them), a
 # non-finite or absurdly far move is the step's (more than 1e6 times the
 # particles' scale, at least 1, in one iteration).
-flow_move <- function(x, xn, dir, t, what, step_label = "'step'") {
+flow_move <- function(x, xn, dir, t, what, step_label = "'step_size'") {
   if (!all(is.finite(dir))) {
     stop_numeric(sprintf(paste0("the %s is not finite at iteration %d (%s): ",
                                 "the kernel terms overflow at the scale of ",
@@ -144,7 +131,7 @@ flow_move <- function(x, xn, dir, t, what, step_label = "'step'") {
   if (!all(is.finite(xn))) {
     stop(kb_error(sprintf(paste0("non-finite particle positions at iteration ",
                                  "%d: the flow diverged; %s is too large"),
-                          t, step_label), "kb_error_numeric", "step"))
+                          t, step_label), "kb_error_numeric", "step_size"))
   }
   mv <- max(abs(xn - x))
   ref <- max(1, abs(x))
@@ -153,7 +140,7 @@ flow_move <- function(x, xn, dir, t, what, step_label = "'step'") {
                                  "moved by %s, more than 1e6 times the ",
                                  "particles' scale (%s)"), step_label, t,
                           format(mv, digits = 3), format(ref, digits = 3)),
-                  "kb_error_numeric", "step"))
+                  "kb_error_numeric", "step_size"))
   }
   big <- max(abs(xn))
   if (big > flow_scale_limit(ncol(xn))) {
@@ -161,7 +148,7 @@ flow_move <- function(x, xn, dir, t, what, step_label = "'step'") {
                                  "iteration %d, where squared distances ",
                                  "overflow: the flow diverged; %s is too large"),
                           format(big, digits = 3), t, step_label),
-                  "kb_error_numeric", "step"))
+                  "kb_error_numeric", "step_size"))
   }
   xn
 }
@@ -245,13 +232,15 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' @param score The target's score: a [kb_target()], or a function of one
 #'   point returning the gradient of the log density.
 #' @param n_iter Number of iterations.
-#' @param step Step size \eqn{\epsilon}.
+#' @param step_size Step size \eqn{\epsilon}.
 #' @param bandwidth `"median"` or a fixed bandwidth \eqn{h}, between 1e-50 and 1e50.
 #' @param optimizer `"adagrad"` (default), `"sgd"` or `"adam"`.
 #' @param alpha AdaGrad momentum, in \eqn{[0, 1)}.
 #' @param keep_every Keep the particles every `keep_every` iterations in
 #'   `$trace` (0: no trace). The start and the last iteration are always kept.
-#' @param progress Show a progress bar.
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]);
+#'   default `interactive()`.
+#' @param step Deprecated name of `step_size`.
 #' @param nthreads Threads for the interaction terms.
 #' @return An object of class `kb_particles`: `x` (final particles),
 #'   `trace` (`n x d x K` array or `NULL`) and `trace_iter`, `objective`
@@ -265,18 +254,24 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' @examples
 #' set.seed(1)
 #' tg <- gaussian_target(c(1, -1), diag(c(1, 0.5)))
-#' fit <- svgd(matrix(rnorm(100), 50), tg, n_iter = 300, step = 0.1,
+#' fit <- svgd(matrix(rnorm(100), 50), tg, n_iter = 300, step_size = 0.1,
 #'             progress = FALSE)
 #' fit
 #' colMeans(fit$x)
 #' @export
-svgd <- function(x0, score, n_iter = 1000, step = 1e-3, bandwidth = "median",
-                 optimizer = c("adagrad", "sgd", "adam"), alpha = 0.9,
-                 keep_every = 0, progress = interactive(), nthreads = NULL) {
+svgd <- function(x0, score, n_iter = 1000, step_size = 1e-3,
+                 bandwidth = "median", optimizer = c("adagrad", "sgd", "adam"),
+                 alpha = 0.9, keep_every = 0, progress = interactive(),
+                 nthreads = NULL, step) {
+  if (!missing(step)) {
+    step_size <- deprecated_arg("step", "step_size", "svgd", step,
+                                missing(step_size))
+  }
+  step <- step_size
   x <- flow_points(x0, "x0")
   sfun <- flow_score_fun(score, ncol(x))
   n_iter <- check_count(n_iter, "n_iter")
-  step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
   if (identical(bandwidth, "median")) {
     h_in <- -1
   } else {
@@ -314,8 +309,8 @@ svgd <- function(x0, score, n_iter = 1000, step = 1e-3, bandwidth = "median",
   }
   opt <- make_optimizer(optimizer, alpha)
   tr <- tracer(x, keep_every)
-  pb <- progress_bar(n_iter, progress)
-  on.exit(pb$close())
+  pb <- progress_reporter(n_iter, "SVGD", progress)
+  on.exit(pb$done())
   obj <- hs <- numeric(n_iter)
   # workspace for the pair distances, written by C every iteration
   ws <- if (h_in < 0) numeric(n * (n - 1) / 2) else NULL
@@ -405,8 +400,8 @@ ksd_value_grad <- function(x, sfun, rk, score_jacobian, nt) {
 #' @param method `"lbfgs"` ([stats::optim()]'s L-BFGS-B on the flattened
 #'   particles; `n_iter` is its iteration limit) or `"gd"` (gradient
 #'   descent).
-#' @param step For `"gd"`: the step, or `NULL` for a backtracking line
-#'   search (start at twice the last accepted step, halve until \eqn{F}
+#' @param step_size For `"gd"`: the step size, or `NULL` for a backtracking
+#'   line search (start at twice the last accepted step, halve until \eqn{F}
 #'   decreases). Ignored by `"lbfgs"`.
 #' @return A `kb_particles` object (see [svgd()]); `objective` holds
 #'   \eqn{F} at every iteration (`"gd"`) or at every function evaluation
@@ -423,9 +418,14 @@ ksd_value_grad <- function(x, sfun, rk, score_jacobian, nt) {
 #' fit
 #' @export
 ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
-                        method = c("lbfgs", "gd"), n_iter = 1000, step = NULL,
-                        keep_every = 0, progress = interactive(),
-                        nthreads = NULL) {
+                        method = c("lbfgs", "gd"), n_iter = 1000,
+                        step_size = NULL, keep_every = 0,
+                        progress = interactive(), nthreads = NULL, step) {
+  if (!missing(step)) {
+    step_size <- deprecated_arg("step", "step_size", "ksd_descent", step,
+                                missing(step_size))
+  }
+  step <- step_size
   x <- flow_points(x0, "x0")
   n <- nrow(x)
   d <- ncol(x)
@@ -439,15 +439,15 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
   }
   method <- check_choice(method, c("lbfgs", "gd"), "method")
   n_iter <- check_count(n_iter, "n_iter")
-  if (!is.null(step)) step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  if (!is.null(step)) step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
   check_flag(progress, "progress")
   # the kernel (a median over the particles) once every argument is checked
   rk <- flow_kernel(kernel, x)
   tr <- tracer(x, keep_every)
-  pb <- progress_bar(n_iter, progress)
-  on.exit(pb$close())
+  pb <- progress_reporter(n_iter, "KSD descent", progress)
+  on.exit(pb$done())
   vg <- function(x) {
     r <- ksd_value_grad(x, sfun, rk, score_jacobian, nt)
     if (!is.finite(r$value) || !all(is.finite(r$gradient))) {
@@ -598,14 +598,15 @@ noise_level <- function(noise) {
 }
 
 # The MMD flow (lambda NULL) or the DrMMD flow; `opts`: noise, keep_every,
-# progress, nthreads, lambda and step_label (how an error names the step).
+# progress, nthreads, lambda, step_label (how an error names the step size)
+# and label (of the progress line).
 run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
   noise <- opts$noise
   keep_every <- opts$keep_every
   progress <- opts$progress
   nthreads <- opts$nthreads
   lambda <- opts$lambda
-  step_label <- opts$step_label %||% "'step'"
+  step_label <- opts$step_label %||% "'step_size'"
   x <- flow_points(x0, "x0")
   y <- flow_points(y, "y", ncol(x))
   if (ncol(y) != ncol(x)) {
@@ -616,7 +617,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
     stop_arg("kernel", "must be a kernel object such as gaussian_kernel()")
   }
   n_iter <- check_count(n_iter, "n_iter")
-  step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
   beta_t <- noise_level(noise)
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
@@ -637,8 +638,8 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
     dmmd_setup(y, lambda, rk, nt)
   }
   tr <- tracer(x, keep_every)
-  pb <- progress_bar(n_iter, progress)
-  on.exit(pb$close())
+  pb <- progress_reporter(n_iter, opts$label, progress)
+  on.exit(pb$done())
   obj <- numeric(n_iter)
   for (t in seq_len(n_iter)) {
     ax <- cross_kernel(x, x, wx, rk, nt)
@@ -695,9 +696,9 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #' update tends to the MMD-flow update. Since \eqn{\nabla h} grows like
 #' \eqn{1/\lambda} for small \eqn{\lambda}, the authors' experiments scale
 #' their learning rate by \eqn{\lambda}: to follow that convention pass
-#' `step = lr * lambda`. The default `step = NULL` is \eqn{\lambda}
+#' `step_size = lr * lambda`. The default `step_size = NULL` is \eqn{\lambda}
 #' (learning rate 1 in that convention): a step that does not shrink with a
-#' small \eqn{\lambda} diverges at once. With a narrow kernel even `step` =
+#' small \eqn{\lambda} diverges at once. With a narrow kernel even `step_size` =
 #' \eqn{\lambda} can scatter particles out of the kernel's reach, where
 #' they stay without any non-finite value to stop the run, and a smaller
 #' step (such as \eqn{0.1 \lambda}) is needed (`vignette("particle-flows")`
@@ -715,7 +716,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #' @param noise Noise injection level \eqn{\beta_0 \ge 0}, or a function
 #'   of the iteration \eqn{t} returning \eqn{\beta_t}.
 #' @param lambda The DrMMD regulariser, \eqn{\lambda > 0}.
-#' @param step Step size \eqn{\epsilon}; for `dmmd_flow()` `NULL` means
+#' @param step_size Step size \eqn{\epsilon}; for `dmmd_flow()` `NULL` means
 #'   \eqn{\epsilon = \lambda}.
 #' @return A `kb_particles` object (see [svgd()]) with `objective` the
 #'   squared MMD (V-statistic) or the DrMMD of the particles at each
@@ -728,19 +729,25 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #' @examples
 #' set.seed(3)
 #' y <- matrix(rnorm(200), 100)
-#' fit <- mmd_flow(matrix(rnorm(60, 3), 30), y, n_iter = 200, step = 5,
+#' fit <- mmd_flow(matrix(rnorm(60, 3), 30), y, n_iter = 200, step_size = 5,
 #'                 progress = FALSE)
 #' fit
 #' fd <- dmmd_flow(matrix(rnorm(60, 3), 30), y, lambda = 0.1, n_iter = 200,
-#'                 step = 0.5, progress = FALSE)
+#'                 step_size = 0.5, progress = FALSE)
 #' fd
 #' @export
 mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
-                     step = 1, noise = 0, keep_every = 0,
-                     progress = interactive(), nthreads = NULL) {
+                     step_size = 1, noise = 0, keep_every = 0,
+                     progress = interactive(), nthreads = NULL, step) {
+  if (!missing(step)) {
+    step_size <- deprecated_arg("step", "step_size", "mmd_flow", step,
+                                missing(step_size))
+  }
+  step <- step_size
   r <- run_mmd_flow(x0, y, kernel, n_iter, step,
                     list(noise = noise, keep_every = keep_every,
-                         progress = progress, nthreads = nthreads))
+                         progress = progress, nthreads = nthreads,
+                         label = "MMD flow"))
   new_particles(r$x, r$tr, r$obj, "MMD^2", "MMD flow", length(r$obj),
                 settings = list(step = step, noise = noise, kernel = kernel), y = r$y)
 }
@@ -748,18 +755,25 @@ mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
 #' @rdname mmd_flow
 #' @export
 dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
-                      n_iter = 1000, step = NULL, noise = 0, keep_every = 0,
-                      progress = interactive(), nthreads = NULL) {
+                      n_iter = 1000, step_size = NULL, noise = 0,
+                      keep_every = 0, progress = interactive(),
+                      nthreads = NULL, step) {
+  if (!missing(step)) {
+    step_size <- deprecated_arg("step", "step_size", "dmmd_flow", step,
+                                missing(step_size))
+  }
+  step <- step_size
   lambda <- check_number(lambda, "lambda", lower = 0, lower_open = TRUE)
-  step_label <- "'step'"
+  step_label <- "'step_size'"
   if (is.null(step)) {
     step <- lambda
-    step_label <- sprintf("the step (by default 'lambda' = %s)", format(lambda))
+    step_label <- sprintf("the step size (by default 'lambda' = %s)", format(lambda))
   }
   r <- run_mmd_flow(x0, y, kernel, n_iter, step,
                     list(noise = noise, keep_every = keep_every,
                          progress = progress, nthreads = nthreads,
-                         lambda = lambda, step_label = step_label))
+                         lambda = lambda, step_label = step_label,
+                         label = "DrMMD flow"))
   new_particles(r$x, r$tr, r$obj, "DrMMD", "DrMMD flow", length(r$obj),
                 settings = list(step = step, noise = noise, kernel = kernel,
                                 lambda = lambda), y = r$y)
@@ -776,7 +790,7 @@ mied_log_density <- function(target, x, t) {
     stop_numeric(sprintf(paste0("the log density is -Inf at particle %d%s: ",
                                 "it is outside the target's support; %s"), i,
                          if (t > 1L) sprintf(" (iteration %d)", t) else "",
-                         if (t > 1L) "try a smaller 'step'" else
+                         if (t > 1L) "try a smaller 'step_size'" else
                            "start every particle inside the support"))
   }
   ld
@@ -825,14 +839,19 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 #' @examples
 #' set.seed(4)
 #' tg <- gaussian_target(c(0, 0), diag(c(1, 0.25)))
-#' fit <- mied(matrix(rnorm(200), 100), tg, n_iter = 300, step = 0.05,
+#' fit <- mied(matrix(rnorm(200), 100), tg, n_iter = 300, step_size = 0.05,
 #'             progress = FALSE)
 #' colMeans(fit$x)
 #' cov(fit$x)
 #' @export
-mied <- function(x0, target, n_iter = 1000, step = 0.01, s = NULL,
+mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
                  eps = 1e-8, optimizer = c("adam", "sgd"), keep_every = 0,
-                 progress = interactive(), nthreads = NULL) {
+                 progress = interactive(), nthreads = NULL, step) {
+  if (!missing(step)) {
+    step_size <- deprecated_arg("step", "step_size", "mied", step,
+                                missing(step_size))
+  }
+  step <- step_size
   x <- flow_points(x0, "x0")
   check_target(target)
   if (target$dim != ncol(x)) {
@@ -840,7 +859,7 @@ mied <- function(x0, target, n_iter = 1000, step = 0.01, s = NULL,
                                target$dim, ncol(x)))
   }
   n_iter <- check_count(n_iter, "n_iter")
-  step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
   s <- if (is.null(s)) ncol(x) + 1e-4 else
     check_number(s, "s", lower = ncol(x), lower_open = TRUE)
   eps <- check_number(eps, "eps", lower = 0)
@@ -850,8 +869,8 @@ mied <- function(x0, target, n_iter = 1000, step = 0.01, s = NULL,
   check_flag(progress, "progress")
   opt <- make_optimizer(optimizer)
   tr <- tracer(x, keep_every)
-  pb <- progress_bar(n_iter, progress)
-  on.exit(pb$close())
+  pb <- progress_reporter(n_iter, "MIED", progress)
+  on.exit(pb$done())
   obj <- numeric(n_iter)
   for (t in seq_len(n_iter)) {
     ld <- mied_log_density(target, x, t)

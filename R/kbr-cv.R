@@ -33,12 +33,18 @@
 #'   framework when future.apply is installed (one task per fold, on
 #'   whatever [future::plan()] is set), otherwise in turn.
 #' @param criterion `"marginal"` (the paper's, default) or `"regression"`.
-#' @param fit Whether to fit [kbr()] on all data with the best setting.
+#' @param refit Whether to fit [kbr()] on all data with the best setting.
 #' @param seed Seed for the random fold assignment (the global RNG state is
 #'   left as it was).
 #' @param ... Further arguments to [kbr()] for the final fit: `prior`,
 #'   `prior_weights`, `rank`, `tol`, `nthreads` (checked before the
 #'   cross-validation runs).
+#' @param progress Show progress, one unit per fold and bandwidth setting
+#'   (see 'Progress' in [kernbayes-package]); folds run in future workers
+#'   report through progressr. Default `interactive()`.
+#' @param fit Deprecated name of `refit`.
+#' @section Running on a cluster: The folds are futures: see the section
+#'   "Running on a cluster" in [ksdt_chains()] for a Slurm plan.
 #' @return An object of class `kb_kbr_cv`: `table` (the grid with its
 #'   criterion), `best` (the best row) and `fit` (a [kbr()] fit on all data
 #'   with the best setting); `print` and `plot` methods.
@@ -51,7 +57,11 @@
 #' @export
 kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
                    criterion = c("marginal", "regression"), seed = 1,
-                   fit = TRUE, ...) {
+                   refit = TRUE, ..., progress = interactive(), fit) {
+  if (!missing(fit)) {
+    refit <- deprecated_arg("fit", "refit", "kbr_cv", fit, missing(refit))
+  }
+  progress <- check_flag(progress, "progress")
   method <- check_choice(method, c("kbr", "iw"), "method")
   criterion <- check_choice(criterion, c("marginal", "regression"), "criterion")
   x <- as_obs(x, "x")
@@ -75,16 +85,17 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   }
   if (is.null(grid$sigma_x)) grid$sigma_x <- NA_real_
   if (is.null(grid$sigma_y)) grid$sigma_y <- NA_real_
-  fit <- check_flag(fit, "fit")
+  refit <- check_flag(refit, "refit")
   if (!is.null(seed)) seed <- check_count(seed, "seed", min = -.Machine$integer.max)
-  if (fit) check_kbr_dots(list(...), x)
+  if (refit) check_kbr_dots(list(...), x)
   # G_X and G_Y, and per fold their training blocks and the weights
   check_memory(8 * 5 * n^2, "x",
                sprintf("cross-validation with %d points", n))
   fold <- with_seed(seed, sample(rep_len(seq_len(folds), n)))
   crit <- numeric(nrow(grid))
   bw_key <- paste(grid$sigma_x, grid$sigma_y)
-  for (key in unique(bw_key)) {
+  keys <- unique(bw_key)
+  for (key in keys) {
     rows <- which(bw_key == key)
     sx <- grid$sigma_x[rows[1L]]
     sy <- grid$sigma_y[rows[1L]]
@@ -95,7 +106,8 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
     gx <- gram(rkx, x, x)
     gy <- gram(rky, y, y)
     # one task per fold (evaluated with the future framework when available)
-    fold_crit <- function(a) {
+    fold_crit <- function(a, relay) {
+      on.exit(relay(1))
       out <- numeric(length(rows))
       tr <- which(fold != a)
       te <- which(fold == a)
@@ -126,12 +138,15 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
       }
       out
     }
-    per_fold <- kb_lapply(seq_len(folds), fold_crit)
+    per_fold <- progress_lapply(
+      seq_len(folds), fold_crit, folds,
+      sprintf("KBR cross-validation, bandwidths %d of %d: fold",
+              match(key, keys), length(keys)), progress)
     crit[rows] <- Reduce(`+`, per_fold)
   }
   grid$criterion <- crit
   best <- grid[which.min(crit), , drop = FALSE]
-  if (!fit) {
+  if (!refit) {
     return(structure(list(table = grid, best = best, fit = NULL,
                           folds = folds, criterion = criterion),
                      class = "kb_kbr_cv"))
@@ -219,7 +234,8 @@ kernel_bandwidth <- function(kernel, arg = "kernel") {
 # kbr_cv() with the regression criterion over the default grid, for the
 # bandwidths of the user's kernels, with a message giving the cost.  Returns
 # the best row of the grid.
-kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y) {
+kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y,
+                     progress = FALSE) {
   n <- nrow(x)
   if (n < 5L) {
     miss <- c("eps", "delta")[c(is.null(eps), is.null(delta))]
@@ -244,5 +260,5 @@ kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y) {
   grid$sigma_x <- sigma_x
   grid$sigma_y <- sigma_y
   kbr_cv(x, y, grid = grid, folds = 5, method = method,
-         criterion = "regression", fit = FALSE)$best
+         criterion = "regression", refit = FALSE, progress = progress)$best
 }

@@ -162,6 +162,9 @@ check_reg <- function(v, arg) {
 #' @param tol Tolerance of the incomplete Cholesky (largest residual
 #'   diagonal), in \eqn{[0, 1)}.
 #' @param nthreads Threads for the Gram matrices.
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]):
+#'   the cross-validation folds when `eps` or `delta` is chosen, then the
+#'   stages of the fit. Default `interactive()`.
 #' @return An object of class `kb_kbr`, with `predict()`, `print()` and the
 #'   helpers [posterior_mean()], [posterior_expect()] and [preimage()].
 #' @references Fukumizu, K., Song, L. and Gretton, A. (2013). Kernel Bayes'
@@ -178,8 +181,9 @@ check_reg <- function(v, arg) {
 kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                 kernel_x = gaussian_kernel(), kernel_y = gaussian_kernel(),
                 eps = NULL, delta = NULL, method = c("kbr", "iw"), rank = NULL,
-                tol = 1e-6, nthreads = NULL) {
+                tol = 1e-6, nthreads = NULL, progress = interactive()) {
   method <- check_choice(method, c("kbr", "iw"), "method")
+  progress <- check_flag(progress, "progress")
   x <- as_obs(x, "x")
   y <- as_obs(y, "y")
   n <- nrow(x)
@@ -213,7 +217,7 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                          nrow(U)))
   }
   if (is.null(eps) || is.null(delta)) {
-    best <- kbr_tune(x, y, eps, delta, method, kernel_x, kernel_y)
+    best <- kbr_tune(x, y, eps, delta, method, kernel_x, kernel_y, progress)
     eps <- best$eps
     delta <- best$delta
   }
@@ -221,19 +225,25 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
   rky <- resolve_data_kernel(kernel_y, y, "kernel_y", "y")
   fit <- list(x = x, y = y, n = n, eps = eps, delta = delta, method = method,
               rank = rank, kernel_x = rkx, kernel_y = rky, nthreads = nthreads)
+  prog <- progress_reporter(3, "KBR fit: stage", progress)
+  on.exit(prog$done())
   if (is.null(rank)) {
+    prog$tick(0, "Gram matrices")
     gx <- gram(rkx, x, x, nthreads)
     gy <- gram(rky, y, y, nthreads)
     m <- if (is.null(prior)) drop(gx %*% gam) else
       drop(gram(rkx, x, U, nthreads) %*% gam)
+    prog$tick(1, "solves")
     res <- .Call(C_kb_kbr_fit, gx, m, gy, eps, delta, method)
     fit$mu <- res$mu
     fit$gy <- gy
     fit$factor <- res$F
     fit$ipiv <- res$ipiv
   } else {
+    prog$tick(0, "incomplete Cholesky factors")
     Lx <- incomplete_cholesky(rkx, x, tol, rank)
     Ly <- incomplete_cholesky(rky, y, tol, rank)
+    prog$tick(1, "low-rank solves")
     # G_X ~ Lx Lx' and k_X(x_i, u) ~ Lx[i, ] f(u): the prior embedding m =
     # Lx b lies in the span of Lx, and so does mu = n (Lx Lx' + n eps I)^{-1} m
     b <- if (is.null(prior)) crossprod(Lx, gam) else
@@ -247,6 +257,7 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     fit$residual <- c(x = attr(Lx, "residual"), y = attr(Ly, "residual"))
     warn_coarse(fit$residual, c(fit$rank_x, fit$rank_y))
   }
+  prog$tick(3, "done")
   if (!all(is.finite(fit$mu))) {
     stop_numeric("the prior-to-joint weights mu are not finite; increase 'eps'")
   }

@@ -1,8 +1,122 @@
 #' kernbayes: Kernel Methods for Bayesian Computation
 #'
-#' Stein kernels and the kernelized Stein discrepancy ([ksd()],
-#' [ksd_path()], [stein_kernel_matrix()]) with a C core, for R closures that
-#' give a target's log density and score ([kb_target()]).
+#' Kernel methods around a posterior known through its log density and
+#' score: measure how well a sample represents it (kernelized Stein
+#' discrepancy), compress MCMC output offline or online, sample with
+#' samplers that thin as they go, move particles towards it, and do
+#' Bayesian inference from samples alone (kernel Bayes' rule). The heavy
+#' loops are in C (OpenMP threads); targets are R closures, a Stan fit or
+#' one of the built-in targets. This page is the map of the package; each
+#' function's page has the details.
+#'
+#' @section Stein discrepancy:
+#' * [ksd()]: the KSD of a (weighted) sample, V- or U-statistic; with
+#'   `by_chain`, one per chain.
+#' * [ksd_path()]: the KSD of the first \eqn{j} points for every \eqn{j},
+#'   in one pass (a convergence trace).
+#' * [ksd_blocks()]: the same double sum split into row blocks run as
+#'   futures.
+#' * [stein_kernel_matrix()], [kernel_matrix()]: the matrices themselves;
+#'   [imq_kernel()], [gaussian_kernel()]: the base kernels (preconditioner
+#'   heuristics, bandwidths).
+#'
+#' @section Thinning and compression:
+#' * [stein_thin()]: greedy Stein thinning to `m` points;
+#'   [stein_thin_gf()]: its gradient-free variant (log densities and a
+#'   proxy); [mmd_thin()]: MMD thinning (kernel herding) without scores.
+#' * [ksd_weights()]: KSD-optimal weights on a sample or a thinned set.
+#' * [wasserstein2()]: the exact 2-Wasserstein distance between two
+#'   equal-size point sets, a KSD-free yardstick.
+#'
+#' @section Samplers:
+#' * [mala()], [rwm()]: MALA and random walk Metropolis on a target's
+#'   closures, with step-size adaptation; states come with their scores.
+#' * [sp_mcmc()]: Stein Point MCMC (a point set grown by fresh moves).
+#'
+#' @section Online thinning (KSDT):
+#' * [ksdt()]: KSDT over a stream of states (a chain, in order), with a
+#'   budget and a minimum size (`min_size`, or a constant `size`).
+#' * [ksdt_stream()], [ksdt_push()], [ksdt_result()]: the same for states
+#'   arriving from a sampler of your own.
+#' * [ksdt_sample()]: MALA or RWM with KSDT inside (the chain is never
+#'   stored).
+#' * [ksdt_chains()]: several KSDT chains as futures, merged;
+#'   [c.kb_ksdt()] / [merge.kb_ksdt()] merge dictionaries.
+#'
+#' @section Kernel Bayes' rule:
+#' * [kbr()]: the posterior embedding from a joint sample and a prior
+#'   sample (full or low-rank path); [predict.kb_kbr()],
+#'   [posterior_mean()], [posterior_expect()], [preimage()] read it.
+#' * [kbr_cv()]: cross-validation of bandwidths and regularisers (folds as
+#'   futures).
+#' * [kbr_filter()]: the KBR filter for a state-space model learnt from a
+#'   training trajectory; [kalman_filter()]: the linear-Gaussian reference.
+#'
+#' @section Particle flows:
+#' [svgd()] (Stein variational gradient descent), [ksd_descent()], [mmd_flow()]
+#' and [dmmd_flow()] (towards a target sample), [mied()] (mollified
+#' interaction energy descent): `n` particles moved towards the target; a
+#' `kb_particles` result with the trace of its objective.
+#'
+#' @section Targets:
+#' * [kb_target()]: a target from R closures (log density and score, one
+#'   point or vectorised over rows); [target_log_density()],
+#'   [target_score()], [sample_target()] evaluate or sample it.
+#' * Built in: [gaussian_target()], [gaussian_mixture_target()],
+#'   [logistic_regression_target()], [goodwin_target()] (an ODE model; with
+#'   [goodwin_solve()] and [goodwin_simulate()]).
+#' * Stan and brms fits: [stan_target()] makes a target of a `stanfit` or
+#'   `brmsfit` on the unconstrained scale (log density and gradient from
+#'   rstan, with the Jacobian adjustment); [unconstrain_draws()] and
+#'   [constrain_draws()] move draws between the scales. Functions that take
+#'   `x` and `score` also take the fit itself as `x`: the KSD needs the
+#'   unconstrained scale, where the target's density is smooth and
+#'   positive everywhere, and results carry the constrained draws as well.
+#'
+#' @section Conversions:
+#' Results convert to the formats of the Bayesian workflow:
+#' `posterior::as_draws()`, `as_draws_df()` and `as_draws_matrix()` and
+#' `as.data.frame()` work on chains (`kb_chain`), thinned sets (`kb_thin`),
+#' KSDT dictionaries (`kb_ksdt`) and particles (`kb_particles`), with
+#' `.chain`, `.iteration` and weights where they exist; `coda::as.mcmc()`
+#' on chains.
+#'
+#' @section Running on futures:
+#' [ksdt_chains()], [ksd_blocks()] and [kbr_cv()] dispatch their tasks
+#' (chains, row blocks, folds) with the future framework: the same code
+#' runs sequentially, on local cores (`future::plan(future::multisession)`),
+#' on several machines, or on a cluster scheduler through future.batchtools
+#' (a Slurm template ships with the package; see "Running on a cluster" in
+#' [ksdt_chains()]). Random numbers are parallel-safe: for a given seed the
+#' results do not depend on the plan. Each task uses `nthreads` threads
+#' (default 1).
+#'
+#' @section Progress:
+#' Every function that can run for more than a couple of seconds takes
+#' `progress` (default `interactive()`) and shows one line on stderr, "what:
+#' done of total (percent)", redrawn in place about twice a second (it is a
+#' message: `suppressMessages()` silences it). With `progress = FALSE`
+#' nothing is shown and the computation takes its usual path; the results
+#' are the same either way. Tasks run in future workers report through
+#' progressr (when installed): their updates reach this session's line while
+#' they run, and any progressr handler you enabled
+#' (`progressr::with_progress()`, `progressr::handlers(global = TRUE)`)
+#' sees them too.
+#'
+#' @section Argument names:
+#' One name, one meaning: `step_size` is a step size (samplers, flows),
+#' `candidates` the candidates per step (KSDT samplers, SP-MCMC), `m` the
+#' number of points a thinning method keeps, `size` a constant dictionary
+#' size (KSDT), `n_iter` the number of iterations or steps, `nthreads` the
+#' OpenMP threads, `progress` the progress line. Old names (`step`, `m` in
+#' [sp_mcmc()], `fit` in [kbr_cv()]) still work, with a message once per
+#' session.
+#'
+#' @section Vignettes:
+#' `vignette("kernbayes")` (a tour), `vignette("online-thinning")` (KSDT,
+#' SP-MCMC, the mixture experiments), `vignette("particle-flows")` and
+#' `vignette("kernel-bayes-rule")`; `vignette(package = "kernbayes")` lists
+#' them all, including the one on Stan and brms output.
 #'
 #' @section Options:
 #' * `kernbayes.nthreads`: the default of every `nthreads` argument (1).
@@ -30,6 +144,14 @@
 #'   [kbr_filter()], [kalman_filter()], [ksd()], [stein_thin()], [ksdt()],
 #'   [kernel_matrix()], [svgd()] and the other flows), a vector is `n`
 #'   one-dimensional points, an `n x 1` matrix.
+#'
+#' Multi-chain input (a posterior `draws_array`, `draws_df` or
+#' `draws_list`, a `coda::mcmc.list`, a Stan fit) keeps its chain and
+#' iteration labels: rows are stacked chain by chain, in iteration order
+#' (as `posterior::as_draws_matrix()` stacks them), and results report the
+#' `.chain` and `.iteration` of their points. For a plain matrix of several
+#' chains, give the chain of each row with the `chain` argument. A score
+#' matrix must be in the same row order as `x`.
 #'
 #' So `c(1, 2)` is two observations to `kbr(x = )`, and one point to
 #' `target_score()` for a target of dimension 2 (two points for a target of

@@ -217,6 +217,10 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   printed in one line: the set's KSD next to the reference sample's under
 #'   the same kernel and standardisation (use `as.double()` for the two
 #'   numbers).
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]);
+#'   default `interactive()`. With progress the double sum runs in about
+#'   100 row blocks of equal work, reported between blocks; the result is
+#'   the same number.
 #' @return A number; with `by_chain = TRUE` a data frame of class
 #'   `kb_ksd_by_chain` with columns `chain`, `n` and `ksd` (the last row,
 #'   `"all"`, is the pooled sample), printed with its kernel; with
@@ -236,11 +240,12 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
                 type = c("V", "U"), standardize = FALSE, nthreads = NULL,
                 blocks = NULL, chain = NULL, by_chain = FALSE,
-                reference = NULL) {
+                reference = NULL, progress = interactive()) {
   if (is_kb_result(x)) return(ksd_result(x, score, reference, mget(c("kernel", "weights",
     "type", "standardize", "nthreads", "blocks")), !missing(kernel) || !missing(standardize)))
   type <- check_choice(type, c("V", "U"), "type")
   by_chain <- check_flag(by_chain, "by_chain")
+  progress <- check_flag(progress, "progress")
   if (!is.null(blocks)) {
     if (type != "V" || !is.null(weights) || by_chain) {
       stop_arg("blocks", "is for the unweighted V-statistic of all rows only")
@@ -250,7 +255,7 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
                                                            "nthreads")
     return(ksd_blocks(x, score, kernel, blocks = blocks,
                       standardize = standardize, nthreads = nthreads,
-                      chain = chain))
+                      chain = chain, progress = progress))
   }
   # every argument is checked before the score closure runs
   smp <- as_sample(x, score, chain)
@@ -273,21 +278,22 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
   st <- stein_setup(x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))
   if (by_chain) return(ksd_by_chain(st, smp, weights, type, nthreads))
-  ksd_of_rows(st, seq_len(n), weights, type, nthreads)
+  ksd_of_rows(st, seq_len(n), weights, type, nthreads, progress)
 }
 
 # The KSD (type "V") or U-statistic of some rows of a Stein setup, with
 # their weights (NULL, or weights of all rows: renormalised on the rows).
-ksd_of_rows <- function(st, rows, weights, type, nthreads) {
+ksd_of_rows <- function(st, rows, weights, type, nthreads,
+                        progress = FALSE) {
   n <- length(rows)
   all <- n == st$n
   w <- if (is.null(weights)) NULL else if (all) weights else
     weights[rows] / sum(weights[rows])
   if (type == "U" && n < 2L) return(NA_real_)
-  sums <- .Call(C_kb_stein_sums,
-                if (all) st$x else st$x[rows, , drop = FALSE],
-                if (all) st$s else st$s[rows, , drop = FALSE], st$kernel, w,
-                nthreads)
+  sums <- if (all && progress) stein_sums_progress(st, w, nthreads) else
+    .Call(C_kb_stein_sums, if (all) st$x else st$x[rows, , drop = FALSE],
+          if (all) st$s else st$s[rows, , drop = FALSE], st$kernel, w,
+          nthreads)
   tot <- check_total(sum(sums$sums))
   if (type == "V") {
     v <- if (is.null(w)) tot / n^2 else tot
@@ -501,6 +507,31 @@ ksd_resolved <- function(x, s, rk, nthreads = 1L) {
 
 # ---- KSD with the double sum split into row blocks (futures) ----------------
 
+# Row boundaries of k blocks of equal work for the lower-triangular sums
+# (row j costs j Stein kernel evaluations): n sqrt(b / k), b = 0..k.
+row_blocks <- function(n, k) {
+  k <- min(k, n)
+  b <- unique(round(n * sqrt(seq(0, k) / k)))
+  lapply(seq_len(length(b) - 1L), function(i) c(b[i], b[i + 1L]))
+}
+
+# kb_stein_sums() in about 100 row blocks of equal work with a progress
+# line between them: the same per-row sums (each row is computed as in one
+# call), so the same total.
+stein_sums_progress <- function(st, weights, nthreads) {
+  ranges <- row_blocks(st$n, 100L)
+  rep <- progress_reporter(length(ranges), "KSD: row block", TRUE)
+  on.exit(rep$done())
+  parts <- lapply(ranges, function(r) {
+    v <- .Call(C_kb_stein_block_sums, st$x, st$s, st$kernel, r[1L], r[2L],
+               nthreads, weights)
+    rep$add(1)
+    v
+  })
+  list(sums = unlist(lapply(parts, `[[`, "sums")),
+       diag = unlist(lapply(parts, `[[`, "diag")))
+}
+
 #' KSD with the double sum split into row blocks
 #'
 #' Computes the same V-statistic as [ksd()], but splits the double sum
@@ -522,6 +553,11 @@ ksd_resolved <- function(x, s, rk, nthreads = 1L) {
 #'   allowed and gives one row per block). Default: the number of workers
 #'   of the current plan (1 without future).
 #' @param nthreads Threads per block.
+#' @param progress Show progress, one unit per block (see 'Progress' in
+#'   [kernbayes-package]); blocks run in future workers report through
+#'   progressr. Default `interactive()`.
+#' @section Running on a cluster: The blocks are futures: see the section
+#'   "Running on a cluster" in [ksdt_chains()] for a Slurm plan.
 #' @return The KSD (V-statistic), equal to `ksd(x, score, kernel)` up to
 #'   rounding (the terms are added in a different order).
 #' @seealso [ksd()], [ksdt_chains()].
@@ -540,7 +576,8 @@ ksd_resolved <- function(x, s, rk, nthreads = 1L) {
 #' }
 #' @export
 ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
-                       standardize = FALSE, nthreads = 1, chain = NULL) {
+                       standardize = FALSE, nthreads = 1, chain = NULL,
+                       progress = interactive()) {
   if (is.null(blocks)) {
     blocks <- if (requireNamespace("future", quietly = TRUE)) {
       max(1L, as.integer(future::nbrOfWorkers()))
@@ -548,18 +585,21 @@ ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
   }
   blocks <- check_count(blocks, "blocks")
   nthreads <- check_count(nthreads, "nthreads")
+  progress <- check_flag(progress, "progress")
   smp <- as_sample(x, score, chain)
   st <- stein_setup(smp$x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))
   n <- st$n
-  k <- min(blocks, n)
-  b <- unique(round(n * sqrt(seq(0, k) / k)))
-  ranges <- lapply(seq_len(length(b) - 1L), function(i) c(b[i], b[i + 1L]))
+  ranges <- row_blocks(n, blocks)
   X <- st$x
   S <- st$s
   K <- st$kernel
-  one <- function(r) sum(.Call(C_kb_stein_block_sums, X, S, K, r[1L], r[2L],
-                               nthreads))
-  sums <- kb_lapply(ranges, one)
+  one <- function(r, relay) {
+    v <- sum(.Call(C_kb_stein_block_sums, X, S, K, r[1L], r[2L], nthreads,
+                   NULL)$sums)
+    relay(1)
+    v
+  }
+  sums <- progress_lapply(ranges, one, length(ranges), "KSD blocks", progress)
   sqrt(max(check_total(sum(unlist(sums))) / n^2, 0))
 }

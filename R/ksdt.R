@@ -19,6 +19,23 @@ make_min_size <- function(min_size, coef, floor) {
   function(t) pmax(floor, eval_schedule(f, t, "min_size"))
 }
 
+# The minimum size settings from `size` (a constant dictionary size, f(t) =
+# size with the floor at size) or from min_size, min_size_coef and
+# min_size_floor (`given`: which of those three the caller was given; they
+# and `size` are mutually exclusive).
+size_rule <- function(size, min_size, coef, floor, given) {
+  if (is.null(size)) {
+    return(list(min_size = min_size, coef = coef, floor = floor))
+  }
+  if (any(given)) {
+    stop_arg("size", "sets a constant minimum size: give either 'size' or ",
+             paste(sQuote(c("min_size", "min_size_coef", "min_size_floor")[given],
+                          FALSE), collapse = ", "), ", not both")
+  }
+  size <- as.double(check_count(size, "size"))
+  list(min_size = "constant", coef = size, floor = size)
+}
+
 # Budget eps_t as a vectorised function of t.
 make_budget <- function(budget) {
   if (is.function(budget)) {
@@ -95,6 +112,12 @@ eval_schedule <- function(f, t, arg) {
 #'   (\eqn{a}), or a function of \eqn{t}.
 #' @param min_size_coef The coefficient \eqn{a}.
 #' @param min_size_floor The dictionary is never pruned below this size.
+#' @param size A constant minimum dictionary size \eqn{f(t) = } `size`:
+#'   short for `min_size = "constant", min_size_coef = size, min_size_floor
+#'   = size`, and an error together with any of those three. With the
+#'   default budget 0 the dictionary still grows when keeping a point
+#'   lowers the KSD; with a large budget (say `1e10`) it is pruned to `size`
+#'   points at every step.
 #' @param kernel A base kernel; default [imq_kernel()].
 #' @param candidates Block length \eqn{m}: with \eqn{m > 1}, each block of
 #'   \eqn{m} consecutive rows (the last one possibly shorter) offers KSDT
@@ -106,8 +129,8 @@ eval_schedule <- function(f, t, arg) {
 #'   pushes: push multiples of \eqn{m} rows to reproduce `ksdt()`.
 #' @param nthreads Number of OpenMP threads; default
 #'   `getOption("kernbayes.nthreads", 1)`.
-#' @param progress Show progress (throttled to one line a second); default
-#'   `interactive()`.
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]);
+#'   default `interactive()`.
 #' @return An object of class `kb_ksdt`: `points` and `score` (the
 #'   dictionary, in stream order), `index` (the position in the stream of
 #'   each retained point), and per step `ksd` (KSD of the dictionary),
@@ -127,14 +150,18 @@ eval_schedule <- function(f, t, arg) {
 #' plot(fit)
 #' @export
 ksdt <- function(x, score, budget = 0, min_size = "sqrt", min_size_coef = 1,
-                 min_size_floor = 10, kernel = imq_kernel(), candidates = 1,
-                 nthreads = NULL, progress = interactive(), chain = NULL) {
+                 min_size_floor = 10, size = NULL, kernel = imq_kernel(),
+                 candidates = 1, nthreads = NULL, progress = interactive(),
+                 chain = NULL) {
   candidates <- check_count(candidates, "candidates")
+  f <- size_rule(size, min_size, min_size_coef, min_size_floor,
+                 c(!missing(min_size), !missing(min_size_coef),
+                   !missing(min_size_floor)))
   smp <- as_sample(x, score, chain, progress = isTRUE(progress))
   x <- smp$x
   new_stream <- function() {
-    ksdt_stream(ncol(x), budget = budget, min_size = min_size,
-                min_size_coef = min_size_coef, min_size_floor = min_size_floor,
+    ksdt_stream(ncol(x), budget = budget, min_size = f$min_size,
+                min_size_coef = f$coef, min_size_floor = f$floor,
                 kernel = kernel, nthreads = nthreads, progress = progress)
   }
   st <- new_stream()   # checks every setting before the score closure runs
@@ -193,9 +220,15 @@ label_ksdt <- function(res, smp, rows) {
 #'   `ksdt_push()`).
 #' @export
 ksdt_stream <- function(dim, budget = 0, min_size = "sqrt", min_size_coef = 1,
-                        min_size_floor = 10, kernel = imq_kernel(),
+                        min_size_floor = 10, size = NULL, kernel = imq_kernel(),
                         nthreads = NULL, progress = interactive()) {
   dim <- check_count(dim, "dim")
+  f <- size_rule(size, min_size, min_size_coef, min_size_floor,
+                 c(!missing(min_size), !missing(min_size_coef),
+                   !missing(min_size_floor)))
+  min_size <- f$min_size
+  min_size_coef <- f$coef
+  min_size_floor <- f$floor
   check_kernel(kernel)
   st <- new.env(parent = emptyenv())
   st$dim <- dim
@@ -334,26 +367,18 @@ push_rows <- function(stream, x, score, candidates = 1, announce = FALSE) {
   eps <- stream$budget_fun(t)
   fmin <- stream$min_size_fun(t)
   s <- resolve_score(score, x)
-  prog <- if (stream$progress) ksdt_progress(stream_info(stream)[["offered"]],
-                                             nrow(x), "row") else NULL
+  offered <- stream_info(stream)[["offered"]]
+  prog <- progress_reporter(offered + nrow(x), "KSDT: rows", stream$progress)
+  on.exit(prog$done())
   with_stream(stream, {
     ksdt_stream_resolve(stream, x)
     .Call(C_kb_ksdt_push, stream$ptr,
           list(x, s, in_basis(x, stream$rk), in_basis(s, stream$rk)),
           list(eps = as.double(eps), fmin = as.double(fmin),
                candidates = candidates, nthreads = stream$nthreads,
-               progress = prog))
+               progress = prog$callback(offered)))
   }, if (announce) nrow(x))
-  if (!is.null(prog)) cat("\n")
   invisible(stream)
-}
-
-ksdt_progress <- function(t0, m, unit = "step") {
-  function(i, size, ksd) {
-    cat(sprintf("\rKSDT: %s %.0f of %.0f (%3.0f%%), dictionary %d, KSD %.4g   ",
-                unit, t0 + i, t0 + m, 100 * i / m, as.integer(size), ksd))
-    utils::flush.console()
-  }
 }
 
 #' @rdname ksdt

@@ -26,7 +26,7 @@ check_x0 <- function(x0, target) {
 }
 
 run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
-                     scores = TRUE) {
+                     scores = TRUE, progress = FALSE) {
   check_target(target)
   x0 <- check_x0(x0, target)
   n_iter <- check_count(n_iter, "n_iter")
@@ -34,10 +34,10 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
   if (adapt) {
     step <- 2.38 / sqrt(target$dim) * if (sampler == "mala") 0.5 else 1
   } else {
-    step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+    step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
     # MALA moves by step^2 / 2 times the score: its square must be finite
     if (step > 1e150) {
-      stop_arg("step", sprintf(paste0("is too large: %s; proposals would ",
+      stop_arg("step_size", sprintf(paste0("is too large: %s; proposals would ",
                                       "leave the finite range"), format(step)))
     }
   }
@@ -49,16 +49,18 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
   target_accept <- check_number(target_accept, "target_accept", lower = 0,
                                 upper = 1, lower_open = TRUE,
                                 upper_open = TRUE)
+  prog <- progress_reporter(warmup + n_iter, toupper(sampler), progress)
   res <- .Call(C_kb_mcmc, closure_env(target),
                list(sampler = sampler, vectorized = target$vectorized,
                     x0 = x0, n_iter = n_iter, step = step, warmup = warmup,
                     adapt = adapt, target_accept = target_accept,
-                    scores = scores))
+                    scores = scores, progress = prog$callback()))
+  prog$done()
   colnames(res$x) <- names(x0)
   if (n_iter >= 100L && res$accept_rate < 0.01) {
     warning(sprintf(paste0("the %s chain accepted %.2g%% of its proposals (step ",
-                           "%s): it barely moved; try a smaller 'step', a warm-up ",
-                           "(step = NULL) or a better 'x0'"),
+                           "%s): it barely moved; try a smaller 'step_size', a warm-up ",
+                           "(step_size = NULL) or a better 'x0'"),
                     toupper(sampler), 100 * res$accept_rate,
                     format(res$step, digits = 3)), call. = FALSE)
   }
@@ -78,9 +80,9 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
 #' \eqn{z} standard normal. Scores are stored with the states, ready for
 #' [ksd()], [stein_thin()] or [ksdt()].
 #'
-#' With `step = NULL` the step size \eqn{h} is adapted during `warmup`
+#' With `step_size = NULL` the step size \eqn{h} is adapted during `warmup`
 #' iterations (Robbins-Monro on \eqn{\log h} towards `target_accept`), which
-#' are then discarded; with a given `step`, `warmup` iterations (default 0)
+#' are then discarded; with a given `step_size`, `warmup` iterations (default 0)
 #' are discarded without adaptation. Randomness comes from R's generator, so
 #' [set.seed()] reproduces a run.
 #'
@@ -88,11 +90,14 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
 #' @param x0 Starting point: a vector of length `target$dim` or a one-row
 #'   matrix (see 'Points and samples' in [kernbayes-package]); its log density must be finite.
 #' @param n_iter Number of iterations returned.
-#' @param step Step size \eqn{h}, or `NULL` to adapt it.
+#' @param step_size Step size \eqn{h}, or `NULL` to adapt it.
 #' @param warmup Iterations run first and discarded (default 1000 or
 #'   `n_iter`, whichever is smaller, when adapting; else 0).
 #' @param target_accept Acceptance rate aimed at when adapting (0.234 for
 #'   RWM, 0.574 for MALA).
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]);
+#'   default `interactive()`.
+#' @param step Deprecated name of `step_size`.
 #' @return An object of class `kb_chain`: `x` (`n_iter x d` states), `score`,
 #'   `log_density`, `accept_rate`, `step` (final), and settings; with
 #'   `print`, `summary` and `plot` methods.
@@ -103,16 +108,26 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
 #' ch
 #' colMeans(ch$x)
 #' @export
-rwm <- function(target, x0, n_iter, step = NULL, warmup = NULL,
-                target_accept = 0.234) {
-  run_mcmc("rwm", target, x0, n_iter, step, warmup, target_accept)
+rwm <- function(target, x0, n_iter, step_size = NULL, warmup = NULL,
+                target_accept = 0.234, progress = interactive(), step) {
+  if (!missing(step)) {
+    step_size <- deprecated_arg("step", "step_size", "rwm", step,
+                                missing(step_size))
+  }
+  run_mcmc("rwm", target, x0, n_iter, step_size, warmup, target_accept,
+           progress = progress)
 }
 
 #' @rdname rwm
 #' @export
-mala <- function(target, x0, n_iter, step = NULL, warmup = NULL,
-                 target_accept = 0.574) {
-  run_mcmc("mala", target, x0, n_iter, step, warmup, target_accept)
+mala <- function(target, x0, n_iter, step_size = NULL, warmup = NULL,
+                 target_accept = 0.574, progress = interactive(), step) {
+  if (!missing(step)) {
+    step_size <- deprecated_arg("step", "step_size", "mala", step,
+                                missing(step_size))
+  }
+  run_mcmc("mala", target, x0, n_iter, step_size, warmup, target_accept,
+           progress = progress)
 }
 
 #' @export

@@ -40,7 +40,7 @@ check_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
   target_accept <- check_number(target_accept, "target_accept", lower = 0,
                                 upper = 1, lower_open = TRUE,
                                 upper_open = TRUE)
-  if (!is.null(step)) step <- check_number(step, "step", lower = 0, lower_open = TRUE)
+  if (!is.null(step)) step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
   warmup <- if (is.null(warmup)) 1000L else check_count(warmup, "warmup", 2L)
   heuristic <- is.character(stream$kernel$precon) && stream$kernel$precon != "id"
   t <- stream_t(stream) + seq_len(n_iter)
@@ -70,7 +70,9 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
     x0 <- pilot$x[a$warmup, ]
   }
   t0 <- stream_t(stream)
-  prog <- if (stream$progress) ksdt_progress(t0, a$n_iter) else NULL
+  prog <- progress_reporter(t0 + a$n_iter, paste0(run$method, ": steps"),
+                            stream$progress)
+  on.exit(prog$done())
   res <- NULL
   with_stream(stream, {
     ksdt_stream_resolve(stream, if (is.null(pilot)) matrix(x0, 1L) else pilot$x)
@@ -80,9 +82,9 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
                       candidates = a$candidates, start = start,
                       restart = restart, eps = as.double(a$eps),
                       fmin = a$fmin, Q = stream$rk$Q,
-                      nthreads = stream$nthreads, progress = prog))
+                      nthreads = stream$nthreads,
+                      progress = prog$callback(t0)))
   })
-  if (!is.null(prog)) cat("\n")
   do.call(stream_result, c(list(stream, sampler = toupper(run$sampler),
                                 step = res$step, accept_rate = res$accept_rate,
                                 candidates = a$candidates,
@@ -103,8 +105,8 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
 #' chain itself is never restarted, so the result equals
 #' `ksdt(chain, candidates = m)` on the same chain.
 #'
-#' `sp_mcmc()` is Stein Point MCMC (Chen et al., 2019): each step runs `m`
-#' fresh MCMC moves from a start chosen by `start`, adds the candidate that
+#' `sp_mcmc()` is Stein Point MCMC (Chen et al., 2019): each step runs
+#' `candidates` fresh MCMC moves from a start chosen by `start`, adds the candidate that
 #' minimises the same criterion, continues from it, and never removes a
 #' point, so that after `n_iter` steps the point set has `n_iter` points.
 #' Start rules: `"last"` continues from the last added point, `"rand"` from
@@ -112,7 +114,7 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
 #' influence, \eqn{\arg\min_i \sum_j k_p(x_i, x_j) + \sum_j k_p(x_j, x_i)
 #' - k_p(x_i, x_i)} (as in the authors' code; the oldest point on ties).
 #'
-#' When `step` is `NULL`, or the kernel's preconditioner is a heuristic, a
+#' When `step_size` is `NULL`, or the kernel's preconditioner is a heuristic, a
 #' pilot chain of `warmup` iterations (default 1000) is run first: it
 #' adapts the step size and is the sample the heuristic is resolved on; it
 #' is discarded and the run starts from its last state.
@@ -120,10 +122,12 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
 #' @inheritParams ksdt
 #' @inheritParams rwm
 #' @param n_iter Number of KSDT (or SP-MCMC) steps; the chain runs
-#'   `n_iter * candidates` (or `n_iter * m`) iterations.
+#'   `n_iter * candidates` iterations.
 #' @param sampler `"mala"` (default) or `"rwm"`.
-#' @param candidates Number of consecutive chain states per KSDT step, of
-#'   which the best is offered (1: plain KSDT on the chain).
+#' @param candidates Number of candidates per step: for `ksdt_sample()`,
+#'   consecutive chain states of which the best is offered (1: plain KSDT
+#'   on the chain); for `sp_mcmc()`, fresh MCMC moves of which the best is
+#'   added.
 #' @param start Start rule of `sp_mcmc()`'s moves.
 #' @param target_accept Acceptance rate for the pilot's adaptation; default
 #'   0.574 (MALA) or 0.234 (RWM).
@@ -140,22 +144,30 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
 #' @examples
 #' set.seed(1)
 #' tg <- gaussian_mixture_target(rbind(c(-2, 0), c(2, 0)))
-#' fit <- ksdt_sample(tg, x0 = c(0, 0), n_iter = 2000, step = 1)
+#' fit <- ksdt_sample(tg, x0 = c(0, 0), n_iter = 2000, step_size = 1)
 #' fit
-#' sp <- sp_mcmc(tg, x0 = c(0, 0), n_iter = 100, m = 5, step = 1)
+#' sp <- sp_mcmc(tg, x0 = c(0, 0), n_iter = 100, candidates = 5, step_size = 1)
 #' sp
 #' @export
 ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
-                        step = NULL, candidates = 1,
+                        step_size = NULL, candidates = 1,
                         budget = 0, min_size = "sqrt", min_size_coef = 1,
-                        min_size_floor = 10, kernel = imq_kernel(),
+                        min_size_floor = 10, size = NULL, kernel = imq_kernel(),
                         warmup = NULL, target_accept = NULL, nthreads = NULL,
-                        progress = interactive()) {
+                        progress = interactive(), step) {
+  if (!missing(step)) {
+    step_size <- deprecated_arg("step", "step_size", "ksdt_sample", step,
+                                missing(step_size))
+  }
+  f <- size_rule(size, min_size, min_size_coef, min_size_floor,
+                 c(!missing(min_size), !missing(min_size_coef),
+                   !missing(min_size_floor)))
   a <- ksdt_sample_setup(list(
-    target = target, sampler = sampler, step = step, candidates = candidates,
-    budget = budget, min_size = min_size, min_size_coef = min_size_coef,
-    min_size_floor = min_size_floor, kernel = kernel, warmup = warmup,
-    target_accept = target_accept, nthreads = nthreads, progress = progress))
+    target = target, sampler = sampler, step = step_size,
+    candidates = candidates, budget = budget, min_size = f$min_size,
+    min_size_coef = f$coef, min_size_floor = f$floor, kernel = kernel,
+    warmup = warmup, target_accept = target_accept, nthreads = nthreads,
+    progress = progress))
   run_ksdt_sampler(target, x0, n_iter, a$stream, a$run)
 }
 
@@ -181,26 +193,47 @@ ksdt_sample_check <- function(args) {
   given <- !vapply(f, identical, TRUE, quote(expr = ))
   a <- lapply(f[given], eval, envir = environment(ksdt_sample))
   a[names(args)] <- args
+  if ("step" %in% names(args)) {
+    a$step_size <- deprecated_arg("step", "step_size", "ksdt_sample",
+                                  args$step, !"step_size" %in% names(args))
+  }
+  f <- size_rule(a$size, a$min_size, a$min_size_coef, a$min_size_floor,
+                 c("min_size", "min_size_coef", "min_size_floor") %in%
+                   names(args))
+  a$step <- a$step_size
+  a$min_size <- f$min_size
+  a$min_size_coef <- f$coef
+  a$min_size_floor <- f$floor
   s <- ksdt_sample_setup(a)
   check_ksdt_sampler(a$target, a$x0, a$n_iter, s$stream, s$run)
   invisible(TRUE)
 }
 
 #' @rdname ksdt_sample
-#' @param m Number of candidates per step.
+#' @param m Deprecated name of `candidates` in `sp_mcmc()`.
+#' @param step Deprecated name of `step_size`.
 #' @export
-sp_mcmc <- function(target, x0, n_iter, m = 10, sampler = c("mala", "rwm"),
+sp_mcmc <- function(target, x0, n_iter, candidates = 10,
+                    sampler = c("mala", "rwm"),
                     start = c("last", "rand", "infl"), kernel = imq_kernel(),
-                    step = NULL, warmup = NULL, target_accept = NULL,
-                    nthreads = NULL, progress = interactive()) {
+                    step_size = NULL, warmup = NULL, target_accept = NULL,
+                    nthreads = NULL, progress = interactive(), m, step) {
+  if (!missing(m)) {
+    candidates <- deprecated_arg("m", "candidates", "sp_mcmc", m,
+                                 missing(candidates))
+  }
+  if (!missing(step)) {
+    step_size <- deprecated_arg("step", "step_size", "sp_mcmc", step,
+                                missing(step_size))
+  }
   sampler <- check_choice(sampler, c("mala", "rwm"), "sampler")
   start <- check_choice(start, start_rules, "start")
   check_target(target)
-  m <- check_count(m, "m")
+  m <- check_count(candidates, "candidates")
   st <- ksdt_stream(target$dim, kernel = kernel, nthreads = nthreads,
                     progress = progress)
   run_ksdt_sampler(target, x0, n_iter, st, list(
-    sampler = sampler, step = step, candidates = m, start = start,
+    sampler = sampler, step = step_size, candidates = m, start = start,
     restart = TRUE, warmup = warmup, target_accept = target_accept,
     fmin = Inf, method = "Stein Point MCMC",
     fields = list(budget = NA, min_size = "none (no pruning)"),

@@ -58,6 +58,8 @@ new_thin <- function(index, x, path, path_name, method, setup, settings) {
 #' @param m Number of points to select.
 #' @param standardize Standardise the columns first (default `TRUE`).
 #' @param unique If `TRUE`, never select a point twice (then `m <= n`).
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]);
+#'   default `interactive()`.
 #' @return An object of class `kb_thin`: a list with `index` (1-based row
 #'   indices in selection order), `points` (the `m x d` selected rows),
 #'   `ksd` (the KSD of the first \eqn{j} selected points, \eqn{j = 1..m}),
@@ -81,16 +83,19 @@ new_thin <- function(index, x, path, path_name, method, setup, settings) {
 #' plot(th)
 #' @export
 stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
-                       unique = FALSE, nthreads = NULL, chain = NULL) {
+                       unique = FALSE, nthreads = NULL, chain = NULL,
+                       progress = interactive()) {
   unique <- check_flag(unique, "unique")
   smp <- as_sample(x, score, chain)
   x <- smp$x
   m <- check_m(m, nrow(x), unique)
   nthreads <- resolve_nthreads(nthreads)
+  prog <- progress_reporter(m, "Stein thinning", progress)
   st <- stein_setup(x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, NULL,
-               nthreads)
+               nthreads, prog$callback())
+  prog$done()
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   new_thin(res$index, x, path, "ksd", "Stein thinning", st,
            c(list(standardize = standardize, unique = unique),
@@ -168,7 +173,7 @@ resolve_log_density <- function(f, x, arg) {
 #'   `x`: vectors / matrices, functions of one point or a [kb_target()]
 #'   (give the same target for both).
 #' @param ... Further arguments to [stein_thin()]: `kernel`, `standardize`,
-#'   `unique`, `nthreads`, `chain`.
+#'   `unique`, `nthreads`, `chain`, `progress`.
 #' @param range_cap `NULL`, or a positive number at which the shifted log
 #'   weights are clipped.
 #' @return A `kb_thin` object as from [stein_thin()], with the log weights
@@ -187,9 +192,9 @@ resolve_log_density <- function(f, x, arg) {
 stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   dots <- list(...)
   bad <- setdiff(names(dots), c("kernel", "standardize", "unique", "nthreads",
-                                "chain"))
+                                "chain", "progress"))
   if (length(bad) || (length(dots) && is.null(names(dots)))) {
-    stop_arg("...", "takes only kernel, standardize, unique, nthreads and chain")
+    stop_arg("...", "takes only kernel, standardize, unique, nthreads, chain and progress")
   }
   kernel <- if (is.null(dots$kernel)) imq_kernel() else dots$kernel
   standardize <- check_flag(if (is.null(dots$standardize)) TRUE else
@@ -200,6 +205,8 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   smp <- as_sample(x, NULL, dots$chain)
   x <- smp$x
   m <- check_m(m, nrow(x), unique)
+  prog <- progress_reporter(m, "gradient-free Stein thinning",
+                            dots$progress %||% interactive())
   if (!is.null(range_cap)) {
     range_cap <- check_number(range_cap, "range_cap", lower = 0,
                               lower_open = TRUE)
@@ -238,7 +245,8 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   st <- stein_setup(x, score_q, kernel, standardize, "score_q",
                     rows = heuristic_rows(smp))
   res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, m, unique, w,
-               nthreads)
+               nthreads, prog$callback())
+  prog$done()
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   out <- new_thin(res$index, x, path, "ksd", "gradient-free Stein thinning",
                   st, c(list(standardize = standardize, unique = unique),
@@ -271,7 +279,7 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
 #' @export
 mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
                      embed_size = 10000, unique = TRUE, standardize = FALSE,
-                     nthreads = NULL, chain = NULL) {
+                     nthreads = NULL, chain = NULL, progress = interactive()) {
   smp <- as_sample(x, NULL, chain)
   x <- smp$x
   n <- nrow(x)
@@ -293,8 +301,10 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
   } else {
     seq_len(n)
   }
+  prog <- progress_reporter(m, "MMD thinning", progress)
   res <- .Call(C_kb_mmd_thin, xr, xr[rows, , drop = FALSE], rk, m, unique,
-               nthreads)
+               nthreads, prog$callback())
+  prog$done()
   j <- seq_len(m)
   mmd2 <- cumsum(res$gain) / j^2 - 2 * cumsum(res$mu[res$index]) / j +
     mean(res$mu[rows])
@@ -418,6 +428,9 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' @inheritParams stein_kernel_matrix
 #' @inheritParams ksd
 #' @param nonneg Constrain the weights to be non-negative (default `TRUE`).
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]):
+#'   the Stein kernel matrix, then the solver's iterations; default
+#'   `interactive()`.
 #' @return A numeric vector of weights summing to 1, one per row of `x`,
 #'   with attribute `ksd` (the weighted KSD), and for labelled input
 #'   (several chains, a Stan fit) attributes `chain` and `iteration`.
@@ -429,9 +442,11 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' c(uniform = ksd(x, tg), weighted = attr(w, "ksd"))
 #' @export
 ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
-                        standardize = FALSE, nthreads = NULL, chain = NULL) {
+                        standardize = FALSE, nthreads = NULL, chain = NULL,
+                        progress = interactive()) {
   nonneg <- check_flag(nonneg, "nonneg")
   nthreads <- resolve_nthreads(nthreads)
+  prog <- progress_reporter(NA, "KSD weights: solver iteration", progress)
   smp <- as_sample(x, score, chain)
   # standardisation and preconditioner heuristics see the whole sample,
   # repeats included; repeats are merged only for the solve
@@ -446,7 +461,8 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
   attr(xu, "kb_rows") <- which(!dup)
   K <- .Call(C_kb_stein_matrix, xu, st$s[!dup, , drop = FALSE], st$kernel,
              nthreads)
-  v <- if (nonneg) simplex_qp(K) else affine_qp(K)
+  v <- if (nonneg) simplex_qp(K, progress = prog) else affine_qp(K)
+  prog$done()
   # share each distinct point's weight among its copies
   grp <- match(key, key[!dup])
   w <- v[grp] / tabulate(grp, nbins = length(v))[grp]
@@ -490,7 +506,8 @@ affine_qp <- function(K) {
 # The passive set P holds the free weights; the optimum on P solves the
 # affine problem there; a weight that turns negative leaves P, and the
 # point with the most negative KKT residual 2(Kw)_i - 2 w'Kw enters it.
-simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L) {
+simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L,
+                       progress = NULL) {
   n <- nrow(K)
   w <- numeric(n)
   i0 <- which.min(diag(K))
@@ -498,6 +515,9 @@ simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L) {
   P <- i0
   scale <- max(abs(diag(K)))
   for (iter in seq_len(max_iter)) {
+    if (!is.null(progress)) {
+      progress$tick(iter, sprintf("%d points with positive weight", length(P)))
+    }
     g <- drop(K %*% w)
     lam <- sum(w * g)
     if (!is.finite(lam) || any(!is.finite(g))) {

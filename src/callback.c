@@ -3,6 +3,7 @@
  * result checked for type, length and finiteness.  The call is name(arg),
  * evaluated in an environment that binds name to the closure, so that an
  * error inside the closure reads "Error in score(...)" and names it. */
+#include <time.h>
 #include "callback.h"
 #include "args.h"
 #include "entries.h"
@@ -114,4 +115,22 @@ void kb_call_progress(SEXP progress, double i, double size, double ksd)
     SEXP call = PROTECT(Rf_lang4(progress, a1, a2, a3));
     Rf_eval(call, R_GlobalEnv);
     UNPROTECT(4);
+}
+
+void kb_progress_init(kb_progress *p, SEXP fn)
+{
+    p->fn = kb_arg_function(fn, "progress");
+    p->last = (double) time(NULL);
+}
+
+void kb_progress_report(kb_progress *p, double done, double size, double ksd,
+                        int force)
+{
+    if (p->fn == R_NilValue)
+        return;
+    double now = (double) time(NULL);
+    if (now > p->last || force) {
+        kb_call_progress(p->fn, done, size, ksd);
+        p->last = now;
+    }
 }

@@ -30,4 +30,16 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
 /* progress(i, size, ksd), an R function of three numbers. */
 void kb_call_progress(SEXP progress, double i, double size, double ksd);
 
+/* A progress function (or R_NilValue: none) called at most once a second:
+ * loops call kb_progress_report() when their ticker fires (with force at
+ * the end); without a function that is one comparison. */
+typedef struct {
+    SEXP fn;
+    double last;
+} kb_progress;
+
+void kb_progress_init(kb_progress *p, SEXP fn);
+void kb_progress_report(kb_progress *p, double done, double size, double ksd,
+                        int force);
+
 #endif

@@ -104,7 +104,7 @@ void kb_sampler_step(kb_sampler *smp)
             kb_error_class("kb_error_numeric",
                            _("the %s proposal left the finite range (coordinate "
                              "%d is %g): the step %g is too large for this "
-                             "target; give a smaller 'step'"),
+                             "target; give a smaller 'step_size'"),
                            smp->type == KB_MALA ? "MALA" : "random walk",
                            k + 1, smp->y[k], h);
     kb_closure_eval(&smp->logd, smp->y, 1, &smp->lpy, 1);
@@ -154,7 +154,7 @@ static SEXP chain_output(int n_iter, int d, int want_scores)
 /* Run the chain: warmup iterations (adapting the step towards `target`
  * when adapt is set), not kept, then n_iter kept in ans. */
 static void run_chain(kb_sampler *smp, int warmup, int adapt, double target,
-                      int n_iter, SEXP ans)
+                      int n_iter, SEXP ans, kb_progress *prog)
 {
     int d = smp->d, want_scores = VECTOR_ELT(ans, 1) != R_NilValue;
     double *X = REAL(VECTOR_ELT(ans, 0)), *LP = REAL(VECTOR_ELT(ans, 2)),
@@ -164,7 +164,8 @@ static void run_chain(kb_sampler *smp, int warmup, int adapt, double target,
         kb_sampler_step(smp);
         if (adapt)
             adapt_step(smp, target, it);
-        kb_tick(&tk, 2.0 * KB_CLOSURE_WORK);
+        if (kb_tick(&tk, 2.0 * KB_CLOSURE_WORK))
+            kb_progress_report(prog, it + 1.0, NA_REAL, NA_REAL, 0);
     }
     smp->accepted = smp->proposed = 0.0;
     for (int it = 0; it < n_iter; it++) {
@@ -177,13 +178,15 @@ static void run_chain(kb_sampler *smp, int warmup, int adapt, double target,
                 S[(R_xlen_t) k * n_iter + it] = smp->s[k];
         }
         LP[it] = smp->lp;
-        kb_tick(&tk, 2.0 * KB_CLOSURE_WORK);
+        if (kb_tick(&tk, 2.0 * KB_CLOSURE_WORK))
+            kb_progress_report(prog, warmup + it + 1.0, NA_REAL, NA_REAL, 0);
     }
+    kb_progress_report(prog, (double) warmup + n_iter, NA_REAL, NA_REAL, 1);
 }
 
 /* .Call entry: a chain.  rho binds log_density and score; ctl = list(
  * sampler, vectorized, x0, n_iter, step, warmup, adapt, target_accept,
- * scores). */
+ * scores, progress: a function(i, size, ksd) or NULL). */
 SEXP kb_mcmc(SEXP rho, SEXP ctl)
 {
     int type = kb_sampler_type(kb_list_elt(ctl, "sampler")),
@@ -201,10 +204,12 @@ SEXP kb_mcmc(SEXP rho, SEXP ctl)
     if (d < 1 || n_iter < 0 || warmup < 0)
         KB_INTERNAL("x0, n_iter or warmup out of range");
     kb_sampler smp;
+    kb_progress prog;
+    kb_progress_init(&prog, kb_list_elt(ctl, "progress"));
     GetRNGstate();
     PROTECT(kb_sampler_init(&smp, type, rho, vec, d, REAL(x0), step));
     SEXP ans = PROTECT(chain_output(n_iter, d, scores));
-    run_chain(&smp, warmup, adapt, target, n_iter, ans);
+    run_chain(&smp, warmup, adapt, target, n_iter, ans, &prog);
     PutRNGstate();
     SET_VECTOR_ELT(ans, 3, Rf_ScalarReal(n_iter > 0 ? smp.accepted / smp.proposed : NA_REAL));
     SET_VECTOR_ELT(ans, 4, Rf_ScalarReal(smp.step));

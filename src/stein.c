@@ -380,23 +380,31 @@ SEXP kb_stein_sums(SEXP x, SEXP s, SEXP kern, SEXP weights, SEXP nthreads)
 }
 
 /* Row sums of the lower triangle for rows j0..j1-1 only (0-based, j1
- * exclusive): c_j = k_p(x_j, x_j) + 2 sum_{i < j} k_p(x_i, x_j), so that
- * blocks of rows computed anywhere add up to n^2 KSD^2. */
+ * exclusive): c_j = k_p(x_j, x_j) + 2 sum_{i < j} k_p(x_i, x_j) (weighted
+ * as in kb_stein_sums when weights is not NULL), so that blocks of rows
+ * computed anywhere add up to n^2 KSD^2; each c_j is the value
+ * kb_stein_sums() gives for row j.  Returns list(sums, diag). */
 SEXP kb_stein_block_sums(SEXP x, SEXP s, SEXP kern, SEXP j0_, SEXP j1_,
-                         SEXP nthreads)
+                         SEXP nthreads, SEXP weights)
 {
     int n;
     kb_kernel K;
     kb_points P = stein_args(x, s, kern, &n, &K);
     int nt = kb_nthreads(nthreads);
+    const double *w = weights == R_NilValue ? NULL :
+        kb_arg_vector(weights, "weights", n);
     double a = kb_scalar_real(j0_, "first"), b = kb_scalar_real(j1_, "last");
     if (!(a >= 0 && a <= b && b <= n))
         kb_error_class("kb_error_arg", _("row block [%g, %g) out of range "
                                          "for %d rows"), a, b, n);
     R_xlen_t j0 = (R_xlen_t) a, j1 = (R_xlen_t) b;
-    SEXP ans = PROTECT(Rf_allocVector(REALSXP, j1 - j0));
-    R_xlen_t bad = kb_stein_lower_sums(&K, &P, j0, j1, NULL, nt, REAL(ans),
-                                       NULL);
+    const char *nms[] = {"sums", "diag", ""};
+    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SET_VECTOR_ELT(ans, 0, Rf_allocVector(REALSXP, j1 - j0));
+    SET_VECTOR_ELT(ans, 1, Rf_allocVector(REALSXP, j1 - j0));
+    R_xlen_t bad = kb_stein_lower_sums(&K, &P, j0, j1, w, nt,
+                                       REAL(VECTOR_ELT(ans, 0)),
+                                       REAL(VECTOR_ELT(ans, 1)));
     if (bad >= 0)
         locate_in_row(&K, &P, bad, row_labels(x));
     UNPROTECT(1);

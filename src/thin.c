@@ -6,6 +6,7 @@
 #include "stein.h"
 #include "args.h"
 #include "runtime.h"
+#include "callback.h"
 #include "entries.h"
 
 typedef struct {
@@ -196,7 +197,7 @@ static void greedy_overflow(const greedy_problem *g, const int *taken,
  * set), into gain.  An objective that overflows is an error naming the
  * pair of rows. */
 static void greedy(const greedy_problem *g, int m, int unique, int nt,
-                   double *obj, int *idx, double *gain)
+                   double *obj, int *idx, double *gain, kb_progress *prog)
 {
     const int d = g->K->d;
     R_xlen_t n = g->n;
@@ -230,8 +231,10 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
         if (taken)
             taken[bi] = 1;
         st.last = bi;
-        kb_tick(&tick, per);
+        if (kb_tick(&tick, per))
+            kb_progress_report(prog, j + 1.0, NA_REAL, NA_REAL, 0);
     }
+    kb_progress_report(prog, (double) m, NA_REAL, NA_REAL, 1);
 }
 
 /* Entry arguments: at least one point (row) and one coordinate. */
@@ -254,13 +257,16 @@ static int thin_m(SEXP m_, SEXP unique_, int n, int *unique)
 }
 
 /* Run the greedy loop on obj (the diagonal terms) and return
- * list(index (1-based), gain[, mu]). */
+ * list(index (1-based), gain[, mu]); progress: a function(i, size, ksd) or
+ * NULL. */
 static SEXP thin_run(const greedy_problem *g, int m, int unique, int nt,
-                     double *obj, SEXP mu)
+                     double *obj, SEXP mu, SEXP progress)
 {
     int *idx = (int *) R_alloc((size_t) m, sizeof(int));
     double *gain = (double *) R_alloc((size_t) m, sizeof(double));
-    greedy(g, m, unique, nt, obj, idx, gain);
+    kb_progress prog;
+    kb_progress_init(&prog, progress);
+    greedy(g, m, unique, nt, obj, idx, gain, &prog);
     const char *nms[] = {"index", "gain", mu == R_NilValue ? "" : "mu", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP ix = Rf_allocVector(INTSXP, m);
@@ -298,7 +304,7 @@ static double *stein_thin_diag(const greedy_problem *g)
 /* .Call entry: greedy Stein thinning; w = NULL or the gradient-free log
  * weights (shifted to minimum 0 by the R layer). */
 SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
-                   SEXP nthreads)
+                   SEXP nthreads, SEXP progress)
 {
     int n, d, unique;
     kb_arg_points(x, s, "x", "score", &n, &d);
@@ -314,14 +320,15 @@ SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
             ew[i] = exp(wv[i]);
     }
     greedy_problem g = {&K, REAL(x), REAL(s), n, ew, NULL};
-    return thin_run(&g, m, unique, nt, stein_thin_diag(&g), R_NilValue);
+    return thin_run(&g, m, unique, nt, stein_thin_diag(&g), R_NilValue,
+                    progress);
 }
 
 /* .Call entry: MMD thinning (kernel herding on the sample).  xe holds the
  * rows the mean embedding is computed on.  Also returns the embedding mu at
  * every row. */
 SEXP kb_mmd_thin(SEXP x, SEXP xe, SEXP kern, SEXP m_, SEXP unique_,
-                 SEXP nthreads)
+                 SEXP nthreads, SEXP progress)
 {
     int n = kb_arg_matrix(x, "x", -1, -1), d = Rf_ncols(x), unique;
     thin_nonempty(n, d, "x");
@@ -339,7 +346,7 @@ SEXP kb_mmd_thin(SEXP x, SEXP xe, SEXP kern, SEXP m_, SEXP unique_,
     double k0 = kb_phi_zero(&K);
     for (int i = 0; i < n; i++)
         obj[i] = k0;
-    SEXP ans = thin_run(&g, m, unique, nt, obj, mu);
+    SEXP ans = thin_run(&g, m, unique, nt, obj, mu, progress);
     UNPROTECT(1);
     return ans;
 }

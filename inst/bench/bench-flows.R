@@ -36,12 +36,12 @@ for (d in c(2L, 50L)) {
   t_r <- elapsed(xr <- svgd_plain_r(x0, function(x) -x, it, 0.01)) / it
   cat(sprintf("d = %d, n = %d: plain-R svgd update %.4f s/iteration\n", d, n, t_r))
   for (nt in threads) {
-    t_s <- elapsed(fs <- svgd(x0, tg, n_iter = it, step = 0.01,
+    t_s <- elapsed(fs <- svgd(x0, tg, n_iter = it, step_size = 0.01,
                               progress = FALSE, nthreads = nt)) / it
     stopifnot(max(abs(fs$x - xr)) < 1e-8)
     t_m <- elapsed(mmd_flow(x0, y, n_iter = it, progress = FALSE,
                             nthreads = nt)) / it
-    t_k <- elapsed(fk <- ksd_descent(x0, tg, method = "gd", step = 0.01,
+    t_k <- elapsed(fk <- ksd_descent(x0, tg, method = "gd", step_size = 0.01,
                                      n_iter = it, progress = FALSE,
                                      nthreads = nt)) / length(fk$objective)
     cat(sprintf(paste0("  %d thread%s: svgd %.4f s/it (%.1fx plain R); ",

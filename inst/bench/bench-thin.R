@@ -2,7 +2,8 @@
 # precon = "med".  Prints seconds and nanoseconds per Stein kernel
 # evaluation (n per step, n m in all) on 1 and 2 threads, and the ratio
 # against a plain-R vectorised implementation of the same greedy rule on a
-# smaller problem, measured in this run.  If KB_REF_STEIN_THINNING names a
+# smaller problem, measured in this run, and the cost of progress = TRUE
+# against the default progress = FALSE.  If KB_REF_STEIN_THINNING names a
 # directory holding the reference Python package `stein_thinning` (Riabiz et
 # al.), and python3 (or KB_PYTHON) has numpy and scipy, the reference is
 # timed too.
@@ -49,8 +50,17 @@ thin_plain_r <- function(x, s, m, c = 1, beta = -0.5) {
   idx
 }
 
-t1 <- best_time(th1 <- stein_thin(x, s, m, kernel, nthreads = 1L), 3L)
-t2 <- best_time(th2 <- stein_thin(x, s, m, kernel, nthreads = 2L), 3L)
+t1 <- best_time(th1 <- stein_thin(x, s, m, kernel, nthreads = 1L,
+                                  progress = FALSE), 3L)
+t2 <- best_time(th2 <- stein_thin(x, s, m, kernel, nthreads = 2L,
+                                  progress = FALSE), 3L)
+# the progress hook: without it (progress = FALSE) the greedy loop only
+# tests a NULL pointer when its interrupt ticker fires; with it, an R call
+# at most once a second
+t1p <- best_time(th1p <- suppressMessages(stein_thin(x, s, m, kernel,
+                                                     nthreads = 1L,
+                                                     progress = TRUE)), 3L)
+stopifnot(identical(th1$index, th1p$index))
 stopifnot(identical(th1$index, th2$index))
 ns <- function(t, n, m) 1e9 * t / (n * m)
 
@@ -68,6 +78,8 @@ cat(sprintf("  2 threads: %6.3f s  %5.2f ns/evaluation, speed-up %.2fx\n", t2,
             ns(t2, n, m), t1 / t2))
 cat(sprintf("  plain-R vectorised, n = %d, m = %d: %.3f s vs %.3f s here: ratio %.1fx\n",
             n_r, m_r, t_r, t_c, t_r / t_c))
+cat(sprintf("  progress = TRUE vs FALSE, 1 thread: %.3f s vs %.3f s: ratio %.3f\n",
+            t1p, t1, t1p / t1))
 
 ref <- Sys.getenv("KB_REF_STEIN_THINNING")
 py <- Sys.getenv("KB_PYTHON", Sys.which("python3"))

@@ -13,7 +13,7 @@
 # code). Start: 300 particles from N((0, -0.3), 0.01^2 I). Gaussian kernel
 # exp(-|x - y|^2 / (2 s^2)) with the authors' s = 0.15, and with the
 # package's median heuristic (s = 0.73 here). Plain gradient steps; for
-# DrMMD the authors' learning rate lr is scaled by lambda, step = lr *
+# DrMMD the authors' learning rate lr is scaled by lambda, step_size = lr *
 # lambda (see ?dmmd_flow). Every `every` iterations the particles are
 # compared with the target:
 #   w2_fresh   W2 (exact, wasserstein2) to fresh uniform samples of the
@@ -78,32 +78,32 @@ metrics <- function(x) {
 s_med <- median(dist(y))
 cfgs <- list(
   list(label = "s=0.15 MMD step=0.1", flow = "MMD", s = 0.15, lambda = NA,
-       step = 0.1, noise = 0),
+       step_size = 0.1, noise = 0),
   list(label = "s=0.15 MMD+noise0.05 step=0.1", flow = "MMD + noise", s = 0.15,
-       lambda = NA, step = 0.1, noise = 0.05),
+       lambda = NA, step_size = 0.1, noise = 0.05),
   list(label = "s=0.15 DrMMD lambda=0.001 lr=0.1", flow = "DrMMD", s = 0.15,
-       lambda = 1e-3, step = 1e-4, noise = 0),
+       lambda = 1e-3, step_size = 1e-4, noise = 0),
   list(label = "s=0.15 DrMMD lambda=0.01 lr=0.1", flow = "DrMMD", s = 0.15,
-       lambda = 1e-2, step = 1e-3, noise = 0),
+       lambda = 1e-2, step_size = 1e-3, noise = 0),
   list(label = "s=0.15 DrMMD lambda=0.1 lr=0.1", flow = "DrMMD", s = 0.15,
-       lambda = 0.1, step = 1e-2, noise = 0),
+       lambda = 0.1, step_size = 1e-2, noise = 0),
   list(label = "s=0.15 DrMMD lambda=1 lr=0.1", flow = "DrMMD", s = 0.15,
-       lambda = 1, step = 0.1, noise = 0),
+       lambda = 1, step_size = 0.1, noise = 0),
   list(label = "s=median MMD step=1", flow = "MMD", s = s_med, lambda = NA,
-       step = 1, noise = 0),
+       step_size = 1, noise = 0),
   list(label = "s=median DrMMD lambda=0.001 lr=1", flow = "DrMMD", s = s_med,
-       lambda = 1e-3, step = 1e-3, noise = 0),
+       lambda = 1e-3, step_size = 1e-3, noise = 0),
   # ten times larger steps with the narrow kernel: short runs, to show
-  # what happens (the DrMMD one is the package's default step = lambda)
+  # what happens (the DrMMD one is the package's default step_size = lambda)
   list(label = "s=0.15 MMD step=1", flow = "MMD", s = 0.15, lambda = NA,
-       step = 1, noise = 0, max_iter = 5000L),
+       step_size = 1, noise = 0, max_iter = 5000L),
   list(label = "s=0.15 DrMMD lambda=0.001 lr=1", flow = "DrMMD", s = 0.15,
-       lambda = 1e-3, step = 1e-3, noise = 0, max_iter = 5000L))
+       lambda = 1e-3, step_size = 1e-3, noise = 0, max_iter = 5000L))
 if (nzchar(only)) cfgs <- Filter(function(cf) grepl(only, cf$label), cfgs)
 
 row_of <- function(cf, iter, m, secs) {
   data.frame(config = cf$label, flow = cf$flow, bandwidth = signif(cf$s, 4),
-             lambda = cf$lambda, step = cf$step, noise = cf$noise,
+             lambda = cf$lambda, step_size = cf$step, noise = cf$noise,
              iter = iter, w2_fresh = signif(m[["w2_fresh"]], 5),
              w2_target = signif(m[["w2_target"]], 5),
              mmd2_fresh = signif(m[["mmd2_fresh"]], 5), stray = m[["stray"]],
@@ -113,10 +113,10 @@ row_of <- function(cf, iter, m, secs) {
 # the floors
 set.seed(1)
 ref <- rbind(row_of(list(label = "fresh sample", flow = "reference", s = NA,
-                         lambda = NA, step = NA, noise = NA), 0,
+                         lambda = NA, step_size = NA, noise = NA), 0,
                     metrics(rings_sample(300)), 0),
              row_of(list(label = "target points", flow = "reference", s = NA,
-                         lambda = NA, step = NA, noise = NA), 0, metrics(y), 0))
+                         lambda = NA, step_size = NA, noise = NA), 0, metrics(y), 0))
 print(ref[, c("config", "w2_fresh", "w2_target", "mmd2_fresh", "stray")],
       digits = 3)
 res <- list(ref)
@@ -151,9 +151,9 @@ for (cf in cfgs) {
     fit <- tryCatch(
       if (cf$flow == "DrMMD") {
         dmmd_flow(x, y, lambda = cf$lambda, kernel = kern, n_iter = k,
-                  step = cf$step, progress = FALSE)
+                  step_size = cf$step, progress = FALSE)
       } else {
-        mmd_flow(x, y, kernel = kern, n_iter = k, step = cf$step,
+        mmd_flow(x, y, kernel = kern, n_iter = k, step_size = cf$step,
                  noise = noise, progress = FALSE)
       }, error = function(e) e)
     if (inherits(fit, "error")) {

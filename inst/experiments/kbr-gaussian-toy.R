@@ -106,7 +106,7 @@ for (d in dims) {
       add(d, n, r, "kbr_fixed", fixed[["eps"]], fixed[["delta"]], err, tm)
       if (n <= cv_max_n) {
         tm <- system.time({
-          cv <- kbr_cv(s$x, s$y, grid = grid, folds = 3, fit = FALSE)
+          cv <- kbr_cv(s$x, s$y, grid = grid, folds = 3, refit = FALSE)
           fc <- kbr(s$x, s$y, prior = U, eps = cv$best$eps,
                     delta = cv$best$delta)
           err <- mse(posterior_mean(fc, yt), exact)

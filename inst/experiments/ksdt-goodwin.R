@@ -123,7 +123,7 @@ for (smp in c("RWM", "MALA")) {
   say("%s chain: step %.4g, acceptance %.3f, %.0f s", smp, ch$step,
       ch$accept_rate, exp_secs(ch))
   runs[[length(runs) + 1L]] <- data.frame(
-    sampler = smp, run = "chain", n = n_chain, step = ch$step,
+    sampler = smp, run = "chain", n = n_chain, step_size = ch$step,
     accept_rate = ch$accept_rate, seconds = exp_secs(ch))
 }
 mx <- chains$MALA$x[seq(10L, 10000L, by = 10L), ]
@@ -148,7 +148,7 @@ for (smp in c("RWM", "MALA")) {
       length(checkpoints(n_chain)), proc.time()[["elapsed"]] - t0)
   runs[[length(runs) + 1L]] <- data.frame(
     sampler = smp, run = c("ksd_path", "ksdt-linear", "ksdt-sqrt"),
-    n = n_chain, step = NA, accept_rate = NA,
+    n = n_chain, step_size = NA, accept_rate = NA,
     seconds = vapply(list(path, lin, sq), exp_secs, 0))
 }
 rm(chains, path)
@@ -161,8 +161,8 @@ for (smp in c("RWM", "MALA")) {
   # the same random numbers for the three runs of a sampler
   seed <- if (smp == "RWM") 21 else 22
   set.seed(seed)
-  sp <- exp_timed(sp_mcmc(target, x0, n_sp, m = m_cand, sampler = sampler,
-                          step = step, kernel = kernel, progress = FALSE))
+  sp <- exp_timed(sp_mcmc(target, x0, n_sp, candidates = m_cand, sampler = sampler,
+                          step_size = step, kernel = kernel, progress = FALSE))
   say("%s: SP-MCMC, %d points, acceptance %.3f, %.0f s", nm, n_sp,
       sp$accept_rate, exp_secs(sp))
   # KSDT over the SP-MCMC output, as over the chains above
@@ -172,7 +172,7 @@ for (smp in c("RWM", "MALA")) {
   # states of one chain, the best against the pruned dictionary
   inside <- function(rule) {
     set.seed(seed)
-    exp_timed(ksdt_sample(target, x0, n_sp, sampler = sampler, step = step,
+    exp_timed(ksdt_sample(target, x0, n_sp, sampler = sampler, step_size = step,
                           candidates = m_cand, min_size = rule,
                           min_size_coef = min_coef(rule), kernel = kernel,
                           progress = FALSE))
@@ -191,7 +191,7 @@ for (smp in c("RWM", "MALA")) {
   runs[[length(runs) + 1L]] <- data.frame(
     sampler = nm, run = c("sp_mcmc", "ksdt-linear", "ksdt-sqrt",
                           "sp-ksdt-linear", "sp-ksdt-sqrt"),
-    n = n_sp, step = step,
+    n = n_sp, step_size = step,
     accept_rate = c(sp$accept_rate, NA, NA, lin_in$accept_rate,
                     sq_in$accept_rate),
     seconds = vapply(list(sp, lin, sq, lin_in, sq_in), exp_secs, 0))

@@ -636,7 +636,7 @@ bi_add("logistic_regression_target", list(
 bi_mcmc_cases <- function(fn) {
   mk <- function(...) {
     a <- utils::modifyList(list(target = quote(tg2), x0 = c(0, 0), n_iter = 5,
-                                step = 0.5), list(...))
+                                step_size = 0.5), list(...))
     as.call(c(as.name(fn), a))
   }
   list(
@@ -650,11 +650,11 @@ bi_mcmc_cases <- function(fn) {
     C("n_iter_frac", mk(n_iter = 2.5), bi_arg("n_iter")),
     C("n_iter_NA", mk(n_iter = NA), bi_arg("n_iter")),
     C("n_iter_1e10", mk(n_iter = 1e10), bi_arg("n_iter")),
-    C("step_0", mk(step = 0), bi_arg("step")),
-    C("step_Inf", mk(step = Inf), bi_arg("step")),
-    C("step_NA", mk(step = NA), bi_arg("step")),
+    C("step_size_0", mk(step_size = 0), bi_arg("step_size")),
+    C("step_size_Inf", mk(step_size = Inf), bi_arg("step_size")),
+    C("step_size_NA", mk(step_size = NA), bi_arg("step_size")),
     C("warmup_neg", mk(warmup = -1), bi_arg("warmup")),
-    C("warmup_0_adapt", mk(step = NULL, warmup = 0), bi_arg("warmup")),
+    C("warmup_0_adapt", mk(step_size = NULL, warmup = 0), bi_arg("warmup")),
     C("target_accept_1", mk(target_accept = 1), bi_arg("target_accept")),
     C("target_accept_checked_first",
       as.call(list(quote(counted), mk(target = quote(tg_cnt), target_accept = 2))),
@@ -673,8 +673,8 @@ bi_mcmc_cases <- function(fn) {
                                                             function(x) -x, dim = 2,
                                                             vectorized = TRUE))),
       bi_err("kb_error_callback", "'log_density'")),
-    C("step_1e300", mk(step = 1e300, n_iter = 100),
-      bi_any(bi_warn("warning", "step", function(v) all(v$x == 0)), bi_arg("step"))),
+    C("step_size_1e300", mk(step_size = 1e300, n_iter = 100),
+      bi_any(bi_warn("warning", "step_size", function(v) all(v$x == 0)), bi_arg("step_size"))),
     C("value_1iter", mk(n_iter = 1),
       bi_ok(function(v) all(dim(v$x) == c(1, 2)) && all(is.finite(v$x)))),
     C("log_density_warns", mk(target = quote(kb_target(function(x) {
@@ -779,7 +779,7 @@ bi_add("ksdt_stream / ksdt_push / ksdt_result", list(
 bi_ksdt_sample_cases <- function(fn) {
   mk <- function(...) {
     a <- utils::modifyList(list(target = quote(tg2), x0 = c(0, 0), n_iter = 10,
-                                step = 0.5, progress = FALSE), list(...))
+                                step_size = 0.5, progress = FALSE), list(...))
     as.call(c(as.name(fn), a))
   }
   cs <- Filter(Negate(is.null), list(
@@ -789,8 +789,8 @@ bi_ksdt_sample_cases <- function(fn) {
     C("n_iter_NA", mk(n_iter = NA), bi_arg("n_iter")),
     C("sampler_bad", mk(sampler = "hmc"), bi_arg("sampler")),
     if (fn == "sp_mcmc") C("start_bad", mk(start = "first"), bi_arg("start")),
-    C("step_neg", mk(step = -1), bi_arg("step")),
-    C("warmup_1", mk(step = NULL, warmup = 1), bi_arg("warmup")),
+    C("step_size_neg", mk(step_size = -1), bi_arg("step_size")),
+    C("warmup_1", mk(step_size = NULL, warmup = 1), bi_arg("warmup")),
     C("target_accept_0", mk(target_accept = 0), bi_arg("target_accept")),
     C("kernel_bad", mk(kernel = "imq"), bi_arg("kernel")),
     C("nthreads_0", mk(nthreads = 0), bi_arg("nthreads")),
@@ -798,7 +798,7 @@ bi_ksdt_sample_cases <- function(fn) {
       as.call(list(quote(counted), mk(target = quote(tg_cnt), nthreads = 0))),
       bi_ok(quote(before("nthreads")))),
     C("n_iter_checked_first",
-      as.call(list(quote(counted), mk(target = quote(tg_cnt), step = NULL, n_iter = 0))),
+      as.call(list(quote(counted), mk(target = quote(tg_cnt), step_size = NULL, n_iter = 0))),
       bi_ok(quote(before("n_iter")))),
     C("score_error", mk(target = quote(kb_target(ld_cnt, sc_err, dim = 2))),
       bi_cb("score", "boom")),
@@ -816,8 +816,8 @@ bi_ksdt_sample_cases <- function(fn) {
       C("budget_neg", mk(budget = -1), bi_arg("budget")),
       C("min_size_floor_0", mk(min_size_floor = 0), bi_arg("min_size_floor"))))
   } else {
-    cs <- c(cs, list(C("m_0", mk(m = 0), bi_arg("m")),
-                     C("m_NA", mk(m = NA), bi_arg("m"))))
+    cs <- c(cs, list(C("candidates_0", mk(candidates = 0), bi_arg("candidates")),
+                     C("candidates_NA", mk(candidates = NA), bi_arg("candidates"))))
   }
   cs
 }
@@ -842,16 +842,16 @@ bi_add("ksdt_chains", list(
   C("nthreads_0", Q(ksdt_chains(tg2, rbind(c(0, 0)), 5, nthreads = 0)),
     bi_arg("nthreads")),
   C("merge_size_0_first", Q(counted(ksdt_chains(tg_cnt, rbind(c(0, 0), c(1, 1)), 5,
-                                                 step = 0.5, progress = FALSE,
+                                                 step_size = 0.5, progress = FALSE,
                                                  merge = "stein_thin",
                                                  merge_size = 0))),
     bi_ok(Q(before("merge_size")))),
   C("dots_bad_value_first", Q(counted(ksdt_chains(tg_cnt, rbind(c(0, 0), c(1, 1)), 5,
-                                                   step = 0.5, candidates = 0))),
+                                                   step_size = 0.5, candidates = 0))),
     bi_ok(Q(before("candidates")))),
-  C("dots_unknown_name", Q(ksdt_chains(tg2, rbind(c(0, 0)), 5, step = 0.5, foo = 1)),
+  C("dots_unknown_name", Q(ksdt_chains(tg2, rbind(c(0, 0)), 5, step_size = 0.5, foo = 1)),
     bi_any(bi_arg("foo"), bi_arg("..."))),
-  C("value_two_chains", Q(ksdt_chains(tg2, rbind(c(0, 0), c(1, 1)), 10, step = 0.5,
+  C("value_two_chains", Q(ksdt_chains(tg2, rbind(c(0, 0), c(1, 1)), 10, step_size = 0.5,
                                       merge = "none")),
     bi_ok(function(v) length(v$chains) == 2 && !length(v$errors)))
 ))
@@ -904,7 +904,7 @@ bi_add("svgd", c(bi_flow_common("svgd", list(score = quote(tg2))), list(
   C("score_closure_error", Q(svgd(X, sc_err, n_iter = 2)), bi_cb("score", "boom")),
   C("score_closure_length", Q(svgd(X, sc_len, n_iter = 2)),
     bi_err("kb_error_callback", "'score'.*length")),
-  C("step_0", Q(svgd(X, tg2, step = 0)), bi_arg("step")),
+  C("step_size_0", Q(svgd(X, tg2, step_size = 0)), bi_arg("step_size")),
   C("bandwidth_chr", Q(svgd(X, tg2, bandwidth = "silverman")), bi_arg("bandwidth")),
   C("bandwidth_0", Q(svgd(X, tg2, bandwidth = 0)), bi_arg("bandwidth")),
   C("optimizer_bad", Q(svgd(X, tg2, optimizer = "rmsprop")), bi_arg("optimizer")),
@@ -936,7 +936,7 @@ bi_add("ksd_descent", c(bi_flow_common("ksd_descent", list(score = quote(tg2))),
                                           n_iter = 2, progress = FALSE)),
     bi_cb("score_jacobian", "boom")),
   C("method_bad", Q(ksd_descent(X, tg2, method = "newton")), bi_arg("method")),
-  C("step_neg", Q(ksd_descent(X, tg2, method = "gd", step = -1)), bi_arg("step")),
+  C("step_size_neg", Q(ksd_descent(X, tg2, method = "gd", step_size = -1)), bi_arg("step_size")),
   C("kernel_smpcov", Q(ksd_descent(X, tg2, kernel = imq_kernel(precon = "smpcov"))),
     bi_arg("kernel")),
   C("checked_first", Q(counted(ksd_descent(X, sc_cnt, n_iter = 0))),
@@ -949,7 +949,7 @@ bi_add("ksd_descent", c(bi_flow_common("ksd_descent", list(score = quote(tg2))),
 bi_add("mmd_flow", c(bi_flow_common("mmd_flow", list(y = quote(X))), list(
   C("y_cols", Q(mmd_flow(X, X1, n_iter = 2)), bi_arg("y")),
   C("y_NA", Q(mmd_flow(X, Xna, n_iter = 2)), bi_arg("y")),
-  C("step_0", Q(mmd_flow(X, X, step = 0)), bi_arg("step")),
+  C("step_size_0", Q(mmd_flow(X, X, step_size = 0)), bi_arg("step_size")),
   C("noise_neg", Q(mmd_flow(X, X, noise = -1)), bi_arg("noise")),
   C("noise_fn_NA", Q(mmd_flow(X, X + 1, n_iter = 2, noise = function(t) NA,
                               progress = FALSE)),
@@ -977,7 +977,7 @@ bi_add("dmmd_flow", c(bi_flow_common("dmmd_flow", list(y = quote(X))), list(
     bi_arg("lambda")),
   C("lambda_1e300", Q(dmmd_flow(X + 1, X, lambda = 1e300, n_iter = 3, progress = FALSE)),
     bi_any(bi_ok(function(v) max(abs(v$x)) < 10), bi_num(), bi_arg("lambda"))),
-  C("step_0", Q(dmmd_flow(X, X, step = 0)), bi_arg("step"))
+  C("step_size_0", Q(dmmd_flow(X, X, step_size = 0)), bi_arg("step_size"))
 )))
 
 bi_add("mied", c(bi_flow_common("mied", list(target = quote(tg2))), list(
@@ -985,7 +985,7 @@ bi_add("mied", c(bi_flow_common("mied", list(target = quote(tg2))), list(
   C("target_dim", Q(mied(X, tg1)), bi_arg("target")),
   C("s_le_d", Q(mied(X, tg2, s = 2)), bi_arg("s")),
   C("eps_neg", Q(mied(X, tg2, eps = -1)), bi_arg("eps")),
-  C("step_0", Q(mied(X, tg2, step = 0)), bi_arg("step")),
+  C("step_size_0", Q(mied(X, tg2, step_size = 0)), bi_arg("step_size")),
   C("optimizer_bad", Q(mied(X, tg2, optimizer = "adagrad")), bi_arg("optimizer")),
   C("checked_first", Q(counted(mied(X, tg_cnt, n_iter = 2, eps = -1))),
     bi_ok(Q(before("eps")))),
@@ -1106,14 +1106,14 @@ bi_add("kbr_cv", list(
   C("method_bad", Q(kbr_cv(kx, ky, method = "x")), bi_arg("method")),
   C("seed_NA", Q(kbr_cv(kx, ky, grid = data.frame(eps = 0.1, delta = 0.1), seed = "a")),
     bi_arg("seed")),
-  C("fit_NA", Q(kbr_cv(kx, ky, grid = data.frame(eps = 0.1, delta = 0.1), fit = NA)),
-    bi_any(bi_arg("fit"), bi_ok(function(v) is.null(v$fit)))),
+  C("refit_NA", Q(kbr_cv(kx, ky, grid = data.frame(eps = 0.1, delta = 0.1), refit = NA)),
+    bi_any(bi_arg("refit"), bi_ok(function(v) is.null(v$fit)))),
   C("dots_bad_first", Q(kbr_cv(kx, ky, grid = data.frame(eps = 0.1, delta = 0.1),
                                rank = 0)),
     bi_arg("rank")),
   C("y_rows", Q(kbr_cv(kx, ky[-1])), bi_arg("y")),
   C("value_best_in_grid", Q(kbr_cv(kx, ky, grid = data.frame(eps = c(0.1, 0.01), delta = 0.1),
-                                   folds = 2, fit = FALSE)),
+                                   folds = 2, refit = FALSE)),
     bi_ok(function(v) v$best$eps %in% c(0.1, 0.01) && all(is.finite(v$table$criterion))))
 ))
 
@@ -1274,7 +1274,7 @@ bi_add("subprocess: external pointers, re-entry, sizes", list(
       if (!is.null(s) && !is.null(s$ptr)) ksdt_push(s, rbind(x), rbind(-x))
       -x
     }, dim = 2)
-    ksdt_sample(tgr, c(0, 0), 20, step = 0.5, progress = FALSE)",
+    ksdt_sample(tgr, c(0, 0), 20, step_size = 0.5, progress = FALSE)",
     bi_any(bi_state(), bi_cb("score", "(in use|busy|re-?ent)"))),
   bi_sub("kbr_fit_edited_mu", "
     set.seed(1); x <- rnorm(30); y <- x + rnorm(30)

@@ -98,22 +98,57 @@ test_that("ksdt_chains() checks every argument before any chain runs", {
                   function(z) { calls <<- calls + 1; -z }, 2)
   x0 <- rbind(c(0, 0), c(1, 1))
   # a bad merge_size is found before any chain runs, not at the merge
-  expect_error(ksdt_chains(tg, x0, 200, step = 1, merge = "stein_thin", merge_size = 0),
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1, merge = "stein_thin", merge_size = 0),
                "'merge_size'", class = "kb_error_arg")
-  expect_error(ksdt_chains(tg, x0, 200, step = 1, budget = -1), "'budget'",
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1, budget = -1), "'budget'",
                class = "kb_error_arg")
-  expect_error(ksdt_chains(tg, x0, 200, step = 1, min_size = "cubic"), "'min_size'",
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1, min_size = "cubic"), "'min_size'",
                class = "kb_error_arg")
-  expect_error(ksdt_chains(tg, x0, 200, step = 1, candidates = 0), "'candidates'",
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1, candidates = 0), "'candidates'",
                class = "kb_error_arg")
-  expect_error(ksdt_chains(tg, x0, 200, step = 1, warmup = 1), "'warmup'",
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1, warmup = 1), "'warmup'",
                class = "kb_error_arg")
   expect_error(ksdt_chains(tg, x0, 200, stepsize = 1), "'...' must be named arguments",
                class = "kb_error_arg")
   expect_error(ksdt_chains(tg, x0, 200, 1), "'...' must be named arguments",
                class = "kb_error_arg")
-  expect_error(ksdt_chains(tg, x0, 200, step = 1,
+  expect_error(ksdt_chains(tg, x0, 200, step_size = 1,
                            budget = function(t) if (t > 100) NA else 0),
                "'budget' must return", class = "kb_error_callback")
   expect_identical(calls, 0)
+})
+
+test_that("ksdt_chains(), ksd_blocks() and kbr_cv() give the sequential results on future.batchtools", {
+  # batchtools' local backend stands in for a scheduler (Slurm, SGE, ...):
+  # each future is a batchtools job with its own R process
+  skip_on_cran()
+  skip_if_not_installed("future")
+  skip_if_not_installed("future.apply")
+  skip_if_not_installed("future.batchtools")
+  tg <- gaussian_target(c(0, 0))
+  set.seed(1)
+  x <- sample_target(tg, 300)
+  x0 <- rbind(c(0, 0), c(1, 1))
+  set.seed(2)
+  chains_seq <- ksdt_chains(tg, x0, 200, progress = FALSE)
+  ksd_seq <- ksd_blocks(x, tg, blocks = 2, progress = FALSE)
+  cv_seq <- kbr_cv(x[, 1], x[, 2], folds = 2, progress = FALSE)
+  # job registries go to a temporary directory, not the working directory
+  oopt <- options(future.cache.path = tempfile("kb-batchtools-"))
+  oplan <- future::plan(future.batchtools::batchtools_local)
+  on.exit({
+    future::plan(oplan)
+    unlink(getOption("future.cache.path"), recursive = TRUE)
+    options(oopt)
+  }, add = TRUE)
+  updates <- 0
+  set.seed(2)
+  chains_bt <- withCallingHandlers(
+    suppressMessages(ksdt_chains(tg, x0, 200, progress = TRUE)),
+    progression = function(p) if (identical(p$type, "update")) updates <<- updates + 1)
+  expect_identical(chains_bt$chains, chains_seq$chains)
+  expect_identical(chains_bt$merged, chains_seq$merged)
+  if (requireNamespace("progressr", quietly = TRUE)) expect_equal(updates, 2)
+  expect_identical(ksd_blocks(x, tg, blocks = 2, progress = FALSE), ksd_seq)
+  expect_identical(kbr_cv(x[, 1], x[, 2], folds = 2, progress = FALSE), cv_seq)
 })

@@ -228,7 +228,7 @@ test_that("ksdt_chains labels the chain and iteration of every kept point", {
   tg <- gaussian_target(c(0, 0))
   set.seed(3)
   f <- ksdt_chains(tg, x0 = rbind(c(-1, 0), c(1, 0), c(0, 1)), n_iter = 300,
-                   sampler = "rwm", step = 1)
+                   sampler = "rwm", step_size = 1)
   for (i in 1:3) {
     z <- f$chains[[i]]
     expect_equal(z$chain, rep(i, length(z$index)))

@@ -48,7 +48,7 @@ test_that("svgd() equals the plain-R update after 50 iterations: (n, d), optimiz
         lab <- sprintf("n = %d, d = %d, %s, bandwidth %s", n, d, opt, bw)
         step <- if (opt == "sgd") 0.05 else 0.02
         ref <- ref_svgd(x0, g$score_mat, 50, step, bw, opt)
-        fit <- svgd(x0, g$score1, n_iter = 50, step = step, bandwidth = bw,
+        fit <- svgd(x0, g$score1, n_iter = 50, step_size = step, bandwidth = bw,
                     optimizer = opt, progress = FALSE)
         expect_s3_class(fit, "kb_particles")
         expect_identical(dim(fit$x), c(as.integer(n), as.integer(d)))
@@ -63,10 +63,10 @@ test_that("svgd() equals the plain-R update after 50 iterations: (n, d), optimiz
     }
     # the same run with a vectorised kb_target, and with gaussian_target()
     ref <- ref_svgd(x0, g$score_mat, 50, 0.02)
-    fv <- svgd(x0, g$target_vec, n_iter = 50, step = 0.02, progress = FALSE)
+    fv <- svgd(x0, g$target_vec, n_iter = 50, step_size = 0.02, progress = FALSE)
     expect_lt(rel_err(fv$x, ref$x), 1e-10)
     expect_lt(rel_err(fv$objective, ref$objective), 1e-10)
-    fg <- svgd(x0, gaussian_target(g$mu, g$Sigma), n_iter = 50, step = 0.02,
+    fg <- svgd(x0, gaussian_target(g$mu, g$Sigma), n_iter = 50, step_size = 0.02,
                progress = FALSE)
     expect_lt(rel_err(fg$x, ref$x), 1e-10)
   }
@@ -88,7 +88,7 @@ test_that("svgd(): the reference's KSD^2 objective is the Gaussian Stein kernel 
   # svgd's objective is ksd()^2 with gaussian_kernel(bandwidth = h) at x0
   g <- flow_gauss(2, 602)
   x0 <- matrix(rnorm(40), 20)
-  fit <- svgd(x0, g$score1, n_iter = 1, step = 0.01, progress = FALSE)
+  fit <- svgd(x0, g$score1, n_iter = 1, step_size = 0.01, progress = FALSE)
   expect_equal(fit$objective[1],
                ksd(x0, g$score1, gaussian_kernel(bandwidth = fit$bandwidth[1]))^2,
                tolerance = 1e-10)
@@ -105,7 +105,7 @@ test_that("svgd() on a 2-d Gaussian recovers its mean and covariance", {
   Sigma <- matrix(c(1, 0.5, 0.5, 2), 2)
   set.seed(603)
   x0 <- matrix(rnorm(300), 150)
-  fit <- svgd(x0, gaussian_target(mu, Sigma), n_iter = 500, step = 0.05,
+  fit <- svgd(x0, gaussian_target(mu, Sigma), n_iter = 500, step_size = 0.05,
               progress = FALSE)
   expect_lt(max(abs(colMeans(fit$x) - mu)), 0.1)
   expect_lt(max(abs(cov(fit$x) - Sigma)), 0.25)
@@ -119,7 +119,7 @@ test_that("svgd() on the mixture 1/3 N(-2, 1) + 2/3 N(2, 1) from N(-10, 1) popul
                                  weights = c(1, 2) / 3)
   set.seed(604)
   x0 <- rnorm(100, -10)
-  fit <- svgd(x0, mix, n_iter = 500, step = 0.25, progress = FALSE)
+  fit <- svgd(x0, mix, n_iter = 500, step_size = 0.25, progress = FALSE)
   expect_identical(dim(fit$x), c(100L, 1L))
   frac <- mean(fit$x > 0)
   expect_gt(frac, 0.45)
@@ -182,7 +182,7 @@ test_that("ksd_descent(method = 'gd') with a fixed step equals the plain-R desce
   tn <- flow_tnorm(2)
   x0 <- matrix(rnorm(20, sd = 0.7), 10) + 1
   fit <- ksd_descent(x0, tn$score1, score_jacobian = tn$jac1, method = "gd",
-                     n_iter = 5, step = 0.2, progress = FALSE)
+                     n_iter = 5, step_size = 0.2, progress = FALSE)
   ref <- ref_ksd_gd(x0, tn$score_mat, tn$jac1, 5, 0.2, type = "imq", lam = 1)
   expect_lt(rel_err(fit$x, ref$x), 1e-10)
   expect_lt(rel_err(fit$objective, ref$objective), 1e-10)
@@ -191,7 +191,7 @@ test_that("ksd_descent(method = 'gd') with a fixed step equals the plain-R desce
   # kept fixed while the particles move
   fit <- ksd_descent(x0, tn$score1, score_jacobian = tn$jac1,
                      kernel = gaussian_kernel(), method = "gd", n_iter = 5,
-                     step = 0.2, progress = FALSE)
+                     step_size = 0.2, progress = FALSE)
   ref <- ref_ksd_gd(x0, tn$score_mat, tn$jac1, 5, 0.2, type = "gaussian",
                     lam = 1 / ref_med_bw(x0)^2)
   expect_lt(rel_err(fit$x, ref$x), 1e-10)
@@ -279,31 +279,31 @@ test_that("mmd_flow() and dmmd_flow() equal the plain-R flows; one noiseless ste
   y <- pr$y
   x0 <- pr$x0
   # one step, noise = 0
-  f1 <- mmd_flow(x0, y, n_iter = 1, step = 0.7, progress = FALSE)
+  f1 <- mmd_flow(x0, y, n_iter = 1, step_size = 0.7, progress = FALSE)
   expect_lt(rel_err(f1$x, x0 - 0.7 * ref_mmd_witness(x0, x0, y, pr$s)$grad), 1e-12)
   expect_equal(f1$objective, ref_flow_mmd2(x0, y, pr$s), tolerance = 1e-12)
   expect_identical(f1$objective_name, "MMD^2")
   # 20 steps
-  fm <- mmd_flow(x0, y, n_iter = 20, step = 1, progress = FALSE)
+  fm <- mmd_flow(x0, y, n_iter = 20, step_size = 1, progress = FALSE)
   rm <- ref_mmd_flow(x0, y, pr$s, 20, 1)
   expect_lt(rel_err(fm$x, rm$x), 1e-10)
   expect_lt(rel_err(fm$objective, rm$objective), 1e-10)
   # a given bandwidth
   fb <- mmd_flow(x0, y, kernel = gaussian_kernel(bandwidth = 0.3), n_iter = 10,
-                 step = 0.5, progress = FALSE)
+                 step_size = 0.5, progress = FALSE)
   rb <- ref_mmd_flow(x0, y, 0.3, 10, 0.5)
   expect_lt(rel_err(fb$x, rb$x), 1e-10)
   # DrMMD
   for (lambda in c(1e-3, 0.1)) {
     st <- if (lambda < 0.01) 1e-3 else 0.1
-    fd <- dmmd_flow(x0, y, lambda = lambda, n_iter = 15, step = st,
+    fd <- dmmd_flow(x0, y, lambda = lambda, n_iter = 15, step_size = st,
                     progress = FALSE)
     rd <- ref_mmd_flow(x0, y, pr$s, 15, st, lambda = lambda)
     expect_lt(rel_err(fd$x, rd$x), 1e-10, label = paste("lambda", lambda))
     expect_lt(rel_err(fd$objective, rd$objective), 1e-10)
     expect_identical(fd$objective_name, "DrMMD")
   }
-  d1 <- dmmd_flow(x0, y, lambda = 0.1, n_iter = 1, step = 0.1, progress = FALSE)
+  d1 <- dmmd_flow(x0, y, lambda = 0.1, n_iter = 1, step_size = 0.1, progress = FALSE)
   expect_lt(rel_err(d1$x, x0 - 0.1 * 2 * 1.1 *
                       ref_dmmd_witness(x0, x0, y, 0.1, pr$s)$grad), 1e-12)
   expect_equal(d1$objective, ref_dmmd_objective(x0, y, 0.1, pr$s),
@@ -315,24 +315,24 @@ test_that("mmd_flow() / dmmd_flow() with noise use N(0, 1) draws from R's genera
   y <- pr$y
   x0 <- pr$x0
   set.seed(612)
-  f1 <- mmd_flow(x0, y, n_iter = 1, step = 0.5, noise = 0.2, progress = FALSE)
+  f1 <- mmd_flow(x0, y, n_iter = 1, step_size = 0.5, noise = 0.2, progress = FALSE)
   set.seed(612)
   u <- matrix(rnorm(length(x0)), nrow(x0))
   z <- x0 + 0.2 * u
   expect_lt(rel_err(f1$x, x0 - 0.5 * ref_mmd_witness(z, x0, y, pr$s)$grad), 1e-12)
   # several iterations, beta_t = noise / sqrt(t)
   set.seed(613)
-  fm <- mmd_flow(x0, y, n_iter = 8, step = 0.5, noise = 0.2, progress = FALSE)
+  fm <- mmd_flow(x0, y, n_iter = 8, step_size = 0.5, noise = 0.2, progress = FALSE)
   set.seed(613)
   rm <- ref_mmd_flow(x0, y, pr$s, 8, 0.5, noise = 0.2)
   expect_lt(rel_err(fm$x, rm$x), 1e-10)
   # noise as a function of t gives beta_t directly
   set.seed(613)
-  ff <- mmd_flow(x0, y, n_iter = 8, step = 0.5,
+  ff <- mmd_flow(x0, y, n_iter = 8, step_size = 0.5,
                  noise = function(t) 0.2 / sqrt(t), progress = FALSE)
   expect_lt(rel_err(ff$x, rm$x), 1e-10)
   set.seed(614)
-  fd <- dmmd_flow(x0, y, lambda = 0.1, n_iter = 5, step = 0.1, noise = 0.1,
+  fd <- dmmd_flow(x0, y, lambda = 0.1, n_iter = 5, step_size = 0.1, noise = 0.1,
                   progress = FALSE)
   set.seed(614)
   rd <- ref_mmd_flow(x0, y, pr$s, 5, 0.1, noise = 0.1, lambda = 0.1)
@@ -341,14 +341,14 @@ test_that("mmd_flow() / dmmd_flow() with noise use N(0, 1) draws from R's genera
 
 test_that("mmd_flow() and dmmd_flow() decrease their objective on the three rings for a small step", {
   pr <- rings_problem()
-  fm <- mmd_flow(pr$x0, pr$y, n_iter = 30, step = 1, progress = FALSE)
+  fm <- mmd_flow(pr$x0, pr$y, n_iter = 30, step_size = 1, progress = FALSE)
   expect_length(fm$objective, 30)
   expect_true(all(diff(fm$objective) < 0))
   expect_lt(fm$objective[30], fm$objective[1] / 10)
-  fm2 <- mmd_flow(pr$x0, pr$y, n_iter = 30, step = 0.1, progress = FALSE)
+  fm2 <- mmd_flow(pr$x0, pr$y, n_iter = 30, step_size = 0.1, progress = FALSE)
   expect_true(all(diff(fm2$objective) < 0))
   for (cs in list(c(1e-3, 1e-3), c(0.1, 0.1), c(1, 0.1))) {
-    fd <- dmmd_flow(pr$x0, pr$y, lambda = cs[1], n_iter = 20, step = cs[2],
+    fd <- dmmd_flow(pr$x0, pr$y, lambda = cs[1], n_iter = 20, step_size = cs[2],
                     progress = FALSE)
     expect_true(all(diff(fd$objective) < 0), label = paste("lambda", cs[1]))
     expect_lt(fd$objective[20], fd$objective[1])
@@ -361,12 +361,12 @@ test_that("for large lambda the rescaled DrMMD update approaches the MMD-flow up
   x0 <- pr$x0
   rk <- kernbayes:::resolve_kernel(gaussian_kernel(), y)
   gm <- kernbayes:::mmd_witness(x0, x0, y, rk)$grad
-  um <- x0 - mmd_flow(x0, y, n_iter = 1, step = 0.5, progress = FALSE)$x
+  um <- x0 - mmd_flow(x0, y, n_iter = 1, step_size = 0.5, progress = FALSE)$x
   errs <- errs_flow <- numeric(0)
   for (lambda in c(1e2, 1e4, 1e6)) {
     gd <- kernbayes:::dmmd_witness(x0, x0, y, lambda, rk)$grad
     errs <- c(errs, rel_err(lambda * gd, gm))
-    ud <- x0 - dmmd_flow(x0, y, lambda = lambda, n_iter = 1, step = 0.5,
+    ud <- x0 - dmmd_flow(x0, y, lambda = lambda, n_iter = 1, step_size = 0.5,
                          progress = FALSE)$x
     errs_flow <- c(errs_flow, rel_err(ud * lambda / (2 * (1 + lambda)), um))
   }
@@ -421,7 +421,7 @@ test_that("mied() equals the plain-R descent (adam, sgd)", {
   x0 <- matrix(rnorm(40), 20)
   for (opt in c("adam", "sgd")) {
     st <- if (opt == "adam") 0.05 else 0.01
-    fit <- mied(x0, tg, n_iter = 30, step = st, s = 2.5, eps = 1e-4,
+    fit <- mied(x0, tg, n_iter = 30, step_size = st, s = 2.5, eps = 1e-4,
                 optimizer = opt, progress = FALSE)
     ref <- ref_mied(x0, g$logd_mat, g$score_mat, 30, st, s = 2.5, eps = 1e-4,
                     optimizer = opt)
@@ -440,18 +440,18 @@ test_that("mied() on a 2-d Gaussian matches mean and covariance; particles do no
   x0 <- matrix(rnorm(300), 150)
   # s just above d (the choice of Li et al. 2023 for weights (p_i p_j)^(-1/2)):
   # the minimisers then approach the target itself
-  fit <- mied(x0, tg, n_iter = 500, step = 0.05, s = 2 + 1e-4,
+  fit <- mied(x0, tg, n_iter = 500, step_size = 0.05, s = 2 + 1e-4,
               progress = FALSE)
   expect_lt(max(abs(colMeans(fit$x) - mu)), 0.1)
   expect_lt(max(abs(cov(fit$x) - Sigma)), 0.35)
   expect_gt(ref_min_pairdist(fit$x), 0.05)
   expect_lt(fit$objective[500], fit$objective[1])
   # the default s is d + 1e-4
-  fd <- mied(x0, tg, n_iter = 500, step = 0.05, progress = FALSE)
+  fd <- mied(x0, tg, n_iter = 500, step_size = 0.05, progress = FALSE)
   expect_identical(fd$x, fit$x)
   # s = d + 1 targets p^(d/s): centred, no collapse, but overdispersed
   # (by about s/d = 1.5 in variance)
-  f3 <- mied(x0, tg, n_iter = 500, step = 0.05, s = 3, progress = FALSE)
+  f3 <- mied(x0, tg, n_iter = 500, step_size = 0.05, s = 3, progress = FALSE)
   expect_lt(max(abs(colMeans(f3$x) - mu)), 0.1)
   expect_gt(ref_min_pairdist(f3$x), 0.05)
   expect_true(all(diag(cov(f3$x)) > 1.2 * diag(Sigma)))
@@ -464,7 +464,7 @@ test_that("kb_particles structure: trace, trace_iter, objective, fields", {
   g <- flow_gauss(2, 630)
   set.seed(631)
   x0 <- matrix(rnorm(24), 12)
-  fit <- svgd(x0, g$score1, n_iter = 10, step = 0.05, keep_every = 3,
+  fit <- svgd(x0, g$score1, n_iter = 10, step_size = 0.05, keep_every = 3,
               progress = FALSE)
   expect_s3_class(fit, "kb_particles")
   expect_identical(dim(fit$trace), c(12L, 2L, 5L))
@@ -483,12 +483,12 @@ test_that("kb_particles structure: trace, trace_iter, objective, fields", {
   expect_identical(unname(fit$trace[, , 1]), x0)
   expect_identical(unname(fit$trace[, , 5]), unname(fit$x))
   # keep_every dividing n_iter: n_iter is not repeated
-  f2 <- svgd(x0, g$score1, n_iter = 10, step = 0.05, keep_every = 5,
+  f2 <- svgd(x0, g$score1, n_iter = 10, step_size = 0.05, keep_every = 5,
              progress = FALSE)
   expect_identical(as.integer(f2$trace_iter), c(0L, 5L, 10L))
   expect_identical(dim(f2$trace), c(12L, 2L, 3L))
   # no trace by default
-  f0 <- svgd(x0, g$score1, n_iter = 4, step = 0.05, progress = FALSE)
+  f0 <- svgd(x0, g$score1, n_iter = 4, step_size = 0.05, progress = FALSE)
   expect_null(f0$trace)
   # other flows: trace and objective length
   pr <- rings_problem(n = 15)
@@ -498,7 +498,7 @@ test_that("kb_particles structure: trace, trace_iter, objective, fields", {
   expect_identical(as.integer(fm$trace_iter), c(0L, 2L, 4L, 6L, 7L))
   expect_length(fm$objective, 7)
   expect_equal(unname(as.matrix(fm$y)), unname(pr$y))
-  fd <- dmmd_flow(pr$x0, pr$y, lambda = 0.1, step = 0.1, n_iter = 3,
+  fd <- dmmd_flow(pr$x0, pr$y, lambda = 0.1, step_size = 0.1, n_iter = 3,
                   progress = FALSE)
   expect_s3_class(fd, "kb_particles")
   expect_length(fd$objective, 3)
@@ -512,7 +512,7 @@ test_that("kb_particles structure: trace, trace_iter, objective, fields", {
   expect_s3_class(fk, "kb_particles")
   expect_length(fk$objective, 4)
   # a plain vector is n x 1
-  f1 <- svgd(rnorm(8), function(x) -x, n_iter = 3, step = 0.05, progress = FALSE)
+  f1 <- svgd(rnorm(8), function(x) -x, n_iter = 3, step_size = 0.05, progress = FALSE)
   expect_identical(dim(f1$x), c(8L, 1L))
 })
 
@@ -520,9 +520,9 @@ test_that("print, summary and plot methods", {
   g <- flow_gauss(2, 640)
   set.seed(641)
   x2 <- matrix(rnorm(30), 15)
-  f2 <- svgd(x2, g$score1, n_iter = 6, step = 0.05, keep_every = 2,
+  f2 <- svgd(x2, g$score1, n_iter = 6, step_size = 0.05, keep_every = 2,
              progress = FALSE)
-  f1 <- svgd(rnorm(15), function(x) -x, n_iter = 6, step = 0.05,
+  f1 <- svgd(rnorm(15), function(x) -x, n_iter = 6, step_size = 0.05,
              keep_every = 2, progress = FALSE)
   pr <- rings_problem(n = 10)
   fm <- mmd_flow(pr$x0, pr$y, n_iter = 3, progress = FALSE)
@@ -556,14 +556,14 @@ test_that("bad input is rejected with a message naming the argument", {
   expect_error(ksd_descent(x0, function(x) 1, n_iter = 2, progress = FALSE),
                "score")
   for (st in list(0, -1, NA_real_, "a")) {
-    expect_error(svgd(x0, g$score1, n_iter = 2, step = st, progress = FALSE),
-                 "'step'")
-    expect_error(mmd_flow(pr$x0, pr$y, n_iter = 2, step = st, progress = FALSE),
-                 "'step'")
-    expect_error(mied(x0, tg, n_iter = 2, step = st, progress = FALSE), "'step'")
+    expect_error(svgd(x0, g$score1, n_iter = 2, step_size = st, progress = FALSE),
+                 "'step_size'")
+    expect_error(mmd_flow(pr$x0, pr$y, n_iter = 2, step_size = st, progress = FALSE),
+                 "'step_size'")
+    expect_error(mied(x0, tg, n_iter = 2, step_size = st, progress = FALSE), "'step_size'")
   }
-  expect_error(ksd_descent(x0, tg, method = "gd", n_iter = 2, step = -0.1,
-                           progress = FALSE), "'step'")
+  expect_error(ksd_descent(x0, tg, method = "gd", n_iter = 2, step_size = -0.1,
+                           progress = FALSE), "'step_size'")
   for (ni in list(2.5, 0, -3, "10", NA)) {
     expect_error(svgd(x0, g$score1, n_iter = ni, progress = FALSE), "'n_iter'")
     expect_error(dmmd_flow(pr$x0, pr$y, n_iter = ni, progress = FALSE),
@@ -585,18 +585,18 @@ test_that("bad input is rejected with a message naming the argument", {
                     progress = FALSE), "'keep_every'")
 })
 
-test_that("a step that makes particles non-finite stops with the iteration and a hint on 'step'", {
+test_that("a step that makes particles non-finite stops with the iteration and a hint on 'step_size'", {
   set.seed(660)
   x0 <- matrix(rnorm(20), 10)
-  expect_error(svgd(x0, function(x) -1e10 * x, n_iter = 5, step = 1e300,
+  expect_error(svgd(x0, function(x) -1e10 * x, n_iter = 5, step_size = 1e300,
                     optimizer = "sgd", progress = FALSE),
                "non-finite particle positions at iteration 1\\b")
-  expect_error(svgd(x0, function(x) -1e10 * x, n_iter = 5, step = 1e300,
-                    optimizer = "sgd", progress = FALSE), "'step'")
+  expect_error(svgd(x0, function(x) -1e10 * x, n_iter = 5, step_size = 1e300,
+                    optimizer = "sgd", progress = FALSE), "'step_size'")
   pr <- rings_problem(n = 10)
-  expect_error(dmmd_flow(pr$x0, pr$y, lambda = 1e-3, n_iter = 5, step = 1e308,
+  expect_error(dmmd_flow(pr$x0, pr$y, lambda = 1e-3, n_iter = 5, step_size = 1e308,
                          progress = FALSE),
-               "non-finite particle positions at iteration [0-9]+.*'step'")
+               "non-finite particle positions at iteration [0-9]+.*'step_size'")
 })
 
 test_that("plot methods accept main, xlab and ylab", {
@@ -640,7 +640,7 @@ test_that("an interrupt raised inside a score closure stops every flow at once a
   expect_identical(env$calls, 2)
   for (m in c("gd", "lbfgs")) {
     expect_identical(tryCatch(ksd_descent(x0, mk(2), method = m, n_iter = 5,
-                                          step = if (m == "gd") 0.01,
+                                          step_size = if (m == "gd") 0.01,
                                           progress = FALSE),
                               interrupt = function(e) "interrupted"),
                      "interrupted", label = m)
@@ -695,7 +695,7 @@ test_that("flows check every argument before calling a closure or resolving a ke
   sc <- interrupting(g$score1, 0, env)      # k = 0: only counts
   tv <- g$target_vec
   tg <- kb_target(interrupting(tv$log_density, 0, env), sc, dim = 2)
-  bad_svgd <- list(list(n_iter = 0), list(step = -1), list(bandwidth = "x"),
+  bad_svgd <- list(list(n_iter = 0), list(step_size = -1), list(bandwidth = "x"),
                    list(bandwidth = 1e-200), list(optimizer = "x"),
                    list(alpha = 1), list(keep_every = -1), list(progress = NA),
                    list(nthreads = 0))
@@ -754,15 +754,15 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
   x0 <- matrix(rnorm(40), 20)
   tg <- gaussian_target(c(0, 0))
   pr <- rings_problem(n = 10, m = 30)
-  # a huge lambda with the default step = lambda would fling particles to
+  # a huge lambda with the default step_size = lambda would fling particles to
   # 1e299: the step is named
   expect_error(dmmd_flow(pr$x0, pr$y, lambda = 1e300, n_iter = 2, progress = FALSE),
                class = "kb_error_numeric",
-               regexp = "the step \\(by default 'lambda' = 1e\\+300\\) is too large: at iteration 1")
+               regexp = "the step size \\(by default 'lambda' = 1e\\+300\\) is too large: at iteration 1")
   # with a sane step it runs (the DrMMD flow is then nearly the MMD flow)
-  fd <- dmmd_flow(pr$x0, pr$y, lambda = 1e300, step = 0.5, n_iter = 3,
+  fd <- dmmd_flow(pr$x0, pr$y, lambda = 1e300, step_size = 0.5, n_iter = 3,
                   progress = FALSE)
-  fm <- mmd_flow(pr$x0, pr$y, step = 1, n_iter = 3, progress = FALSE)
+  fm <- mmd_flow(pr$x0, pr$y, step_size = 1, n_iter = 3, progress = FALSE)
   expect_lt(max(abs(fd$x - fm$x)), 1e-12)
   # a noise function returning NA: the value and the iteration are named
   expect_error(mmd_flow(x0, x0 + 1, noise = function(t) NA, n_iter = 3,
@@ -773,9 +773,9 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
                         progress = FALSE),
                class = "kb_error_callback", regexp = "'noise' returned a double vector of length 2")
   # an adaptive step of 1e10 moved particles by 1e10 and reported KSD^2 1e18
-  expect_error(svgd(x0, tg, step = 1e10, n_iter = 5, progress = FALSE),
+  expect_error(svgd(x0, tg, step_size = 1e10, n_iter = 5, progress = FALSE),
                class = "kb_error_numeric",
-               regexp = "'step' is too large: at iteration 1 a particle moved by 1e\\+10")
+               regexp = "'step_size' is too large: at iteration 1 a particle moved by 1e\\+10")
   # the bandwidth and the data's scale, not the step
   expect_error(svgd(x0, tg, bandwidth = 1e-200, n_iter = 2, progress = FALSE),
                class = "kb_error_arg", regexp = "'bandwidth' must be between 1e-50 and 1e50")

@@ -213,6 +213,6 @@ test_that("bad input gives errors naming the argument", {
   expect_true(is.finite(ld[2]))
   expect_identical(unname(target_score(tg, far)[1, ]), rep(0, 4))
   set.seed(3)
-  ch <- mala(tg, x0 = log(gw_theta0), n_iter = 50, step = 3, warmup = 0)
+  ch <- mala(tg, x0 = log(gw_theta0), n_iter = 50, step_size = 3, warmup = 0)
   expect_true(all(is.finite(ch$x)))
 })

@@ -72,7 +72,7 @@ test_that("kbr_cv(criterion = \"regression\") agrees with the held-out RKHS loss
   sy <- ref_med_bw(y)
   for (method in c("kbr", "iw")) {
     cv <- kbr_cv(d$x, d$y, grid = grid, folds = 4, method = method,
-                 criterion = "regression", seed = 3, fit = FALSE)
+                 criterion = "regression", seed = 3, refit = FALSE)
     expect_null(cv$fit)
     expect_identical(cv$criterion, "regression")
     set.seed(3)
@@ -109,7 +109,7 @@ test_that("kbr() with eps/delta = NULL tunes them for the kernels it is given", 
   grid$sigma_x <- 0.3
   grid$sigma_y <- 0.3
   best <- kbr_cv(d$x, d$y, grid = grid, folds = 5, criterion = "regression",
-                 fit = FALSE)$best
+                 refit = FALSE)$best
   fit <- suppressMessages(kbr(d$x, d$y,
                               kernel_x = gaussian_kernel(bandwidth = 0.3),
                               kernel_y = gaussian_kernel(bandwidth = 0.3)))
@@ -190,7 +190,7 @@ test_that("Gaussian toy: the CV-tuned KBR posterior mean's MSE decreases with n"
       U <- toy$prior(n)
       yt <- toy$lik(toy$prior(100))
       exact <- toy$post_mean(yt)
-      cv <- kbr_cv(s$x, s$y, grid = grid, folds = 3, fit = FALSE)
+      cv <- kbr_cv(s$x, s$y, grid = grid, folds = 3, refit = FALSE)
       fit <- kbr(s$x, s$y, prior = U, eps = cv$best$eps,
                  delta = cv$best$delta)
       mse[r, k] <- mean(rowSums((posterior_mean(fit, yt) - exact)^2))
@@ -234,10 +234,10 @@ test_that("kbr_cv() gives the same table through futures (multisession)", {
   x <- rnorm(120)
   y <- x + rnorm(120, sd = 0.5)
   grid <- expand.grid(eps = c(1e-3, 1e-2), delta = c(1e-3, 1e-1))
-  c1 <- kbr_cv(x, y, grid = grid, folds = 3, fit = FALSE)
+  c1 <- kbr_cv(x, y, grid = grid, folds = 3, refit = FALSE)
   oplan <- future::plan(future::multisession, workers = 2)
   on.exit(future::plan(oplan), add = TRUE)
-  c2 <- kbr_cv(x, y, grid = grid, folds = 3, fit = FALSE)
+  c2 <- kbr_cv(x, y, grid = grid, folds = 3, refit = FALSE)
   expect_identical(c1$table, c2$table)
 })
 
@@ -284,9 +284,9 @@ test_that("kbr_cv() checks the arguments for the final fit before cross-validati
                  regexp = if (names(bad) == "delta") "'...'.*'delta'" else
                    sprintf("'%s'", names(bad)))
   }
-  # fit = FALSE does not use them
-  expect_s3_class(kbr_cv(d$x, d$y, folds = 2, fit = FALSE, rank = 0), "kb_kbr_cv")
-  expect_error(kbr_cv(d$x, d$y, fit = NA), class = "kb_error_arg", regexp = "'fit'")
+  # refit = FALSE does not use them
+  expect_s3_class(kbr_cv(d$x, d$y, folds = 2, refit = FALSE, rank = 0), "kb_kbr_cv")
+  expect_error(kbr_cv(d$x, d$y, refit = NA), class = "kb_error_arg", regexp = "'refit'")
 })
 
 test_that("kbr_cv() checks sizes before allocating Gram matrices", {

@@ -63,7 +63,7 @@ test_that("kbr() defaults: prior = x with equal weights, median bandwidths; expl
     expect_message(fit <- kbr(d$x, d$y, method = method),
                    "5-fold cross-validation over 15 settings")
     cv <- kbr_cv(d$x, d$y, folds = 5, method = method,
-                 criterion = "regression", fit = FALSE)
+                 criterion = "regression", refit = FALSE)
     expect_identical(c(fit$eps, fit$delta), c(cv$best$eps, cv$best$delta))
     ref <- ref_kbr(d$x, d$y, yn, sx = ref_med_bw(d$x), sy = ref_med_bw(d$y),
                    eps = fit$eps, delta = fit$delta, method = method)

@@ -213,10 +213,10 @@ test_that("1 and 2 threads give identical results (dictionary over 2048 points)"
   expect_identical(a[fields], b[fields])
   tg <- gaussian_target(c(0, 0))
   set.seed(207)
-  a <- ksdt_sample(tg, c(1, 1), 2220, step = 1, candidates = 2, min_size = "constant",
+  a <- ksdt_sample(tg, c(1, 1), 2220, step_size = 1, candidates = 2, min_size = "constant",
                    min_size_coef = 2100, nthreads = 1)
   set.seed(207)
-  b <- ksdt_sample(tg, c(1, 1), 2220, step = 1, candidates = 2, min_size = "constant",
+  b <- ksdt_sample(tg, c(1, 1), 2220, step_size = 1, candidates = 2, min_size = "constant",
                    min_size_coef = 2100, nthreads = 2)
   expect_gte(length(a$index), 2100)
   expect_gt(sum(a$removed), 50)
@@ -517,9 +517,9 @@ test_that("print and summary of KSDT results, streams and SP-MCMC", {
   st <- ksdt_stream(2, min_size = "linear", min_size_coef = 0.2)
   tg <- gaussian_target(c(1, -1))
   set.seed(224)
-  sp <- sp_mcmc(tg, c(0, 0), 25, m = 3, step = 1)
+  sp <- sp_mcmc(tg, c(0, 0), 25, candidates = 3, step_size = 1)
   set.seed(225)
-  ks <- ksdt_sample(tg, c(0, 0), 300, sampler = "rwm", step = 1.5, candidates = 2,
+  ks <- ksdt_sample(tg, c(0, 0), 300, sampler = "rwm", step_size = 1.5, candidates = 2,
                     budget = 1e-3)
   expect_snapshot({
     fit
@@ -593,7 +593,7 @@ test_that("a Stein kernel that overflows is an error naming the row, never KSD 0
   tb <- kb_target(function(z) -sum(z^2) / 2,
                   function(z) if (z[1] > 1.5) c(1e200, 1e200) else -z, 2)
   set.seed(3)
-  expect_error(ksdt_sample(tb, c(0, 0), 500, sampler = "rwm", step = 1), class = "kb_error_numeric",
+  expect_error(ksdt_sample(tb, c(0, 0), 500, sampler = "rwm", step_size = 1), class = "kb_error_numeric",
                regexp = "Stein kernel of chain state [0-9]+")
 })
 
@@ -656,7 +656,7 @@ test_that("a stream in use refuses re-entry from a closure", {
     -z
   }, 2)
   # a push from inside the stream's own closure is refused, not run
-  expect_error(ksdt_sample(tg, c(0, 0), 50, step = 1), class = "kb_error_state",
+  expect_error(ksdt_sample(tg, c(0, 0), 50, step_size = 1), class = "kb_error_state",
                regexp = "in use by a running")
   # the hold is released by the error: the same stream can be used again
   st <- ksdt_stream(2)

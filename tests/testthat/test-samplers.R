@@ -30,7 +30,7 @@ test_that("rwm() and mala() with a fixed step are reproduced exactly by a plain-
       f <- if (smp == "mala") mala else rwm
       lab <- paste(tgn, smp)
       set.seed(101)
-      ch <- f(tg, c(0.3, -0.2), 400, step = 0.7)
+      ch <- f(tg, c(0.3, -0.2), 400, step_size = 0.7)
       u_pkg <- stats::runif(1)  # the generator's state after the chain
       set.seed(101)
       rf <- ref_chain(tg, c(0.3, -0.2), 400, 0.7, smp)
@@ -55,7 +55,7 @@ test_that("rwm() and mala() with a fixed step are reproduced exactly by a plain-
 test_that("a given step with warmup discards the warm-up without adapting", {
   tg <- gauss2()
   set.seed(102)
-  ch <- mala(tg, c(3, 3), 200, step = 0.9, warmup = 150)
+  ch <- mala(tg, c(3, 3), 200, step_size = 0.9, warmup = 150)
   set.seed(102)
   full <- ref_chain(tg, c(3, 3), 350, 0.9, "mala")
   expect_equal(ch$x, full$x[151:350, ], tolerance = 1e-12)
@@ -113,7 +113,7 @@ test_that("a log density of -Inf outside the support is rejected, and the score 
   for (smp in c("mala", "rwm")) {
     f <- if (smp == "mala") mala else rwm
     set.seed(106)
-    ch <- f(tg, c(0.2, 0), 600, step = 1.2)
+    ch <- f(tg, c(0.2, 0), 600, step_size = 1.2)
     set.seed(106)
     rf <- ref_chain(tg, c(0.2, 0), 600, 1.2, smp)
     expect_equal(ch$x, rf$x, tolerance = 1e-12, label = smp)
@@ -192,9 +192,9 @@ test_that("chains are reproducible under set.seed, and different seeds differ", 
   c2 <- mala(tg, c(0, 0), 300)  # the generator moved on
   expect_false(isTRUE(all.equal(a$x, c2$x)))
   set.seed(120)
-  a <- rwm(tg, c(0, 0), 300, step = 1)
+  a <- rwm(tg, c(0, 0), 300, step_size = 1)
   set.seed(120)
-  b <- rwm(tg, c(0, 0), 300, step = 1)
+  b <- rwm(tg, c(0, 0), 300, step_size = 1)
   expect_identical(a, b)
 })
 
@@ -235,7 +235,7 @@ test_that("stored scores and log densities are the target's at the stored states
     tg <- get(tgn)()
     for (f in list(mala, rwm)) {
       set.seed(122)
-      ch <- f(tg, c(0.1, 0.4), 300, step = 0.8)
+      ch <- f(tg, c(0.1, 0.4), 300, step_size = 0.8)
       expect_equal(ch$score, target_score(tg, ch$x), tolerance = 1e-13,
                    ignore_attr = TRUE, label = paste(tgn, ch$sampler))
       expect_equal(ch$log_density, target_log_density(tg, ch$x),
@@ -251,7 +251,7 @@ test_that("a closure that keeps its argument gets a fresh vector each call", {
     -sum(x^2) / 2
   }, function(x) -x, dim = 2)
   set.seed(123)
-  ch <- rwm(tg, c(0.5, 0.5), 50, step = 0.5)
+  ch <- rwm(tg, c(0.5, 0.5), 50, step_size = 0.5)
   # one call at x0, then one per proposal
   expect_length(seen, 51L)
   expect_identical(seen[[1]], c(0.5, 0.5))
@@ -278,11 +278,11 @@ test_that("samplers reject bad arguments with messages naming them", {
     expect_error(f(tg, "a", 10), "'x0'")
     expect_error(f(tg, c(0, 0), 0), "'n_iter'")
     expect_error(f(tg, c(0, 0), 2.5), "'n_iter'")
-    expect_error(f(tg, c(0, 0), 10, step = 0), "'step'")
-    expect_error(f(tg, c(0, 0), 10, step = -1), "'step'")
-    expect_error(f(tg, c(0, 0), 10, step = NA_real_), "'step'")
+    expect_error(f(tg, c(0, 0), 10, step_size = 0), "'step_size'")
+    expect_error(f(tg, c(0, 0), 10, step_size = -1), "'step_size'")
+    expect_error(f(tg, c(0, 0), 10, step_size = NA_real_), "'step_size'")
     expect_error(f(tg, c(0, 0), 10, warmup = 0), "'warmup'")
-    expect_error(f(tg, c(0, 0), 10, step = 1, warmup = -1), "'warmup'")
+    expect_error(f(tg, c(0, 0), 10, step_size = 1, warmup = -1), "'warmup'")
     expect_error(f(tg, c(0, 0), 10, target_accept = 1), "'target_accept'")
     expect_error(f(tg, c(0, 0), 10, target_accept = 0), "'target_accept'")
     expect_error(f(list(), c(0, 0), 10), "'target'")
@@ -290,8 +290,8 @@ test_that("samplers reject bad arguments with messages naming them", {
   # x0 where the log density is -Inf
   tb <- kb_target(function(x) if (x[1] < 0) -Inf else -sum(x^2) / 2,
                   function(x) -x, dim = 2)
-  expect_error(mala(tb, c(-1, 0), 10, step = 1), "'x0'.*finite")
-  expect_error(rwm(tb, c(-1, 0), 10, step = 1), "'x0'.*finite")
+  expect_error(mala(tb, c(-1, 0), 10, step_size = 1), "'x0'.*finite")
+  expect_error(rwm(tb, c(-1, 0), 10, step_size = 1), "'x0'.*finite")
 })
 
 test_that("a closure failing mid-chain stops the chain with an error naming it", {
@@ -309,18 +309,18 @@ test_that("a closure failing mid-chain stops the chain with an error naming it",
     }, dim = 2)
   }
   set.seed(124)
-  e <- expect_error(mala(make(30, Inf), c(0, 0), 100, step = 1), "density broke")
+  e <- expect_error(mala(make(30, Inf), c(0, 0), 100, step_size = 1), "density broke")
   expect_match(paste(deparse(conditionCall(e)), collapse = ""), "^log_density\\(")
-  e <- expect_error(mala(make(Inf, 30), c(0, 0), 100, step = 1), "score broke")
+  e <- expect_error(mala(make(Inf, 30), c(0, 0), 100, step_size = 1), "score broke")
   expect_match(paste(deparse(conditionCall(e)), collapse = ""), "^score\\(")
-  e <- expect_error(rwm(make(Inf, 30), c(0, 0), 100, step = 1), "score broke")
-  expect_error(mala(make(30, Inf, nan = TRUE), c(0, 0), 100, step = 1),
+  e <- expect_error(rwm(make(Inf, 30), c(0, 0), 100, step_size = 1), "score broke")
+  expect_error(mala(make(30, Inf, nan = TRUE), c(0, 0), 100, step_size = 1),
                "'log_density' returned a non-finite value")
-  expect_error(mala(make(Inf, 30, nan = TRUE), c(0, 0), 100, step = 1),
+  expect_error(mala(make(Inf, 30, nan = TRUE), c(0, 0), 100, step_size = 1),
                "'score' returned a non-finite value")
   # a wrong-length score
   tw <- kb_target(function(x) -sum(x^2) / 2, function(x) -x[1], dim = 2)
-  expect_error(mala(tw, c(0, 0), 10, step = 1), "'score' returned a vector of length 1")
+  expect_error(mala(tw, c(0, 0), 10, step_size = 1), "'score' returned a vector of length 1")
 })
 
 # ---- print, summary, plot ------------------------------------------------------
@@ -330,7 +330,7 @@ test_that("print and summary of a kb_chain", {
   set.seed(125)
   ch <- mala(tg, c(0, 0), 200, warmup = 100)
   set.seed(126)
-  ch2 <- rwm(tg, c(0, 0), 200, step = 1.5)
+  ch2 <- rwm(tg, c(0, 0), 200, step_size = 1.5)
   expect_snapshot({
     print(ch)
     summary(ch)
@@ -349,7 +349,7 @@ test_that("a named x0 names the chain's columns", {
   # dropped the names (as.double), so the columns come back unnamed
   tg <- gauss2()
   set.seed(128)
-  ch <- rwm(tg, c(a = 0, b = 0), 20, step = 1.5)
+  ch <- rwm(tg, c(a = 0, b = 0), 20, step_size = 1.5)
   expect_identical(colnames(ch$x), c("a", "b"))
   expect_identical(rownames(summary(ch)$table), c("a", "b"))
 })
@@ -357,7 +357,7 @@ test_that("a named x0 names the chain's columns", {
 test_that("plot of a kb_chain draws without error", {
   tg <- gaussian_target(rep(0, 5))
   set.seed(127)
-  ch <- rwm(tg, rep(0, 5), 100, step = 1)
+  ch <- rwm(tg, rep(0, 5), 100, step_size = 1)
   grDevices::pdf(NULL)
   on.exit(grDevices::dev.off())
   expect_invisible(plot(ch))
@@ -367,11 +367,11 @@ test_that("plot of a kb_chain draws without error", {
 test_that("a chain that barely moves gives a warning naming step and x0", {
   tg <- gaussian_target(c(0, 0))
   set.seed(12)
-  expect_warning(ch <- mala(tg, x0 = c(0, 0), n_iter = 200, step = 50,
+  expect_warning(ch <- mala(tg, x0 = c(0, 0), n_iter = 200, step_size = 50,
                             warmup = 0),
-                 "MALA chain accepted .*% of its proposals .*'step'.*'x0'")
+                 "MALA chain accepted .*% of its proposals .*'step_size'.*'x0'")
   expect_lt(ch$accept_rate, 0.01)
-  expect_warning(rwm(tg, x0 = c(0, 0), n_iter = 200, step = 1e3, warmup = 0),
+  expect_warning(rwm(tg, x0 = c(0, 0), n_iter = 200, step_size = 1e3, warmup = 0),
                  "RWM chain accepted")
   # a healthy chain is silent
   expect_silent(mala(tg, x0 = c(0, 0), n_iter = 200))
@@ -381,15 +381,15 @@ test_that("a chain that barely moves gives a warning naming step and x0", {
 
 test_that("a step too large is blamed, not the log density 'at row 1 of x'", {
   tg <- gaussian_target(c(0, 0))
-  expect_error(mala(tg, c(0, 0), 10, step = 1e300), class = "kb_error_arg",
-               regexp = "'step' is too large: 1e\\+300")
-  expect_error(rwm(tg, c(0, 0), 10, step = 1e300), class = "kb_error_arg",
-               regexp = "'step' is too large")
+  expect_error(mala(tg, c(0, 0), 10, step_size = 1e300), class = "kb_error_arg",
+               regexp = "'step_size' is too large: 1e\\+300")
+  expect_error(rwm(tg, c(0, 0), 10, step_size = 1e300), class = "kb_error_arg",
+               regexp = "'step_size' is too large")
   # a finite step whose proposal overflows (score near the largest double)
   big <- kb_target(function(x) -sum(abs(x)), function(x) rep(1.7e308, 2), dim = 2)
   set.seed(700)
-  expect_error(mala(big, c(0, 0), 10, step = 2), class = "kb_error_numeric",
-               regexp = "the MALA proposal left the finite range .*give a smaller 'step'")
+  expect_error(mala(big, c(0, 0), 10, step_size = 2), class = "kb_error_numeric",
+               regexp = "the MALA proposal left the finite range .*give a smaller 'step_size'")
 })
 
 test_that("an interrupt raised inside a closure stops a chain at once", {
@@ -403,7 +403,7 @@ test_that("an interrupt raised inside a closure stops a chain at once", {
   }
   tg <- kb_target(ld, function(x) -x, dim = 2)
   set.seed(701)
-  expect_identical(tryCatch(rwm(tg, c(0, 0), 5000, step = 1),
+  expect_identical(tryCatch(rwm(tg, c(0, 0), 5000, step_size = 1),
                             interrupt = function(e) "interrupted"), "interrupted")
   # the chain checks for an interrupt at every step
   expect_lte(env$calls, 51)   # measured: 50
@@ -420,7 +420,7 @@ test_that("rwm() and mala() check every argument before calling the target", {
     -x
   }, dim = 2)
   for (f in list(rwm, mala)) {
-    for (b in list(list(n_iter = 0), list(step = -1), list(step = 1e300),
+    for (b in list(list(n_iter = 0), list(step_size = -1), list(step_size = 1e300),
                    list(warmup = -1), list(target_accept = 1),
                    list(x0 = c(0, NA)), list(x0 = 1))) {
       args <- utils::modifyList(list(target = tg, x0 = c(0, 0), n_iter = 10), b)

@@ -10,10 +10,10 @@ test_that("ksdt_sample() with one candidate is ksdt() on the chain mala()/rwm() 
   for (smp in c("mala", "rwm")) {
     f <- if (smp == "mala") mala else rwm
     set.seed(210)
-    ks <- ksdt_sample(tg, c(3, 3), 600, sampler = smp, step = 0.9, budget = 1e-3,
+    ks <- ksdt_sample(tg, c(3, 3), 600, sampler = smp, step_size = 0.9, budget = 1e-3,
                       min_size = "linear", min_size_coef = 0.1)
     set.seed(210)
-    ch <- f(tg, c(3, 3), 600, step = 0.9)
+    ch <- f(tg, c(3, 3), 600, step_size = 0.9)
     fit <- ksdt(ch$x, ch$score, budget = 1e-3, min_size = "linear",
                 min_size_coef = 0.1)
     fields <- c("points", "score", "index", "ksd", "size", "removed", "evals")
@@ -35,7 +35,7 @@ test_that("sp_mcmc() is reproduced by a brute-force SP-MCMC: every start rule, M
     for (start in c("last", "rand", "infl")) {
       lab <- paste(smp, start)
       set.seed(211)
-      sp <- sp_mcmc(tg, c(3, 0), n, m = m, sampler = smp, start = start, step = 0.9)
+      sp <- sp_mcmc(tg, c(3, 0), n, candidates = m, sampler = smp, start = start, step_size = 0.9)
       u_pkg <- stats::runif(1)
       set.seed(211)
       ref <- ref_ksdt_sampler(tg, c(3, 0), n, 0.9, smp, m, start, rep(0, n),
@@ -62,9 +62,9 @@ test_that("sp_mcmc() is reproduced by a brute-force SP-MCMC: every start rule, M
   # the selection rule does something: the points differ from the chain's
   # m-th states, and a different rule gives a different point set
   set.seed(212)
-  a <- sp_mcmc(tg, c(3, 0), n, m = m, start = "last", step = 0.9)
+  a <- sp_mcmc(tg, c(3, 0), n, candidates = m, start = "last", step_size = 0.9)
   set.seed(212)
-  ch <- mala(tg, c(3, 0), n * m, step = 0.9)
+  ch <- mala(tg, c(3, 0), n * m, step_size = 0.9)
   expect_false(isTRUE(all.equal(a$points, ch$x[seq(m, n * m, by = m), ])))
 })
 
@@ -113,7 +113,7 @@ test_that("sp_mcmc(start = \"infl\") restarts from the least influential point (
   # the emulation is checked first where the start rule plays no part
   for (start in c("last", "infl")) {
     set.seed(301)
-    sp <- sp_mcmc(tg, c(3, 3), n, m = 4, start = start, step = 0.7)
+    sp <- sp_mcmc(tg, c(3, 3), n, candidates = 4, start = start, step_size = 0.7)
     set.seed(301)
     em <- plain_spmcmc(tg, c(3, 3), n, 4, 0.7, start)
     expect_equal(sp$points, em$points, tolerance = 1e-12, label = start)
@@ -123,7 +123,7 @@ test_that("sp_mcmc(start = \"infl\") restarts from the least influential point (
   tg0 <- gaussian_target(c(0, 0))
   k <- vapply(c("last", "infl"), function(st) {
     set.seed(1)
-    utils::tail(sp_mcmc(tg0, c(5, 5), 300, m = 5, start = st, step = 0.5)$ksd, 1)
+    utils::tail(sp_mcmc(tg0, c(5, 5), 300, candidates = 5, start = st, step_size = 0.5)$ksd, 1)
   }, 0)
   expect_lt(k[["infl"]], 0.1)
   expect_lt(k[["infl"]], 2 * k[["last"]])
@@ -136,7 +136,7 @@ test_that("ksdt_sample(candidates = m) is ksdt(candidates = m) on the same, neve
   m <- 3
   for (smp in c("mala", "rwm")) {
     set.seed(213)
-    ks <- ksdt_sample(tg, c(2, 2), n, sampler = smp, step = 1, candidates = m,
+    ks <- ksdt_sample(tg, c(2, 2), n, sampler = smp, step_size = 1, candidates = m,
                       budget = 1e-3, min_size = "constant", min_size_coef = 15)
     u_pkg <- stats::runif(1)
     set.seed(213)
@@ -162,7 +162,7 @@ test_that("the pilot run adapts the step over warmup and resolves heuristic prec
   tg <- gaussian_target(c(1, -1), matrix(c(1, 0.5, 0.5, 2), 2))
   # adapted step: a pilot of `warmup` adapting and `warmup` kept iterations
   set.seed(214)
-  sp <- sp_mcmc(tg, c(2, 2), 20, m = 3, warmup = 150)
+  sp <- sp_mcmc(tg, c(2, 2), 20, candidates = 3, warmup = 150)
   set.seed(214)
   pilot <- ref_chain(tg, c(2, 2), 150, 2.38 / sqrt(2) * 0.5, "mala", warmup = 150,
                      adapt = TRUE, target_accept = 0.574)
@@ -185,7 +185,7 @@ test_that("the pilot run adapts the step over warmup and resolves heuristic prec
                    sort(canonical_index(ref$stream, ref$index)))
   # a heuristic preconditioner with a given step: resolved on the pilot sample
   set.seed(216)
-  sp <- sp_mcmc(tg, c(2, 2), 20, m = 3, step = 0.8, warmup = 200,
+  sp <- sp_mcmc(tg, c(2, 2), 20, candidates = 3, step_size = 0.8, warmup = 200,
                 kernel = imq_kernel(precon = "med"))
   set.seed(216)
   pilot <- ref_chain(tg, c(2, 2), 200, 0.8, "mala", warmup = 200)
@@ -201,34 +201,34 @@ test_that("the pilot run adapts the step over warmup and resolves heuristic prec
 
 test_that("ksdt_sample() and sp_mcmc() reject bad arguments with messages naming them", {
   tg <- gaussian_target(c(0, 0))
-  expect_error(ksdt_sample(tg, c(0, 0, 0), 10, step = 1), "'x0'")
-  expect_error(sp_mcmc(tg, c(0, NA), 10, step = 1), "'x0'")
+  expect_error(ksdt_sample(tg, c(0, 0, 0), 10, step_size = 1), "'x0'")
+  expect_error(sp_mcmc(tg, c(0, NA), 10, step_size = 1), "'x0'")
   tb <- kb_target(function(x) if (x[1] < 0) -Inf else -sum(x^2) / 2,
                   function(x) -x, dim = 2)
-  expect_error(ksdt_sample(tb, c(-1, 0), 10, step = 1), "'x0'.*finite")
-  expect_error(sp_mcmc(tb, c(-1, 0), 10, step = 1), "'x0'.*finite")
-  expect_error(ksdt_sample(tg, c(0, 0), 0, step = 1), "'n_iter'")
-  expect_error(sp_mcmc(tg, c(0, 0), 0, step = 1), "'n_iter'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 0), "'step'")
-  expect_error(sp_mcmc(tg, c(0, 0), 10, step = -2), "'step'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, candidates = 0), "'candidates'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, candidates = 2.5), "'candidates'")
-  expect_error(sp_mcmc(tg, c(0, 0), 10, m = 0, step = 1), "'m'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, sampler = "hmc"), "'sampler'")
-  expect_error(sp_mcmc(tg, c(0, 0), 10, step = 1, sampler = "hmc"), "'sampler'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, start = "rand"), "unused argument")
-  expect_error(sp_mcmc(tg, c(0, 0), 10, step = 1, start = c("last", "rand")), "'start'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, budget = -1), "'budget'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, budget = function(t) -t),
+  expect_error(ksdt_sample(tb, c(-1, 0), 10, step_size = 1), "'x0'.*finite")
+  expect_error(sp_mcmc(tb, c(-1, 0), 10, step_size = 1), "'x0'.*finite")
+  expect_error(ksdt_sample(tg, c(0, 0), 0, step_size = 1), "'n_iter'")
+  expect_error(sp_mcmc(tg, c(0, 0), 0, step_size = 1), "'n_iter'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 0), "'step_size'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, step_size = -2), "'step_size'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, candidates = 0), "'candidates'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, candidates = 2.5), "'candidates'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, candidates = 0, step_size = 1), "'candidates'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, sampler = "hmc"), "'sampler'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, step_size = 1, sampler = "hmc"), "'sampler'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, start = "rand"), "unused argument")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, step_size = 1, start = c("last", "rand")), "'start'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, budget = -1), "'budget'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, budget = function(t) -t),
                "'budget'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1,
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1,
                            min_size = function(t) rep("a", length(t))), "'min_size'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, min_size_floor = 0),
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, min_size_floor = 0),
                "'min_size_floor'")
   expect_error(ksdt_sample(tg, c(0, 0), 10, warmup = 1), "'warmup'")
-  expect_error(ksdt_sample(list(), c(0, 0), 10, step = 1), "'target'")
-  expect_error(sp_mcmc(tg, c(0, 0), 10, step = 1, kernel = "imq"), "'kernel'")
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, nthreads = 0), "'nthreads'")
+  expect_error(ksdt_sample(list(), c(0, 0), 10, step_size = 1), "'target'")
+  expect_error(sp_mcmc(tg, c(0, 0), 10, step_size = 1, kernel = "imq"), "'kernel'")
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, nthreads = 0), "'nthreads'")
   # a log density failing mid-run: the error names the closure
   n_ld <- 0
   te <- kb_target(function(x) {
@@ -237,22 +237,22 @@ test_that("ksdt_sample() and sp_mcmc() reject bad arguments with messages naming
     -sum(x^2) / 2
   }, function(x) -x, dim = 2)
   set.seed(221)
-  e <- expect_error(ksdt_sample(te, c(0, 0), 100, step = 1), "density broke")
+  e <- expect_error(ksdt_sample(te, c(0, 0), 100, step_size = 1), "density broke")
   expect_match(paste(deparse(conditionCall(e)), collapse = ""), "^log_density\\(")
   n_ld <- 0
-  e <- expect_error(sp_mcmc(te, c(0, 0), 100, step = 1), "density broke")
+  e <- expect_error(sp_mcmc(te, c(0, 0), 100, step_size = 1), "density broke")
   expect_match(paste(deparse(conditionCall(e)), collapse = ""), "^log_density\\(")
   tn <- kb_target(function(x) -sum(x^2) / 2,
                   function(x) if (x[1] > 1) c(NaN, 0) else -x, dim = 2)
   set.seed(222)
-  expect_error(sp_mcmc(tn, c(0, 0), 200, step = 1), "'score' returned a non-finite")
+  expect_error(sp_mcmc(tn, c(0, 0), 200, step_size = 1), "'score' returned a non-finite")
 })
 
 test_that("target_accept is checked even when the step is given", {
   set.seed(228)
   tg <- gaussian_target(c(0, 0))
-  expect_error(ksdt_sample(tg, c(0, 0), 10, step = 1, target_accept = 3),
+  expect_error(ksdt_sample(tg, c(0, 0), 10, step_size = 1, target_accept = 3),
                "'target_accept'")
-  expect_error(sp_mcmc(tg, c(0, 0), 10, step = 1, target_accept = -1),
+  expect_error(sp_mcmc(tg, c(0, 0), 10, step_size = 1, target_accept = -1),
                "'target_accept'")
 })
