@@ -229,3 +229,20 @@ sample_labels <- function(smp, rows) {
        iteration = if (!is.null(smp$iteration)) smp$iteration[rows],
        draws = if (!is.null(smp$draws)) smp$draws[rows, ])
 }
+
+# A flow started from a Stan fit (`x0`): the same call on the fit's
+# unconstrained draws, with the fit's target as `score_arg` when that was
+# not given; the particles also come as constrained draws (`draws`).
+stan_flow <- function(call, env, fit, score_arg = NULL) {
+  call$x0 <- unconstrain_draws(fit)
+  if (!is.null(score_arg) && is.null(call[[score_arg]])) {
+    call[[score_arg]] <- stan_target(fit)
+  }
+  res <- eval(call, env)
+  res$draws <- constrain_draws(fit, res$x)
+  res
+}
+
+# Points given as a Stan fit (a flow's target sample y): its unconstrained
+# draws.
+stan_points <- function(x) if (is_stan_fit(x)) unconstrain_draws(x) else x

@@ -228,9 +228,14 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' returns nothing.
 #'
 #' @param x0 Initial particles: an `n x d` matrix (a vector is `n`
-#'   particles in \eqn{d = 1}; see 'Points and samples' in [kernbayes-package]), \eqn{n \ge 2}.
+#'   particles in \eqn{d = 1}; see 'Points and samples' in [kernbayes-package]), \eqn{n \ge 2};
+#'   or a Stan fit (`stanfit`, `brmsfit`): the particles start at its
+#'   unconstrained draws, the target is the fit's ([stan_target()]) unless
+#'   one is given, and the result also has `draws`, the final particles as
+#'   constrained draws ([constrain_draws()]).
 #' @param score The target's score: a [kb_target()], or a function of one
-#'   point returning the gradient of the log density.
+#'   point returning the gradient of the log density (may be left out when
+#'   `x0` is a Stan fit).
 #' @param n_iter Number of iterations.
 #' @param step_size Step size \eqn{\epsilon}.
 #' @param bandwidth `"median"` or a fixed bandwidth \eqn{h}, between 1e-50 and 1e50.
@@ -263,6 +268,7 @@ svgd <- function(x0, score, n_iter = 1000, step_size = 1e-3,
                  bandwidth = "median", optimizer = c("adagrad", "sgd", "adam"),
                  alpha = 0.9, keep_every = 0, progress = interactive(),
                  nthreads = NULL, step) {
+  if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, "score"))
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "svgd", step,
                                 missing(step_size))
@@ -421,6 +427,7 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
                         method = c("lbfgs", "gd"), n_iter = 1000,
                         step_size = NULL, keep_every = 0,
                         progress = interactive(), nthreads = NULL, step) {
+  if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, "score"))
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "ksd_descent", step,
                                 missing(step_size))
@@ -711,7 +718,8 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #'
 #' @inheritParams svgd
 #' @param y The target sample, `M x d` (`d` is that of `x0`; see
-#'   'Points and samples' in [kernbayes-package]).
+#'   'Points and samples' in [kernbayes-package]), or a Stan fit (its
+#'   unconstrained draws).
 #' @param kernel The kernel, [gaussian_kernel()] by default (isotropic).
 #' @param noise Noise injection level \eqn{\beta_0 \ge 0}, or a function
 #'   of the iteration \eqn{t} returning \eqn{\beta_t}.
@@ -739,6 +747,8 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
                      step_size = 1, noise = 0, keep_every = 0,
                      progress = interactive(), nthreads = NULL, step) {
+  if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
+  y <- stan_points(y)
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "mmd_flow", step,
                                 missing(step_size))
@@ -758,6 +768,8 @@ dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
                       n_iter = 1000, step_size = NULL, noise = 0,
                       keep_every = 0, progress = interactive(),
                       nthreads = NULL, step) {
+  if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
+  y <- stan_points(y)
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "dmmd_flow", step,
                                 missing(step_size))
@@ -823,7 +835,8 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 #' factor \eqn{p^{-1/2}} makes low-density regions expensive.
 #'
 #' @inheritParams svgd
-#' @param target A [kb_target()] (log density and score are both used).
+#' @param target A [kb_target()] (log density and score are both used),
+#'   or a Stan fit (its [stan_target()]).
 #' @param s Riesz exponent, above \eqn{d}; default \eqn{d + 10^{-4}}.
 #'   With a small `eps` the particles are in the hypersingular regime,
 #'   whose limiting density is proportional to \eqn{p^{d/s}}, so `s` close
@@ -847,6 +860,8 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
                  eps = 1e-8, optimizer = c("adam", "sgd"), keep_every = 0,
                  progress = interactive(), nthreads = NULL, step) {
+  if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
+  if (is_stan_fit(target)) target <- stan_target(target)
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "mied", step,
                                 missing(step_size))

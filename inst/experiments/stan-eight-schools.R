@@ -1,0 +1,174 @@
+# Stan output post-processed with kernbayes: eight schools, centred and
+# non-centred, compiled and sampled by rstan; KSD per chain as a
+# convergence check, and 100-point summaries by equally spaced thinning,
+# Stein thinning, KSDT and KSD-optimal weights, judged against a long
+# reference run.  Read by vignette("stan-output").
+#
+# Usage: Rscript inst/experiments/stan-eight-schools.R [outdir]
+#   outdir  directory for the results (default "stan-eight-schools-output")
+# Environment: STAN8_SEEDS (runs per parametrisation, default 10) and
+#   STAN8_REF (post-warm-up iterations per chain of the reference run,
+#   default 25000) shorten the run.
+#
+# Models (Rubin 1981; the Stan case study's priors): y_j ~ N(theta_j,
+# sigma_j), theta_j ~ N(mu, tau), mu ~ N(0, 5), tau ~ half-Cauchy(0, 5);
+# "centred" samples theta, "non-centred" theta_tilde with theta = mu + tau
+# theta_tilde.  Runs: 4 chains x 1000 draws after 1000 warm-up iterations,
+# seed = run number (same seed for both parametrisations).  Reference: the
+# non-centred model, 4 chains x STAN8_REF draws, seed 2026.
+#
+# One kernel for every selection and every KSD of a run: IMQ (c = 1,
+# beta = -1/2, L = I) on the unconstrained draws scaled column-wise by the
+# run's mean absolute deviations (stein_thin()'s default standardisation),
+# so that the KSDs of all sets of a run are comparable.  Sets of a run:
+#   all            the 4000 draws
+#   thin_draws     posterior::thin_draws() to 100 equally spaced draws
+#   stein_thin     stein_thin(m = 100)
+#   stein_thin+w   the same points with ksd_weights()
+#   ksdt           ksdt() (one stream per chain, merged), default settings
+#   ksdt+w         the dictionary with ksd_weights()
+# Errors are on the quantities a user reads (mu, log tau, theta_1..8) from
+# the constrained draws of the selected points: for each, |mean - reference
+# mean| / reference sd; `mean_err` is their root mean square; `sd_logtau`
+# is the (weighted) sd of log tau (reference 1.17, see the ref file).
+#
+# Writes to outdir (and copies to inst/extdata/ from the source directory):
+#   stan-eight-schools.csv        one row per run, parametrisation and set
+#   stan-eight-schools-chains.csv KSD of each chain and of all (by_chain)
+#   stan-eight-schools-ref.csv    reference means and sds
+#   stan-eight-schools-draws.csv  run 1, centred: theta[1] and log tau of
+#                                 the 4000 draws with the Stein-thinned ones
+#                                 flagged (the vignette's bayesplot figure)
+#
+# Results: see the header of the CSV-reading section of the vignette; the
+# run recorded there took about 9 minutes (2 cores shared, one thread).
+
+local({  # the shared helpers, next to this script (or installed)
+  f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
+  source(file.path(if (length(f)) dirname(f[1L]) else
+    system.file("experiments", package = "kernbayes"), "common.R"))
+})
+out <- exp_start(exp_args(out = "stan-eight-schools-output")$out)
+say <- exp_logger()
+if (!requireNamespace("rstan", quietly = TRUE) ||
+    !requireNamespace("posterior", quietly = TRUE)) {
+  stop("this experiment needs rstan and posterior")
+}
+n_seeds <- as.integer(Sys.getenv("STAN8_SEEDS", "10"))
+n_ref <- as.integer(Sys.getenv("STAN8_REF", "25000"))
+
+code <- list(
+  centred = "
+data { int<lower=0> J; vector[J] y; vector<lower=0>[J] sigma; }
+parameters { real mu; real<lower=0> tau; vector[J] theta; }
+model { mu ~ normal(0, 5); tau ~ cauchy(0, 5); theta ~ normal(mu, tau);
+        y ~ normal(theta, sigma); }",
+  `non-centred` = "
+data { int<lower=0> J; vector[J] y; vector<lower=0>[J] sigma; }
+parameters { real mu; real<lower=0> tau; vector[J] theta_tilde; }
+transformed parameters { vector[J] theta = mu + tau * theta_tilde; }
+model { mu ~ normal(0, 5); tau ~ cauchy(0, 5); theta_tilde ~ normal(0, 1);
+        y ~ normal(theta, sigma); }")
+data <- list(J = 8L, y = c(28, 8, -3, 7, -1, 1, 18, 12),
+             sigma = c(15, 10, 16, 11, 9, 11, 10, 18))
+models <- lapply(code, function(cd) rstan::stan_model(model_code = cd))
+say("compiled both models")
+
+sample_fit <- function(model, seed, iter = 2000L, warmup = 1000L) {
+  suppressWarnings(rstan::sampling(model, data = data, chains = 4L,
+                                   iter = iter, warmup = warmup, seed = seed,
+                                   refresh = 0))
+}
+
+# the quantities compared: mu, log tau, theta[1..8] from constrained draws
+quantities <- function(draws) {
+  d <- as.data.frame(draws)
+  th <- d[, paste0("theta[", 1:8, "]")]
+  cbind(mu = d$mu, log_tau = log(d$tau), as.matrix(th))
+}
+
+ref_fit <- sample_fit(models[["non-centred"]], 2026L, iter = n_ref + 1000L)
+q_ref <- quantities(posterior::as_draws_df(ref_fit))
+ref <- data.frame(quantity = colnames(q_ref), mean = colMeans(q_ref),
+                  sd = apply(q_ref, 2L, stats::sd))
+say("reference run: %d draws; log tau mean %.3f, sd %.3f", nrow(q_ref),
+    ref$mean[2], ref$sd[2])
+
+wmean <- function(q, w) colSums(q * w)
+wsd <- function(q, w) sqrt(colSums(sweep(q, 2L, wmean(q, w))^2 * w))
+set_row <- function(q, w, pts, scr, what) {
+  if (is.null(w)) w <- rep(1 / nrow(q), nrow(q))
+  z <- (wmean(q, w) - ref$mean) / ref$sd
+  data.frame(set = what, n = nrow(q), kish = 1 / sum(w^2),
+             ksd = ksd(pts, scr, weights = w, progress = FALSE),
+             mean_err = sqrt(mean(z^2)), mean_logtau = wmean(q, w)[2],
+             sd_logtau = wsd(q, w)[2], stringsAsFactors = FALSE)
+}
+
+rows <- list()
+chain_rows <- list()
+for (seed in seq_len(n_seeds)) {
+  for (param in names(models)) {
+    fit <- sample_fit(models[[param]], seed)
+    # the unconstrained draws (chain after chain, as as_draws_df() orders
+    # the constrained ones) and their gradients
+    x <- unconstrain_draws(fit)
+    s <- target_score(stan_target(fit), x)
+    dr <- posterior::as_draws_df(fit)
+    smp <- list(chain = dr$.chain, iteration = dr$.iteration)
+    # one kernel: IMQ, L = I on the MAD-scaled unconstrained draws
+    sc <- colMeans(abs(sweep(x, 2L, colMeans(x))))
+    xs <- sweep(x, 2L, sc, "/")
+    ss <- sweep(s, 2L, sc, "*")
+    q <- quantities(dr)
+    div <- sum(rstan::get_divergent_iterations(fit))
+    bc <- ksd(xs, ss, chain = smp$chain, by_chain = TRUE, progress = FALSE)
+    chain_rows[[length(chain_rows) + 1L]] <-
+      data.frame(run = seed, param = param, chain = bc$chain, ksd = bc$ksd)
+    td <- posterior::thin_draws(posterior::as_draws_df(fit), thin = 40L)
+    i_td <- match(paste(td$.chain, td$.iteration),
+                  paste(smp$chain, smp$iteration))
+    th <- stein_thin(xs, ss, 100L, standardize = FALSE, chain = smp$chain,
+                     progress = FALSE)
+    kt <- ksdt(xs, ss, chain = smp$chain, progress = FALSE)
+    i_kt <- match(paste(kt[["chain"]], kt[["iteration"]]),
+                  paste(smp$chain, smp$iteration))
+    w_th <- ksd_weights(xs[th$index, ], ss[th$index, ], progress = FALSE)
+    w_kt <- ksd_weights(xs[i_kt, ], ss[i_kt, ], progress = FALSE)
+    sets <- list(
+      all = list(seq_len(nrow(xs)), NULL),
+      thin_draws = list(i_td, NULL),
+      stein_thin = list(th$index, NULL),
+      `stein_thin+w` = list(th$index, as.double(w_th)),
+      ksdt = list(i_kt, NULL),
+      `ksdt+w` = list(i_kt, as.double(w_kt)))
+    for (nm in names(sets)) {
+      i <- sets[[nm]][[1L]]
+      r <- set_row(q[i, , drop = FALSE], sets[[nm]][[2L]], xs[i, ], ss[i, ], nm)
+      rows[[length(rows) + 1L]] <- cbind(run = seed, param = param,
+                                         divergent = div, r)
+    }
+    if (seed == 1L && param == "centred") {
+      fig <- data.frame(`theta[1]` = q[, "theta[1]"], log_tau = q[, "log_tau"],
+                        chain = smp$chain, iteration = smp$iteration,
+                        stein_thin = tabulate(th$index, nrow(q)),
+                        check.names = FALSE)
+    }
+    say("run %d, %s: %d divergent; KSD per chain %s", seed, param, div,
+        paste(format(bc$ksd[1:4], digits = 3), collapse = " "))
+  }
+}
+res <- do.call(rbind, rows)
+chains <- do.call(rbind, chain_rows)
+files <- exp_write(list(`stan-eight-schools.csv` = res,
+                        `stan-eight-schools-chains.csv` = chains,
+                        `stan-eight-schools-ref.csv` = ref,
+                        `stan-eight-schools-draws.csv` = fig), out,
+                   extdata = c("stan-eight-schools.csv",
+                               "stan-eight-schools-chains.csv",
+                               "stan-eight-schools-ref.csv",
+                               "stan-eight-schools-draws.csv"))
+say("wrote %s", paste(files, collapse = ", "))
+agg <- stats::aggregate(cbind(ksd, mean_err, sd_logtau, kish) ~ param + set,
+                        data = res, FUN = mean)
+print(agg[order(agg$param, agg$ksd), ], digits = 3, row.names = FALSE)
