@@ -53,6 +53,9 @@ stan_test_model <- function(name) {
       suppressMessages(suppressWarnings(
         rstan::stan_model(model_code = stan_codes[[nm]], model_name = nm))),
       error = function(e) e)
+    # rstan asks pkgbuild whether a compiler works; asked here once, the
+    # answer is cached for the forked compilers (which would print the test)
+    if (requireNamespace("pkgbuild", quietly = TRUE)) pkgbuild::has_compiler()
     ms <- if (.Platform$OS.type == "unix") {
       parallel::mclapply(todo, compile, mc.cores = 2L)
     } else lapply(todo, compile)
