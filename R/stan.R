@@ -74,7 +74,7 @@
 #'   tg <- stan_target(fit)
 #'   u <- unconstrain_draws(fit)                 # log(tau)
 #'   # the score of log(tau): 1 - tau (Jacobian included)
-#'   head(cbind(target_score(tg, u[1:5, , drop = FALSE]), 1 - exp(u[1:5])))
+#'   print(cbind(target_score(tg, u[1:5, , drop = FALSE]), 1 - exp(u[1:5])))
 #'   # exact draws of tau ~ Exp(1): on the constrained scale (score -1, a
 #'   # density that is 1, not 0, at the boundary) their KSD stays near 1 as
 #'   # n grows; on the unconstrained scale it goes to 0
@@ -150,8 +150,8 @@ stan_target <- function(fit) {
 #'   m <- rstan::stan_model(model_code = code)
 #'   fit <- rstan::sampling(m, seed = 1, refresh = 0, chains = 2, iter = 400)
 #'   u <- unconstrain_draws(fit)   # columns w__u1, w__u2, s
-#'   head(u)
-#'   constrain_draws(fit, u[1:3, ])
+#'   print(head(u))
+#'   print(constrain_draws(fit, u[1:3, ]))
 #'   unconstrain_draws(fit, list(w = c(0.2, 0.3, 0.5), s = 1))
 #' }
 #' }
@@ -282,6 +282,11 @@ stan_fit_of <- function(fit, arg) {
                "empty = TRUE or by another backend?); fit it with ",
                "backend = \"rstan\"")
     }
+    if (identical(fit$backend, "cmdstanr")) {
+      stop_arg(arg, "is a brmsfit made with backend = \"cmdstanr\", whose ",
+               "Stan fit has no model to evaluate; fit it with ",
+               "backend = \"rstan\"")
+    }
     fit <- fit$fit
   } else if (!inherits(fit, "stanfit")) {
     stop_arg(arg, "must be a stanfit (rstan) or a brmsfit (brms); got ",
@@ -297,8 +302,9 @@ stan_fit_of <- function(fit, arg) {
 stan_num_upars <- function(sf, arg) {
   d <- tryCatch(rstan::get_num_upars(sf), error = function(e) NULL)
   if (is.null(d)) {
-    stop_arg(arg, "has lost its Stan model instance (a fit read from a ",
-             "file or made in another R session?); recreate it with ",
+    stop_arg(arg, "has no Stan model instance (a fit read from a file, ",
+             "made in another R session or from CmdStan CSV files?); ",
+             "recreate it with ",
              "fit@.MISC <- rstan::stan(fit = fit, data = data, ",
              "chains = 0)@.MISC (for a brmsfit b: b$fit@.MISC <- ",
              "rstan::stan(fit = b$fit, data = brms::standata(b), ",

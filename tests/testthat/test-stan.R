@@ -174,9 +174,9 @@ test_that("Stan inputs are checked with errors naming the argument", {
   saveRDS(fit, path)
   old <- readRDS(path)
   expect_error(stan_target(old), class = "kb_error_arg",
-               regexp = "'fit' has lost its Stan model instance")
+               regexp = "'fit' has no Stan model instance")
   expect_error(kernbayes:::stan_sample(old, FALSE), class = "kb_error_arg",
-               regexp = "'x' has lost")
+               regexp = "'x' has no Stan model instance")
   # ... and the documented fix restores it without resampling
   old@.MISC <- suppressMessages(
     rstan::stan(fit = old, data = schools_data, chains = 0))@.MISC
