@@ -6,14 +6,36 @@ TARBALL  := $(PKG)_$(VERSION).tar.gz
 R        ?= R
 RSCRIPT  ?= Rscript
 # R packages the build, tests and vignettes need, and their Debian names.
-RPKGS    := knitr rmarkdown roxygen2 coda posterior testthat MASS future future.apply
+RPKGS    := knitr rmarkdown roxygen2 coda posterior testthat MASS future future.apply \
+            rstan brms bayesplot future.batchtools progressr quadprog
 DEBPKGS  := r-cran-knitr r-cran-rmarkdown r-cran-roxygen2 r-cran-coda \
             r-cran-posterior r-cran-testthat r-cran-mass r-cran-future \
-            r-cran-future.apply pandoc qpdf
+            r-cran-future.apply r-cran-rstan r-cran-brms r-cran-bayesplot \
+            r-cran-future.batchtools r-cran-progressr r-cran-quadprog pandoc qpdf
 MISSING   = $(RSCRIPT) -e 'p <- strsplit("$(RPKGS)", " ")[[1]]; \
             m <- p[!vapply(p, requireNamespace, TRUE, quietly = TRUE)]; \
             for (b in c("pandoc", "qpdf")) if (!nzchar(Sys.which(b))) m <- c(m, b); \
             cat(m)'
+
+# rstan compiles a model only when system.file("include", package = "BH")
+# exists (its option boost_lib); Debian's r-cran-bh is an empty shell (the
+# headers live in libboost-dev), so BH comes from CRAN into the first
+# writable library that precedes the headerless copy (R_LIBS_USER, created,
+# when there is none).  Silent when the headers are there.
+BOOST     = if (!nzchar(system.file("include", package = "BH")) && \
+              requireNamespace("rstan", quietly = TRUE)) { \
+              libs <- .libPaths(); \
+              i <- match(dirname(find.package("BH", quiet = TRUE))[1L], libs); \
+              before <- if (is.na(i)) seq_along(libs) else seq_len(i - 1L); \
+              ok <- libs[before][file.access(libs[before], 2L) == 0L]; \
+              lib <- if (length(ok)) ok[1L] else Sys.getenv("R_LIBS_USER"); \
+              dir.create(lib, recursive = TRUE, showWarnings = FALSE); \
+              message("setup: BH has no Boost headers (rstan cannot compile models); installing BH from CRAN into ", lib); \
+              utils::install.packages("BH", lib = lib, repos = "https://cloud.r-project.org", quiet = TRUE); \
+              .libPaths(c(lib, .libPaths())); \
+              if (!nzchar(system.file("include", package = "BH", lib.loc = lib))) \
+                stop("setup: BH headers still missing after installing BH into ", lib); \
+            }
 
 .PHONY: setup install demo check test valgrind bench document clean
 
@@ -32,6 +54,7 @@ setup:
 	      if (length(p)) install.packages(p, repos = "https://cloud.r-project.org")'; \
 	  fi; \
 	fi
+	@$(RSCRIPT) -e '$(BOOST)'
 
 install: setup
 	$(R) CMD INSTALL --preclean .

@@ -1,0 +1,476 @@
+# Stan and brms fits: targets on the unconstrained scale, and draws moved
+# between the constrained and unconstrained scales.  rstan does the work
+# (log_prob, grad_log_prob, unconstrain_pars, constrain_pars: one point per
+# call); this file names the coordinates, orders the draws and checks.
+
+#' A Stan fit as a target on the unconstrained scale
+#'
+#' Turns a fitted Stan model (an rstan `stanfit`, or a `brmsfit` through its
+#' `$fit`) into a [kb_target] whose log density and score are those that
+#' Stan's sampler works with: the log density of the *unconstrained*
+#' parameters, Jacobian of the constraining transform included
+#' (`rstan::log_prob(fit, u, adjust_transform = TRUE)` and
+#' `rstan::grad_log_prob(fit, u, adjust_transform = TRUE)`).
+#'
+#' @section Why the unconstrained scale:
+#' KSD and Stein thinning rest on the Stein identity \eqn{E_p[A_p f] = 0},
+#' which holds on all of \eqn{R^d} when \eqn{p} is smooth and positive
+#' everywhere. Constrained parameters break this: a scale `tau > 0` has a
+#' density on \eqn{(0, \infty)} that need not vanish at 0 (a half-Cauchy
+#' prior does not), so integration by parts leaves a boundary term and the
+#' discrepancy of exact draws does not go to zero; a simplex has no density
+#' on \eqn{R^K} at all. Stan samples on the unconstrained scale
+#' (`log(tau)`, `logit`-type coordinates of a simplex), where the density
+#' (with the Jacobian of the transform) is smooth and positive on
+#' \eqn{R^d}; its gradient there is the score Stan's HMC already computes.
+#' So the points (see [unconstrain_draws()]) and the scores must both be on
+#' that scale; [constrain_draws()] maps selected points back.
+#'
+#' @section Names of the coordinates:
+#' Unconstrained coordinates follow Stan's order: parameters in declaration
+#' order, array and matrix elements in column-major order. A parameter
+#' whose unconstrained size equals its constrained size (reals, vectors and
+#' arrays with bounds, `ordered`, ...) keeps Stan's names, e.g. `tau` (the
+#' coordinate is then `log(tau)`) and `theta[1]`, `B[2,1]`. A parameter
+#' whose unconstrained size is smaller (a `simplex[K]` has K - 1
+#' coordinates, a `cov_matrix[K]` K(K + 1) / 2, Cholesky factors and
+#' correlation matrices fewer too) gets names `w__u1`, `w__u2`, ...: these
+#' coordinates are not elements of `w`. The sizes are Stan's own
+#' (its list of unconstrained parameter names). Where the fit stores an
+#' element under another name (brms calls `b[1]` `b_x`), that name is used;
+#' parameters brms does not store keep Stan's names (`Intercept`), and
+#' [unconstrain_draws()] needs them stored (`save_pars =
+#' brms::save_pars(all = TRUE)` in `brms::brm()`).
+#'
+#' @section A fit read from a file:
+#' A stanfit keeps its model instance (with the data) as an external
+#' pointer, which does not survive `saveRDS()`/`readRDS()` or a new session;
+#' `stan_target()` then stops with an error. Recreate the instance without
+#' recompiling or resampling: `fit@.MISC <- rstan::stan(fit = fit, data =
+#' data, chains = 0)@.MISC`, with the data the fit was made with (for a
+#' brmsfit, `b$fit@.MISC <- rstan::stan(fit = b$fit, data =
+#' brms::standata(b), chains = 0)@.MISC`). For the same reason the target
+#' cannot be used by `future` workers in other processes.
+#'
+#' @param fit A `stanfit` (rstan) or a `brmsfit` (brms) with its model
+#'   instance (see "A fit read from a file"). A fit made with `chains = 0`
+#'   (no draws) is fine here.
+#' @return A `kb_target` (see [kb_target()]) with `dim` =
+#'   `rstan::get_num_upars(fit)`, vectorised closures (one rstan call per row
+#'   of a matrix of unconstrained points) and `name` "Stan model <name>".
+#'   The score returns a matrix whose column names are the coordinates'
+#'   names (see "Names of the coordinates").
+#' @seealso [unconstrain_draws()], [constrain_draws()]; [ksd()] and
+#'   [stein_thin()] take a fit directly.
+#' @examples
+#' \donttest{
+#' if (requireNamespace("rstan", quietly = TRUE) &&
+#'     nzchar(system.file("include", package = "BH"))) {
+#'   code <- "
+#'     parameters { real<lower=0> tau; }
+#'     model { tau ~ exponential(1); }"
+#'   m <- rstan::stan_model(model_code = code)   # about a minute
+#'   fit <- rstan::sampling(m, seed = 1, refresh = 0, iter = 2000)
+#'   tg <- stan_target(fit)
+#'   u <- unconstrain_draws(fit)                 # log(tau)
+#'   # the score of log(tau): 1 - tau (Jacobian included)
+#'   print(cbind(target_score(tg, u[1:5, , drop = FALSE]), 1 - exp(u[1:5])))
+#'   # exact draws of tau ~ Exp(1): on the constrained scale (score -1, a
+#'   # density that is 1, not 0, at the boundary) their KSD stays near 1 as
+#'   # n grows; on the unconstrained scale it goes to 0
+#'   tau <- matrix(rexp(2000))
+#'   c(constrained = ksd(tau, -1 + 0 * tau),
+#'     unconstrained = ksd(log(tau), target_score(tg, log(tau))))
+#' }
+#' }
+#' @export
+stan_target <- function(fit) {
+  sf <- stan_fit_of(fit, "fit")
+  d <- stan_num_upars(sf, "fit")
+  nm <- stan_upar_layout(sf)$names
+  # the target keeps the model instance, not the draws
+  sf@sim$samples <- NULL
+  rows <- function(x) {
+    if (is.null(dim(x))) x <- matrix(x, 1L)
+    x
+  }
+  log_density <- function(x) {
+    x <- rows(x)
+    vapply(seq_len(nrow(x)), function(i) {
+      rstan::log_prob(sf, x[i, ], adjust_transform = TRUE, gradient = FALSE)
+    }, 0)
+  }
+  score <- function(x) {
+    x <- rows(x)
+    g <- matrix(0, nrow(x), d, dimnames = list(NULL, nm))
+    for (i in seq_len(nrow(x))) {
+      g[i, ] <- rstan::grad_log_prob(sf, x[i, ], adjust_transform = TRUE)
+    }
+    g
+  }
+  new_target(log_density, score, d, TRUE, FALSE, NULL,
+             paste("Stan model", sf@model_name))
+}
+
+#' Move Stan draws between the constrained and unconstrained scales
+#'
+#' `unconstrain_draws()` maps constrained parameter values (the draws of a
+#' fit, or values given) to points of the unconstrained space of
+#' [stan_target()]; `constrain_draws()` maps unconstrained points back to
+#' all the fit's quantities. Both use rstan's `unconstrain_pars()` /
+#' `constrain_pars()`, one draw at a time.
+#'
+#' @param fit A `stanfit` or `brmsfit` with its model instance (see
+#'   [stan_target()]).
+#' @param draws `NULL` for all post-warmup draws of `fit` (chain 1 in
+#'   iteration order, then chain 2, ..., as [posterior::as_draws_df()] orders
+#'   them); or constrained values of the parameters: a posterior draws
+#'   object, a data frame or a matrix with columns named as Stan names the
+#'   elements (`mu`, `theta[1]`, `B[2,1]`; other columns are ignored), or a
+#'   named list of one value per parameter (one point; arrays in Stan's
+#'   shape or flattened column-major).
+#' @param upars Unconstrained points: a matrix (or data frame) with one row
+#'   per point and one column per unconstrained coordinate, columns unnamed
+#'   or named as `unconstrain_draws()` names them; a vector is one point.
+#' @return `unconstrain_draws()`: an `n x d` matrix, `d =
+#'   rstan::get_num_upars(fit)`, with column names as described in
+#'   [stan_target()]. `constrain_draws()`: a [posterior::draws_df()] with one
+#'   row per row of `upars` (chain 1, iterations 1..n) and a column per
+#'   element of the parameters, transformed parameters and generated
+#'   quantities (generated quantities that use random numbers are fresh
+#'   draws, not those of the fit).
+#' @examples
+#' \donttest{
+#' if (requireNamespace("rstan", quietly = TRUE) &&
+#'     requireNamespace("posterior", quietly = TRUE) &&
+#'     nzchar(system.file("include", package = "BH"))) {
+#'   code <- "
+#'     parameters { simplex[3] w; real<lower=0> s; }
+#'     model { w ~ dirichlet(rep_vector(2, 3)); s ~ lognormal(0, 1); }"
+#'   m <- rstan::stan_model(model_code = code)
+#'   fit <- rstan::sampling(m, seed = 1, refresh = 0, chains = 2, iter = 400)
+#'   u <- unconstrain_draws(fit)   # columns w__u1, w__u2, s
+#'   print(head(u))
+#'   print(constrain_draws(fit, u[1:3, ]))
+#'   unconstrain_draws(fit, list(w = c(0.2, 0.3, 0.5), s = 1))
+#' }
+#' }
+#' @export
+unconstrain_draws <- function(fit, draws = NULL) {
+  sf <- stan_fit_of(fit, "fit")
+  stan_num_upars(sf, "fit")
+  lay <- stan_upar_layout(sf)
+  vals <- if (is.null(draws)) {
+    stan_check_draws(sf, "fit")
+    a <- rstan::extract(sf, permuted = FALSE, inc_warmup = FALSE)
+    # iterations x chains x elements -> rows chain-major
+    a <- matrix(a, dim(a)[1L] * dim(a)[2L], dim(a)[3L],
+                dimnames = list(NULL, dimnames(a)[[3L]]))
+    stan_stored_values(a, lay, "fit")
+  } else {
+    stan_constrained_values(draws, lay, "draws")
+  }
+  stan_unconstrain_rows(sf, vals, lay, if (is.null(draws)) "fit" else "draws")
+}
+
+#' @rdname unconstrain_draws
+#' @export
+constrain_draws <- function(fit, upars) {
+  sf <- stan_fit_of(fit, "fit")
+  d <- stan_num_upars(sf, "fit")
+  if (!requireNamespace("posterior", quietly = TRUE)) {
+    stop_arg("fit", "cannot be turned into draws: package 'posterior' is ",
+             "not installed")
+  }
+  lay <- stan_upar_layout(sf)
+  nm <- lay$names
+  if (missing(upars)) stop_arg("upars", "is missing: give unconstrained points")
+  if (is.data.frame(upars)) {
+    ok <- vapply(upars, is.numeric, TRUE)
+    if (!all(ok)) stop_arg("upars", "must contain only numeric columns")
+    upars <- as.matrix(upars)
+  }
+  if (is.numeric(upars) && is.null(dim(upars))) upars <- matrix(upars, 1L)
+  if (!is.matrix(upars) || !is.numeric(upars)) {
+    stop_arg("upars", "must be a numeric matrix of unconstrained points ",
+             "(one row per point), a data frame or one point as a vector")
+  }
+  if (ncol(upars) != d) {
+    stop_arg("upars", sprintf(paste0("must have %d columns, one per ",
+                                     "unconstrained parameter of the fit; ",
+                                     "it has %d"), d, ncol(upars)))
+  }
+  cn <- colnames(upars)
+  if (!is.null(cn) && !identical(cn, nm)) {
+    if (!setequal(cn, nm) || anyDuplicated(cn)) {
+      stop_arg("upars", "has column names that are not the fit's ",
+               "unconstrained coordinates (", stan_name_list(nm), ")")
+    }
+    upars <- upars[, nm, drop = FALSE]
+  }
+  if (nrow(upars) < 1L) stop_arg("upars", "must have at least one row")
+  if (any(!is.finite(upars))) {
+    stop_arg("upars", "must not contain NA, NaN or Inf")
+  }
+  storage.mode(upars) <- "double"
+  out <- NULL
+  i <- 0L
+  tryCatch(for (i in seq_len(nrow(upars))) {
+    v <- rstan::constrain_pars(sf, upars[i, ])
+    if (is.null(out)) {
+      cols <- lay$label(unlist(lapply(names(v), function(p) {
+        stan_flat_names(p, as.integer(sf@par_dims[[p]]))
+      }), use.names = FALSE))
+      out <- matrix(NA_real_, nrow(upars), length(cols),
+                    dimnames = list(NULL, cols))
+    }
+    out[i, ] <- unlist(v, use.names = FALSE)
+  }, error = function(e) {
+    stop_arg("upars", sprintf("row %d cannot be constrained: %s", i,
+                              trimws(conditionMessage(e))))
+  })
+  posterior::as_draws_df(out)
+}
+
+# Internal: what the functions that take x and score make of a Stan fit (the
+# kb_sample fields of the issue 14 spec).  x: unconstrained post-warmup
+# draws, chain-major as posterior::as_draws_df() orders them; score: the
+# gradients there (Jacobian included), computed once; chain, iteration:
+# integer labels per row; draws: posterior::as_draws_df() of the stanfit
+# (the fit's names, lp__ kept), one row per row of x; target: stan_target().
+stan_sample <- function(fit, progress = interactive()) {
+  sf <- stan_fit_of(fit, "x")
+  d <- stan_num_upars(sf, "x")
+  stan_check_draws(sf, "x")
+  progress <- check_flag(progress, "progress")
+  if (!requireNamespace("posterior", quietly = TRUE)) {
+    stop_arg("x", "is a Stan fit but package 'posterior' is not installed")
+  }
+  lay <- stan_upar_layout(sf)
+  draws <- posterior::as_draws_df(sf)
+  vals <- stan_stored_values(as.matrix(as.data.frame(draws)), lay, "x")
+  x <- stan_unconstrain_rows(sf, vals, lay, "x")
+  target <- stan_target(sf)
+  n <- nrow(x)
+  score <- matrix(0, n, d, dimnames = list(NULL, lay$names))
+  every <- max(1L, n %/% 100L)
+  for (i in seq_len(n)) {
+    score[i, ] <- rstan::grad_log_prob(sf, x[i, ], adjust_transform = TRUE)
+    if (progress && (i %% every == 0L || i == n)) {
+      cat(sprintf("\rStan gradients: draw %d of %d (%3.0f%%)   ", i, n,
+                  100 * i / n))
+      utils::flush.console()
+    }
+  }
+  if (progress) cat("\n")
+  list(x = x, score = score, chain = as.integer(draws$.chain),
+       iteration = as.integer(draws$.iteration), draws = draws,
+       target = target)
+}
+
+# ---- internals ---------------------------------------------------------------
+
+# The stanfit of a stanfit or brmsfit, else a kb_error_arg naming arg.
+stan_fit_of <- function(fit, arg) {
+  if (inherits(fit, "stanmodel")) {
+    stop_arg(arg, "is a compiled Stan model without data or draws; fit it ",
+             "first, e.g. rstan::sampling(model, data = data)")
+  }
+  if (inherits(fit, "brmsfit")) {
+    if (!inherits(fit$fit, "stanfit")) {
+      stop_arg(arg, "is a brmsfit without a Stan fit (made with ",
+               "empty = TRUE or by another backend?); fit it with ",
+               "backend = \"rstan\"")
+    }
+    if (identical(fit$backend, "cmdstanr")) {
+      stop_arg(arg, "is a brmsfit made with backend = \"cmdstanr\", whose ",
+               "Stan fit has no model to evaluate; fit it with ",
+               "backend = \"rstan\"")
+    }
+    fit <- fit$fit
+  } else if (!inherits(fit, "stanfit")) {
+    stop_arg(arg, "must be a stanfit (rstan) or a brmsfit (brms); got ",
+             "an object of class ", paste(class(fit), collapse = "/"))
+  }
+  if (!requireNamespace("rstan", quietly = TRUE)) {
+    stop_arg(arg, "is a Stan fit but package 'rstan' is not installed")
+  }
+  fit
+}
+
+# Number of unconstrained parameters; the model instance must be alive.
+stan_num_upars <- function(sf, arg) {
+  d <- tryCatch(rstan::get_num_upars(sf), error = function(e) NULL)
+  if (is.null(d)) {
+    stop_arg(arg, "has no Stan model instance (a fit read from a file, ",
+             "made in another R session or from CmdStan CSV files?); ",
+             "recreate it with ",
+             "fit@.MISC <- rstan::stan(fit = fit, data = data, ",
+             "chains = 0)@.MISC (for a brmsfit b: b$fit@.MISC <- ",
+             "rstan::stan(fit = b$fit, data = brms::standata(b), ",
+             "chains = 0)@.MISC)")
+  }
+  if (d < 1L) stop_arg(arg, "has no parameters to sample")
+  as.integer(d)
+}
+
+stan_check_draws <- function(sf, arg) {
+  n <- if (sf@mode == 0L) sum(sf@sim$n_save - sf@sim$warmup2) else 0
+  if (sf@mode != 0L || !(n > 0)) {
+    stop_arg(arg, "has no draws after warmup (a fit made with chains = 0, ",
+             "test_grad = TRUE, or whose sampling failed); sample first")
+  }
+  invisible(sf)
+}
+
+# The unconstrained coordinates of a fit: the parameters (in declaration
+# order), the columns of their constrained elements in Stan's names, the
+# dimensions and the coordinate names (rule in ?stan_target).  Stan's list
+# of unconstrained names ("w.1", "w.2", "s") gives each parameter's
+# unconstrained size; Stan identifiers contain no '.'.
+stan_upar_layout <- function(sf) {
+  un <- tryCatch(sf@.MISC$stan_fit_instance$unconstrained_param_names(FALSE,
+                                                                      FALSE),
+                 error = function(e) NULL)
+  if (is.null(un)) {
+    stop(kb_error(paste0("this version of rstan does not give the names of ",
+                         "unconstrained parameters"), "kb_error_state"))
+  }
+  base <- sub("\\..*$", "", un)
+  pars <- unique(base)
+  dims <- lapply(pars, function(p) as.integer(sf@par_dims[[p]]))
+  names(dims) <- pars
+  label <- stan_labels(sf)
+  columns <- label(unlist(lapply(pars, function(p) {
+    stan_flat_names(p, dims[[p]])
+  }), use.names = FALSE))
+  nms <- unlist(lapply(pars, function(p) {
+    k <- sum(base == p)
+    if (k == prod(dims[[p]])) label(stan_flat_names(p, dims[[p]]))
+    else paste0(p, "__u", seq_len(k))
+  }), use.names = FALSE)
+  list(pars = pars, dims = dims, columns = columns, names = nms,
+       label = label)
+}
+
+# The fit's names of the elements Stan names "b[1]": brms renames the
+# stored draws ("b_x") but not the parameters (pars_oi, dims_oi), so the
+# names are matched by position; elements not stored keep Stan's names.
+stan_labels <- function(sf) {
+  pars <- sf@sim$pars_oi
+  stan <- unlist(lapply(pars, function(p) {
+    stan_flat_names(p, as.integer(sf@sim$dims_oi[[p]]))
+  }), use.names = FALSE)
+  shown <- sf@sim$fnames_oi
+  if (length(stan) != length(shown)) shown <- stan
+  function(x) {
+    i <- match(x, stan)
+    ifelse(is.na(i), x, shown[i])
+  }
+}
+
+# The stored draws of the parameters as rows (chain-major), columns
+# lay$columns; brms does not store some parameters unless asked.
+stan_stored_values <- function(vals, lay, arg) {
+  miss <- setdiff(lay$columns, colnames(vals))
+  if (length(miss)) {
+    stop_arg(arg, "does not store the draws of ", stan_name_list(miss),
+             ", which are needed to unconstrain its draws (brms leaves ",
+             "some parameters out: fit with save_pars = ",
+             "brms::save_pars(all = TRUE))")
+  }
+  vals[, lay$columns, drop = FALSE]
+}
+
+# Stan's names of the elements of a parameter, column-major: "theta[1]",
+# "B[1,1]", "B[2,1]", ...; a scalar is its name.
+stan_flat_names <- function(p, dims) {
+  if (!length(dims)) return(p)
+  if (any(dims == 0L)) return(character(0))
+  idx <- as.matrix(expand.grid(lapply(dims, seq_len)))
+  paste0(p, "[", apply(idx, 1L, paste, collapse = ","), "]")
+}
+
+stan_name_list <- function(nm, k = 6L) {
+  paste0(paste(utils::head(nm, k), collapse = ", "),
+         if (length(nm) > k) sprintf(", ... (%d in all)", length(nm)))
+}
+
+# Constrained values given by the user -> matrix with lay$columns.
+stan_constrained_values <- function(draws, lay, arg) {
+  if (is.list(draws) && !is.data.frame(draws) && !inherits(draws, "draws")) {
+    if (is.null(names(draws)) || any(!nzchar(names(draws)))) {
+      stop_arg(arg, "as a list must name its elements after the parameters (",
+               paste(lay$pars, collapse = ", "), ")")
+    }
+    miss <- setdiff(lay$pars, names(draws))
+    if (length(miss)) {
+      stop_arg(arg, "lacks the parameter(s) ", paste(miss, collapse = ", "))
+    }
+    v <- lapply(lay$pars, function(p) {
+      x <- draws[[p]]
+      if (!is.numeric(x) || length(x) != max(1L, prod(lay$dims[[p]])) &&
+          !(length(x) == 0L && prod(lay$dims[[p]]) == 0L)) {
+        stop_arg(arg, sprintf("element '%s' must be numeric with %d values",
+                              p, as.integer(prod(lay$dims[[p]]))))
+      }
+      as.vector(x)
+    })
+    return(matrix(unlist(v), 1L, dimnames = list(NULL, lay$columns)))
+  }
+  if (inherits(draws, "draws")) {
+    if (!requireNamespace("posterior", quietly = TRUE)) {
+      stop_arg(arg, "is a posterior draws object but package 'posterior' ",
+               "is not installed")
+    }
+    draws <- as.data.frame(posterior::as_draws_df(draws))
+  }
+  if (is.matrix(draws) && is.numeric(draws)) draws <- as.data.frame(draws)
+  if (!is.data.frame(draws)) {
+    stop_arg(arg, "must be NULL, a posterior draws object, a data frame or ",
+             "matrix with named columns, or a named list of parameter values")
+  }
+  miss <- setdiff(lay$columns, names(draws))
+  if (length(miss)) {
+    stop_arg(arg, "lacks the column(s) ", stan_name_list(miss),
+             " (constrained parameters, named as Stan names them)")
+  }
+  v <- draws[, lay$columns, drop = FALSE]
+  if (!all(vapply(v, is.numeric, TRUE))) {
+    stop_arg(arg, "must have numeric parameter columns")
+  }
+  v <- as.matrix(v)
+  if (nrow(v) < 1L) stop_arg(arg, "must have at least one row")
+  v
+}
+
+# Rows of constrained values (columns lay$columns) -> unconstrained points.
+stan_unconstrain_rows <- function(sf, vals, lay, arg) {
+  if (any(!is.finite(vals))) {
+    bad <- which(!is.finite(vals), arr.ind = TRUE)[1L, ]
+    stop_arg(arg, sprintf("has a non-finite value (row %d, column '%s')",
+                          bad[1L], colnames(vals)[bad[2L]]))
+  }
+  # where each parameter's elements sit in a row
+  ends <- cumsum(vapply(lay$dims, function(dm) as.integer(prod(dm)), 1L))
+  starts <- ends - vapply(lay$dims, function(dm) as.integer(prod(dm)), 1L) + 1L
+  out <- matrix(0, nrow(vals), length(lay$names),
+                dimnames = list(NULL, lay$names))
+  idx <- lapply(seq_along(lay$pars), function(j) {
+    seq.int(starts[j], length.out = ends[j] - starts[j] + 1L)
+  })
+  i <- 0L
+  tryCatch(for (i in seq_len(nrow(vals))) {
+    row <- vals[i, ]
+    l <- lapply(seq_along(lay$pars), function(j) {
+      dm <- lay$dims[[j]]
+      if (length(dm)) array(row[idx[[j]]], dm) else row[idx[[j]]]
+    })
+    names(l) <- lay$pars
+    out[i, ] <- rstan::unconstrain_pars(sf, l)
+  }, error = function(e) {
+    stop_arg(arg, sprintf("row %d cannot be unconstrained: %s", i,
+                          trimws(conditionMessage(e))))
+  })
+  out
+}

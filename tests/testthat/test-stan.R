@@ -1,0 +1,258 @@
+# Stan fits as targets: rstan's own functions, an independent log density
+# and finite differences, the scales round trip, order of draws, errors.
+
+schools_lp <- function(u) {
+  # eight schools on (mu, log tau, theta), up to a constant, by hand:
+  # normal(mu | 0, 5), half-Cauchy(tau | 0, 5), normal(theta | mu, tau),
+  # normal(y | theta, sigma), and the Jacobian of tau = exp(u[2]): + u[2]
+  mu <- u[1]
+  tau <- exp(u[2])
+  theta <- u[3:10]
+  stats::dnorm(mu, 0, 5, log = TRUE) + stats::dcauchy(tau, 0, 5, log = TRUE) +
+    sum(stats::dnorm(theta, mu, tau, log = TRUE)) +
+    sum(stats::dnorm(schools_data$y, theta, schools_data$sigma, log = TRUE)) +
+    u[2]
+}
+
+test_that("stan_target gives rstan's log density and score with names", {
+  fit <- stan_test_fit("schools")
+  tg <- stan_target(fit)
+  expect_s3_class(tg, "kb_target")
+  expect_identical(tg$dim, 10L)
+  expect_true(tg$vectorized)
+  expect_false(tg$fd_score)
+  u <- unconstrain_draws(fit)
+  nm <- c("mu", "tau", paste0("theta[", 1:8, "]"))
+  expect_identical(colnames(u), nm)
+  u <- u[seq(1, nrow(u), length.out = 15), ]
+  lp <- target_log_density(tg, u)
+  sc <- target_score(tg, u)
+  expect_identical(colnames(sc), nm)
+  for (i in seq_len(nrow(u))) {
+    expect_equal(lp[i], rstan::log_prob(fit, u[i, ], adjust_transform = TRUE),
+                 tolerance = 1e-10)
+    g <- rstan::grad_log_prob(fit, u[i, ], adjust_transform = TRUE)
+    expect_equal(unname(sc[i, ]), as.vector(g), tolerance = 1e-10)
+  }
+  # one point as a vector
+  expect_equal(tg$log_density(u[1, ]), lp[1], tolerance = 1e-14)
+})
+
+test_that("eight schools: the log density agrees with the model by hand", {
+  fit <- stan_test_fit("schools")
+  tg <- stan_target(fit)
+  u <- unconstrain_draws(fit)[c(1, 20, 40, 77, 120, 150), ]
+  lp <- target_log_density(tg, u)
+  hand <- apply(u, 1L, schools_lp)
+  # equal up to the constant Stan drops from `~` statements
+  expect_equal(diff(lp), diff(hand), tolerance = 1e-8)
+  expect_lt(max(abs(diff(lp) - diff(hand))), 1e-8)
+  # the Jacobian matters: without it the differences disagree
+  expect_gt(max(abs(diff(lp) - diff(hand - u[, 2]))), 1e-3)
+})
+
+test_that("the score is the gradient of the log density (finite differences)", {
+  for (name in c("schools", "shapes")) {
+    fit <- stan_test_fit(name)
+    tg <- stan_target(fit)
+    u <- unconstrain_draws(fit)[c(3, 60, 140), ]
+    sc <- target_score(tg, u)
+    h <- 1e-5
+    for (i in seq_len(nrow(u))) {
+      fd <- vapply(seq_len(ncol(u)), function(k) {
+        e <- replace(numeric(ncol(u)), k, h)
+        (tg$log_density(u[i, ] + e) - tg$log_density(u[i, ] - e)) / (2 * h)
+      }, 0)
+      expect_lt(max(abs(fd - sc[i, ]) / pmax(1, abs(sc[i, ]))), 1e-6)
+    }
+  }
+})
+
+test_that("unconstrained names follow the size rule; matrices column-major", {
+  fit <- stan_test_fit("shapes")
+  u <- unconstrain_draws(fit)
+  expect_identical(ncol(u), as.integer(rstan::get_num_upars(fit)))
+  expect_identical(colnames(u),
+                   c("w__u1", "w__u2", "s[1]", "s[2]", "B[1,1]", "B[2,1]",
+                     "B[1,2]", "B[2,2]", "B[1,3]", "B[2,3]", "a"))
+  dr <- posterior::as_draws_df(fit)
+  # bounded and unbounded coordinates are log(s) and the values themselves
+  expect_equal(unname(u[, "s[2]"]), log(dr[["s[2]"]]), tolerance = 1e-12)
+  expect_equal(unname(u[, "B[2,1]"]), dr[["B[2,1]"]], tolerance = 1e-14)
+  # the closure names its columns itself (target_score() takes x's names)
+  expect_identical(colnames(stan_target(fit)$score(unname(u[1:2, ]))),
+                   colnames(u))
+})
+
+test_that("constrain_draws and unconstrain_draws round-trip the fit's draws", {
+  for (name in c("schools", "shapes")) {
+    fit <- stan_test_fit(name)
+    dr <- posterior::as_draws_df(fit)
+    u <- unconstrain_draws(fit)
+    expect_identical(nrow(u), nrow(dr))
+    # from the draws object, a data frame and a matrix: the same points
+    expect_equal(unconstrain_draws(fit, dr), u, tolerance = 1e-15)
+    expect_equal(unconstrain_draws(fit, as.data.frame(dr)), u,
+                 tolerance = 1e-15)
+    expect_equal(unconstrain_draws(fit, posterior::as_draws_matrix(dr)), u,
+                 tolerance = 1e-15)
+    back <- constrain_draws(fit, u)
+    expect_s3_class(back, "draws_df")
+    keep <- setdiff(posterior::variables(dr), c("lp__", "yrep"))
+    expect_identical(setdiff(posterior::variables(back), "yrep"), keep)
+    for (v in keep) {
+      expect_equal(back[[v]], dr[[v]], tolerance = 1e-12, info = v)
+      expect_lt(max(abs(back[[v]] - dr[[v]])), 1e-12 * max(1, abs(dr[[v]])))
+    }
+    # and back again
+    expect_lt(max(abs(unconstrain_draws(fit, back) - u)), 1e-12)
+  }
+  # a named list is one point; arrays in shape or flattened
+  fit <- stan_test_fit("shapes")
+  p <- list(w = c(0.2, 0.3, 0.5), s = c(1, 2), B = matrix(1:6, 2), a = 0.1)
+  u1 <- unconstrain_draws(fit, p)
+  expect_identical(dim(u1), c(1L, 11L))
+  expect_equal(unname(u1[1, 3:11]), c(0, log(2), 1:6, 0.1), tolerance = 1e-15)
+  p$B <- 1:6
+  expect_identical(unconstrain_draws(fit, p), u1)
+  cd <- constrain_draws(fit, u1)
+  expect_equal(cd[["B[1,2]"]], 3)
+  expect_equal(cd[["w[3]"]], 0.5, tolerance = 1e-14)
+  expect_equal(cd$ws, 0.2 * 1 + 0.1, tolerance = 1e-14)
+  expect_true("yrep" %in% names(cd))
+  # columns named in another order are put in the fit's order
+  expect_equal(constrain_draws(fit, u1[, 11:1, drop = FALSE])[["B[1,2]"]], 3)
+})
+
+test_that("stan_sample gives the kb_sample fields in as_draws_df's order", {
+  fit <- stan_test_fit("schools", chains = 3L)
+  s <- kernbayes:::stan_sample(fit, progress = FALSE)
+  expect_named(s, c("x", "score", "chain", "iteration", "draws", "target"))
+  dr <- posterior::as_draws_df(fit)
+  expect_identical(s$draws, dr)
+  expect_identical(s$chain, as.integer(dr$.chain))
+  expect_identical(s$iteration, as.integer(dr$.iteration))
+  expect_identical(s$chain, rep(1:3, each = 50L))
+  expect_identical(s$iteration, rep(1:50, 3L))
+  # x row i is draw i: mu as is, tau on the log scale
+  expect_identical(unname(s$x[, "mu"]), dr$mu)
+  expect_equal(unname(s$x[, "tau"]), log(dr$tau), tolerance = 1e-14)
+  expect_equal(s$x, unconstrain_draws(fit), tolerance = 0)
+  # chain-major as rstan's own array
+  a <- as.array(fit)
+  expect_identical(unname(s$x[51:100, "theta[3]"]), unname(a[, 2, "theta[3]"]))
+  expect_s3_class(s$target, "kb_target")
+  expect_equal(s$score, target_score(s$target, s$x), tolerance = 1e-14)
+  expect_identical(colnames(s$score), colnames(s$x))
+  expect_output(kernbayes:::stan_sample(fit, progress = TRUE),
+                "Stan gradients: draw 150 of 150 \\(100%\\)")
+})
+
+test_that("Stan inputs are checked with errors naming the argument", {
+  fit <- stan_test_fit("schools")
+  expect_error(stan_target(1), class = "kb_error_arg", regexp = "'fit'.*stanfit")
+  expect_error(stan_target(lm(dist ~ speed, cars)), class = "kb_error_arg",
+               regexp = "class lm")
+  expect_error(stan_target(stan_test_model("schools")), class = "kb_error_arg",
+               regexp = "'fit' is a compiled Stan model")
+  expect_error(kernbayes:::stan_sample(list(), FALSE), class = "kb_error_arg",
+               regexp = "'x' must be a stanfit")
+  expect_error(kernbayes:::stan_sample(fit, progress = NA), class = "kb_error_arg",
+               regexp = "'progress'")
+  # no draws: fine as a target, not as a sample
+  f0 <- stan_test_nodraws("schools")
+  tg <- stan_target(f0)
+  u <- unconstrain_draws(fit)[1:3, ]
+  expect_equal(target_log_density(tg, u),
+               target_log_density(stan_target(fit), u), tolerance = 1e-14)
+  expect_error(unconstrain_draws(f0), class = "kb_error_arg",
+               regexp = "'fit' has no draws")
+  expect_error(kernbayes:::stan_sample(f0, FALSE), class = "kb_error_arg",
+               regexp = "'x' has no draws")
+  # a fit read back from a file has lost its model instance
+  path <- tempfile(fileext = ".rds")
+  saveRDS(fit, path)
+  old <- readRDS(path)
+  expect_error(stan_target(old), class = "kb_error_arg",
+               regexp = "'fit' has no Stan model instance")
+  expect_error(kernbayes:::stan_sample(old, FALSE), class = "kb_error_arg",
+               regexp = "'x' has no Stan model instance")
+  # ... and the documented fix restores it without resampling
+  old@.MISC <- suppressMessages(
+    rstan::stan(fit = old, data = schools_data, chains = 0))@.MISC
+  expect_equal(unconstrain_draws(old), unconstrain_draws(fit), tolerance = 0)
+  unlink(path)
+  # upars
+  expect_error(constrain_draws(fit), class = "kb_error_arg", regexp = "'upars'")
+  expect_error(constrain_draws(fit, u[, 1:9]), class = "kb_error_arg",
+               regexp = "'upars' must have 10 columns")
+  expect_error(constrain_draws(fit, replace(u, 2, NaN)), class = "kb_error_arg",
+               regexp = "'upars' must not contain")
+  expect_error(constrain_draws(fit, "a"), class = "kb_error_arg",
+               regexp = "'upars' must be a numeric matrix")
+  bad <- u
+  colnames(bad)[1] <- "nu"
+  expect_error(constrain_draws(fit, bad), class = "kb_error_arg",
+               regexp = "'upars' has column names.*mu, tau")
+  # draws
+  dr <- posterior::as_draws_df(fit)
+  expect_error(unconstrain_draws(fit, as.data.frame(dr)[, -2]),
+               class = "kb_error_arg", regexp = "'draws' lacks the column.*tau")
+  expect_error(unconstrain_draws(fit, list(mu = 1, tau = 1)),
+               class = "kb_error_arg", regexp = "'draws' lacks the parameter.*theta")
+  expect_error(unconstrain_draws(fit, list(mu = 1, tau = 1, theta = 1:7)),
+               class = "kb_error_arg", regexp = "'draws' element 'theta'.*8 values")
+  expect_error(unconstrain_draws(fit, list(mu = 1, tau = -1, theta = 1:8)),
+               class = "kb_error_arg",
+               regexp = "'draws' row 1 cannot be unconstrained")
+  expect_error(unconstrain_draws(fit, "a"), class = "kb_error_arg",
+               regexp = "'draws' must be NULL")
+  d2 <- as.data.frame(dr)
+  d2$tau[3] <- NA
+  expect_error(unconstrain_draws(fit, d2), class = "kb_error_arg",
+               regexp = "'draws' has a non-finite value \\(row 3, column 'tau'\\)")
+  fs <- stan_test_fit("shapes")
+  expect_error(unconstrain_draws(fs, list(w = c(0.2, 0.3, 0.6), s = c(1, 2),
+                                          B = 1:6, a = 0)),
+               class = "kb_error_arg", regexp = "simplex")
+})
+
+test_that("a brmsfit works through its Stan fit", {
+  skip_on_cran()
+  skip_if_not_installed("brms")
+  stan_test_model("schools")  # skips without rstan or BH headers
+  b <- stan_cache$brms
+  if (is.null(b)) {
+    set.seed(1)
+    d <- data.frame(y = stats::rnorm(20, 1), x = stats::rnorm(20))
+    b <- stan_cache$brms <- tryCatch(suppressMessages(suppressWarnings(
+      brms::brm(y ~ x, data = d, chains = 2, iter = 200, refresh = 0,
+                seed = 1, silent = 2, backend = "rstan"))),
+      error = function(e) e)
+  }
+  if (inherits(b, "error")) skip(paste("brms did not fit:", conditionMessage(b)))
+  # a target needs no stored draws; brms' names where it renames (b_x)
+  tg <- stan_target(b)
+  expect_identical(tg$dim, as.integer(rstan::get_num_upars(b$fit)))
+  expect_identical(colnames(tg$score(c(0, 1, 0))),
+                   c("b_x", "Intercept", "sigma"))
+  # brms does not store Intercept by default: the draws cannot be mapped
+  expect_error(kernbayes:::stan_sample(b, progress = FALSE),
+               class = "kb_error_arg", regexp = "'x' does not store.*save_pars")
+  ba <- suppressMessages(suppressWarnings(
+    stats::update(b, save_pars = brms::save_pars(all = TRUE), refresh = 0,
+                  seed = 1, silent = 2, recompile = FALSE)))
+  s <- kernbayes:::stan_sample(ba, progress = FALSE)
+  expect_identical(nrow(s$x), 200L)
+  expect_identical(colnames(s$x), c("b_x", "Intercept", "sigma"))
+  expect_identical(s$chain, rep(1:2, each = 100L))
+  expect_equal(unname(s$x[, "b_x"]), s$draws$b_x, tolerance = 0)
+  expect_equal(unname(s$x[, "sigma"]), log(s$draws$sigma), tolerance = 1e-14)
+  expect_equal(s$score[5, ],
+               setNames(as.vector(rstan::grad_log_prob(ba$fit, s$x[5, ])),
+                        colnames(s$x)), tolerance = 1e-10)
+  back <- constrain_draws(ba, s$x)
+  for (v in c("b_x", "Intercept", "sigma", "b_Intercept", "lprior")) {
+    expect_lt(max(abs(back[[v]] - s$draws[[v]])), 1e-12)
+  }
+})
