@@ -256,3 +256,61 @@ test_that("a brmsfit works through its Stan fit", {
     expect_lt(max(abs(back[[v]] - s$draws[[v]])), 1e-12)
   }
 })
+
+# ---- a Stan fit wherever a sample with scores is taken ----------------------
+
+test_that("ksd and friends take a Stan fit: rstan's own draws and gradients", {
+  fit <- stan_test_fit("schools", chains = 3L)
+  # direct computation with rstan's functions: unconstrained draws from the
+  # fit's constrained ones, gradients by grad_log_prob
+  d <- as.data.frame(posterior::as_draws_df(fit))
+  pars <- c("mu", "tau", paste0("theta[", 1:8, "]"))
+  u <- t(vapply(seq_len(nrow(d)), function(i) {
+    rstan::unconstrain_pars(fit, list(mu = d$mu[i], tau = d$tau[i],
+                                      theta = unlist(d[i, pars[-(1:2)]])))
+  }, numeric(10)))
+  g <- t(apply(u, 1L, function(v) {
+    as.double(rstan::grad_log_prob(fit, v, adjust_transform = TRUE))
+  }))
+  ref <- ref_stein_matrix(u, g)
+  expect_lt(rel_err(ksd(fit, progress = FALSE), ref_ksd(ref)), 1e-10)
+  by <- ksd(fit, by_chain = TRUE, progress = FALSE)
+  for (c in 1:3) {
+    r <- d$.chain == c
+    expect_lt(rel_err(by$ksd[c], ref_ksd(ref[r, r])), 1e-10)
+  }
+  expect_equal(by$chain, c("1", "2", "3", "all"))
+  p <- ksd_path(fit)
+  r1 <- d$.chain == 1
+  expect_lt(rel_err(p$ksd[r1], ref_ksd_path(ref[r1, r1])), 1e-10)
+  # a score given with a Stan fit is refused: the fit supplies it
+  expect_error(ksd(fit, g), class = "kb_error_arg",
+               regexp = "'score' must be left out when x is a Stan fit")
+  expect_error(ksd(fit, chain = rep(1, nrow(u))), class = "kb_error_arg",
+               regexp = "'chain' must be NULL")
+})
+
+test_that("results from a Stan fit carry chains, iterations and constrained draws", {
+  fit <- stan_test_fit("schools", chains = 3L)
+  d <- as.data.frame(posterior::as_draws_df(fit))
+  th <- stein_thin(fit, m = 20, progress = FALSE)
+  expect_equal(th[["chain"]], d$.chain[th$index])
+  expect_equal(th[["iteration"]], d$.iteration[th$index])
+  expect_equal(th[["draws"]]$tau, d$tau[th$index])
+  expect_equal(th$points[, "tau"], log(d$tau[th$index]), tolerance = 1e-12,
+               ignore_attr = TRUE)
+  # the conversion gives the constrained draws by default
+  cd <- posterior::as_draws_df(th)
+  expect_identical(cd$tau, d$tau[th$index])
+  expect_identical(cd$source_chain, d$.chain[th$index])
+  kt <- ksdt(fit, progress = FALSE)
+  expect_equal(length(kt[["per_chain"]]), 3L)
+  row <- match(paste(kt[["chain"]], kt[["iteration"]]),
+               paste(d$.chain, d$.iteration))
+  expect_false(anyNA(row))
+  expect_equal(kt[["draws"]]$mu, d$mu[row])
+  # flows start from the fit's draws and return constrained particles
+  sv <- svgd(fit, n_iter = 3, progress = FALSE)
+  expect_equal(dim(sv$x), c(nrow(d), 10L))
+  expect_equal(sv[["draws"]]$tau, exp(sv$x[, "tau"]), tolerance = 1e-12)
+})
