@@ -241,11 +241,25 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
                 type = c("V", "U"), standardize = FALSE, nthreads = NULL,
                 blocks = NULL, chain = NULL, by_chain = FALSE,
                 reference = NULL, progress = interactive()) {
-  if (is_kb_result(x)) return(ksd_result(x, score, reference, mget(c("kernel", "weights",
-    "type", "standardize", "nthreads", "blocks")), !missing(kernel) || !missing(standardize)))
-  type <- check_choice(type, c("V", "U"), "type")
   by_chain <- check_flag(by_chain, "by_chain")
   progress <- check_flag(progress, "progress")
+  if (is_kb_result(x)) {
+    if (!is.null(chain) || by_chain) {
+      stop_arg(if (is.null(chain)) "by_chain" else "chain",
+               "is not used when x is a result (its KSD is that of its ",
+               "points as one set); for KSDs per chain give a sample with ",
+               "chain labels")
+    }
+    return(ksd_result(x, score, reference, mget(c("kernel", "weights",
+      "type", "standardize", "nthreads", "blocks")),
+      !missing(kernel) || !missing(standardize)))
+  }
+  if (!is.null(reference)) {
+    stop_arg("reference", "is only used when x is a result (a thinned set, ",
+             "a KSDT dictionary, a chain or particles); for a sample, ",
+             "compare ksd() of the two samples")
+  }
+  type <- check_choice(type, c("V", "U"), "type")
   if (!is.null(blocks)) {
     if (type != "V" || !is.null(weights) || by_chain) {
       stop_arg("blocks", "is for the unweighted V-statistic of all rows only")

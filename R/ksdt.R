@@ -506,8 +506,8 @@ print.summary.kb_ksdt <- function(x, ...) {
                 format(x$kish, digits = 4)))
   }
   cat("  kernel:", x$kernel, "\n")
-  cat("  KSD of the dictionary at each step (this kernel):\n")
-  print(data.frame(step = x$at, size = x$size, ksd = signif(x$ksd, 5)),
+  cat("  KSD of the dictionary at step t (this kernel):\n")
+  print(data.frame(t = x$at, size = x$size, ksd = signif(x$ksd, 5)),
         row.names = FALSE)
   cat(sprintf("  oldest retained state: %s; kernel evaluations: %.0f\n",
               format(x$oldest), x$evals))
