@@ -196,9 +196,11 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   chains together, all with one kernel (and standardisation) resolved
 #'   on the whole sample: a convergence check, since a chain stuck away from
 #'   the others stands out.
-#' @param reference Only when `x` is a result: a sample to compare with (a
-#'   matrix or other points, with `score` at its rows, or a result with
-#'   scores such as a `kb_chain`); see 'Results'.
+#' @param reference Only when `x` is a result (an error otherwise): a
+#'   sample to compare with (a matrix or other points, with `score` at its
+#'   rows, or a result with scores such as a `kb_chain`); see 'Results'.
+#'   `chain` and `by_chain` are not used with a result (an error when
+#'   given).
 #' @section Results: `x` may be a result with points: a thinned set
 #'   ([stein_thin()], [stein_thin_gf()], [mmd_thin()]), a KSDT dictionary
 #'   ([ksdt()], [ksdt_sample()], merged dictionaries, the merged dictionary
