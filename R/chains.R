@@ -66,6 +66,14 @@
 #' progressr when the jobs finish. Other schedulers (SGE, LSF, PBS/Torque)
 #' work the same way with their batchtools template and plan.
 #'
+#' A Stan target ([stan_target()]) cannot travel to future workers in other
+#' processes (multisession, cluster, batchtools): it holds the fit's model
+#' instance, an external pointer that does not survive serialisation. Run
+#' it with a sequential or multicore plan (forked workers share the
+#' session's memory), or compute the draws and their gradients in the main
+#' session ([unconstrain_draws()], [target_score()]) and give the workers
+#' matrices, e.g. [ksd_blocks()] on those matrices.
+#'
 #' @return An object of class `kb_ksdt_chains`: `chains` (the `kb_ksdt` of
 #'   each chain; `NULL` for a failed one), `errors` (the failed chains'
 #'   conditions, named by chain number), `merged` (a `kb_ksdt`, or `NULL`;
@@ -75,13 +83,13 @@
 #' @examples
 #' tg <- gaussian_mixture_target(means = rbind(c(-2, 0), c(2, 0)))
 #' set.seed(1)
-#' fit <- ksdt_chains(tg, x0 = rbind(c(-2, 0), c(2, 0)), n_iter = 2000)
+#' fit <- ksdt_chains(tg, x0 = rbind(c(-2, 0), c(2, 0)), n_iter = 1000)
 #' fit
 #' \donttest{
 #' if (requireNamespace("future", quietly = TRUE)) {
 #'   oplan <- future::plan(future::multisession, workers = 2)
 #'   set.seed(1)
-#'   fit2 <- ksdt_chains(tg, x0 = rbind(c(-2, 0), c(2, 0)), n_iter = 2000)
+#'   fit2 <- ksdt_chains(tg, x0 = rbind(c(-2, 0), c(2, 0)), n_iter = 1000)
 #'   future::plan(oplan)
 #'   identical(fit$merged$points, fit2$merged$points)
 #' }

@@ -33,9 +33,15 @@ has_draws_columns <- function(x) {
 # of first appearance; other numbers in increasing order); iterations count
 # the rows of each chain in their order.
 chain_labels <- function(chain, n) {
-  if (!(is.numeric(chain) || is.factor(chain) || is.character(chain)) ||
-      length(chain) != n) {
-    stop_arg("chain", sprintf("must be a vector of chain labels, one per row of x (%d)", n))
+  if (!(is.numeric(chain) || is.factor(chain) || is.character(chain))) {
+    stop_arg("chain", sprintf(paste0(
+      "must be a vector of chain labels (whole numbers, strings or a ",
+      "factor), one per row of x; got an object of class %s"),
+      class(chain)[1L]))
+  }
+  if (length(chain) != n) {
+    stop_arg("chain", sprintf(paste0("must have one label per row of x ",
+                                     "(%d); it has %d"), n, length(chain)))
   }
   if (anyNA(chain)) stop_arg("chain", "must not contain NA")
   if (is.numeric(chain) && any(chain != round(chain))) {
@@ -58,9 +64,10 @@ chain_labels <- function(chain, n) {
 # matrix).  Returns a kb_sample: x, score (a matrix when the gradients were
 # given or computed, else what the user gave), chain and iteration (NULL
 # without labels), draws (constrained draws of a Stan fit) and target (the
-# Stan fit's kb_target).
+# Stan fit's kb_target).  gradients = FALSE: a Stan fit's gradients are not
+# computed (score NULL), for functions that need no scores (mmd_thin()).
 as_sample <- function(x, score, chain = NULL, arg = "x", score_arg = "score",
-                      progress = FALSE) {
+                      progress = FALSE, gradients = TRUE) {
   if (is_stan_fit(x)) {
     if (!missing(score) && !is.null(score)) {
       stop_arg(score_arg, "must be left out when ", arg, " is a Stan fit: ",
@@ -70,7 +77,7 @@ as_sample <- function(x, score, chain = NULL, arg = "x", score_arg = "score",
       stop_arg("chain", "must be NULL when ", arg, " is a Stan fit (its ",
                "own chains are used)")
     }
-    s <- stan_sample(x, progress = progress)
+    s <- stan_sample(x, progress = progress, gradients = gradients)
     return(new_sample(s$x, s$score, s$chain, s$iteration, s$draws, s$target))
   }
   lab <- draws_labels(x)

@@ -47,7 +47,8 @@
 #'   "Running on a cluster" in [ksdt_chains()] for a Slurm plan.
 #' @return An object of class `kb_kbr_cv`: `table` (the grid with its
 #'   criterion), `best` (the best row) and `fit` (a [kbr()] fit on all data
-#'   with the best setting); `print` and `plot` methods.
+#'   with the best setting; `NULL` when `refit = FALSE`); `print` and `plot`
+#'   methods.
 #' @examples
 #' set.seed(1)
 #' x <- rnorm(150)

@@ -196,9 +196,11 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   chains together, all with one kernel (and standardisation) resolved
 #'   on the whole sample: a convergence check, since a chain stuck away from
 #'   the others stands out.
-#' @param reference Only when `x` is a result: a sample to compare with (a
-#'   matrix or other points, with `score` at its rows, or a result with
-#'   scores such as a `kb_chain`); see 'Results'.
+#' @param reference Only when `x` is a result (an error otherwise): a
+#'   sample to compare with (a matrix or other points, with `score` at its
+#'   rows, or a result with scores such as a `kb_chain`); see 'Results'.
+#'   `chain` and `by_chain` are not used with a result (an error when
+#'   given).
 #' @section Results: `x` may be a result with points: a thinned set
 #'   ([stein_thin()], [stein_thin_gf()], [mmd_thin()]), a KSDT dictionary
 #'   ([ksdt()], [ksdt_sample()], merged dictionaries, the merged dictionary
@@ -241,11 +243,25 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
                 type = c("V", "U"), standardize = FALSE, nthreads = NULL,
                 blocks = NULL, chain = NULL, by_chain = FALSE,
                 reference = NULL, progress = interactive()) {
-  if (is_kb_result(x)) return(ksd_result(x, score, reference, mget(c("kernel", "weights",
-    "type", "standardize", "nthreads", "blocks")), !missing(kernel) || !missing(standardize)))
-  type <- check_choice(type, c("V", "U"), "type")
   by_chain <- check_flag(by_chain, "by_chain")
   progress <- check_flag(progress, "progress")
+  if (is_kb_result(x)) {
+    if (!is.null(chain) || by_chain) {
+      stop_arg(if (is.null(chain)) "by_chain" else "chain",
+               "is not used when x is a result (its KSD is that of its ",
+               "points as one set); for KSDs per chain give a sample with ",
+               "chain labels")
+    }
+    return(ksd_result(x, score, reference, mget(c("kernel", "weights",
+      "type", "standardize", "nthreads", "blocks")),
+      !missing(kernel) || !missing(standardize)))
+  }
+  if (!is.null(reference)) {
+    stop_arg("reference", "is only used when x is a result (a thinned set, ",
+             "a KSDT dictionary, a chain or particles); for a sample, ",
+             "compare ksd() of the two samples")
+  }
+  type <- check_choice(type, c("V", "U"), "type")
   if (!is.null(blocks)) {
     if (type != "V" || !is.null(weights) || by_chain) {
       stop_arg("blocks", "is for the unweighted V-statistic of all rows only")

@@ -154,10 +154,11 @@ ksdt <- function(x, score, budget = 0, min_size = "sqrt", min_size_coef = 1,
                  candidates = 1, nthreads = NULL, progress = interactive(),
                  chain = NULL) {
   candidates <- check_count(candidates, "candidates")
+  progress <- check_flag(progress, "progress")
   f <- size_rule(size, min_size, min_size_coef, min_size_floor,
                  c(!missing(min_size), !missing(min_size_coef),
                    !missing(min_size_floor)))
-  smp <- as_sample(x, score, chain, progress = isTRUE(progress))
+  smp <- as_sample(x, score, chain, progress = progress)
   x <- smp$x
   new_stream <- function() {
     ksdt_stream(ncol(x), budget = budget, min_size = f$min_size,
@@ -506,8 +507,8 @@ print.summary.kb_ksdt <- function(x, ...) {
                 format(x$kish, digits = 4)))
   }
   cat("  kernel:", x$kernel, "\n")
-  cat("  KSD of the dictionary at each step (this kernel):\n")
-  print(data.frame(step = x$at, size = x$size, ksd = signif(x$ksd, 5)),
+  cat("  KSD of the dictionary at step t (this kernel):\n")
+  print(data.frame(t = x$at, size = x$size, ksd = signif(x$ksd, 5)),
         row.names = FALSE)
   cat(sprintf("  oldest retained state: %s; kernel evaluations: %.0f\n",
               format(x$oldest), x$evals))

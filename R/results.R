@@ -443,15 +443,21 @@ ksd_result <- function(x, score, reference, args, own) {
   }
   weights <- args$weights
   if (!is.null(weights)) weights <- check_weights(weights, nrow(P))
+  gf <- if (inherits(x, "kb_thin")) x[["w"]]
+  if (!is.null(gf) && (!is.null(weights) || type == "U")) {
+    stop_arg("weights", "and type = \"U\" are not available for a ",
+             "gradient-free thinning result")
+  }
+  if (!is.null(reference) && (!is.null(weights) || type == "U" ||
+                              !is.null(gf))) {
+    stop_arg("reference", "compares unweighted V-statistics of Stein ",
+             "kernels only")
+  }
+  R <- if (!is.null(reference)) ksd_reference_points(reference, P, score)
   S <- result_scores(x, P, set_score, what)
-  gf <- x[["w"]]
-  if (inherits(x, "kb_thin") && !is.null(gf)) {
+  if (!is.null(gf)) {
     # the gradient-free discrepancy: the Stein kernel of the proxy times
     # exp(w_i + w_j), i.e. weights exp(w) on the selection
-    if (!is.null(weights) || type == "U") {
-      stop_arg("weights", "and type = \"U\" are not available for a ",
-               "gradient-free thinning result")
-    }
     u <- exp(gf[x[["index"]]])
     v <- ksd_under(P, S, rk$kernel, rk$scale, u / sum(u), "V", nthreads)
     value <- v * sum(u) / nrow(P)
@@ -459,34 +465,39 @@ ksd_result <- function(x, score, reference, args, own) {
     value <- ksd_under(P, S, rk$kernel, rk$scale, weights, type, nthreads)
   }
   if (is.null(reference)) return(value)
-  if (!is.null(weights) || type == "U" || !is.null(gf)) {
-    stop_arg("reference", "compares unweighted V-statistics of Stein ",
-             "kernels only")
-  }
+  RS <- if (!is.null(R$score)) R$score else resolve_score(score, R$x)
+  R <- R$x
+  ref <- ksd_under(R, RS, rk$kernel, rk$scale, NULL, "V", nthreads)
+  structure(list(ksd = value, reference = ref, m = nrow(P), n = nrow(R),
+                 kernel = describe_ksd_kernel(rk$kernel, rk$scale)),
+            class = "kb_ksd_compare")
+}
+
+# The points of ksd()'s `reference` (and its own scores when it is a
+# result with scores), checked against the set's points P and `score`
+# before any score closure runs.
+ksd_reference_points <- function(reference, P, score) {
   if (is_kb_result(reference)) {
     rset <- result_set(reference, "reference")
     R <- result_points(rset)
-    RS <- if (!is.null(rset[["score"]])) rset[["score"]] else {
-      if (is.null(score)) stop_arg("score", "is missing: the reference ",
-                                   "carries no scores")
-      resolve_score(score, R)
+    RS <- rset[["score"]]
+    if (is.null(RS) && is.null(score)) {
+      stop_arg("score", "is missing: the reference carries no scores")
     }
   } else {
     R <- as_points(reference, "reference", ncol(P))
+    RS <- NULL
     if (is.null(score)) {
       stop_arg("score", "is missing: give the score at the rows of ",
                "'reference' (a matrix), a function or a kb_target")
     }
-    RS <- resolve_score(score, R)
   }
   if (ncol(R) != ncol(P)) {
     stop_arg("reference", sprintf("must have %d columns; it has %d",
                                   ncol(P), ncol(R)))
   }
-  ref <- ksd_under(R, RS, rk$kernel, rk$scale, NULL, "V", nthreads)
-  structure(list(ksd = value, reference = ref, m = nrow(P), n = nrow(R),
-                 kernel = describe_ksd_kernel(rk$kernel, rk$scale)),
-            class = "kb_ksd_compare")
+  if (is.null(RS)) check_score(score, R)
+  list(x = R, score = RS)
 }
 
 #' @export

@@ -99,7 +99,7 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
 #'   default `interactive()`.
 #' @param step Deprecated name of `step_size`.
 #' @return An object of class `kb_chain`: `x` (`n_iter x d` states), `score`,
-#'   `log_density`, `accept_rate`, `step` (final), and settings; with
+#'   `log_density`, `accept_rate`, `step` (the final step size), and settings; with
 #'   `print`, `summary` and `plot` methods.
 #' @examples
 #' set.seed(1)

@@ -132,7 +132,7 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
 #' @param target_accept Acceptance rate for the pilot's adaptation; default
 #'   0.574 (MALA) or 0.234 (RWM).
 #' @return A `kb_ksdt` object (see [ksdt()]) with, in addition, `sampler`,
-#'   `step`, `accept_rate`, `candidates` and (for `sp_mcmc()`) `start`;
+#'   `step` (the sampler's final step size), `accept_rate`, `candidates` and (for `sp_mcmc()`) `start`;
 #'   `index` counts chain iterations for `ksdt_sample()` and steps for `sp_mcmc()`. For `sp_mcmc()` the class is
 #'   `c("kb_spmcmc", "kb_ksdt")`.
 #' @references Chen, W. Y., Barp, A., Briol, F.-X., Gorham, J., Girolami,

@@ -109,7 +109,7 @@ stan_target <- function(fit) {
     g
   }
   new_target(log_density, score, d, TRUE, FALSE, NULL,
-             paste("Stan model", sf@model_name))
+             paste("Stan model", sf@model_name), names = nm)
 }
 
 #' Move Stan draws between the constrained and unconstrained scales
@@ -238,7 +238,7 @@ constrain_draws <- function(fit, upars) {
 # gradients there (Jacobian included), computed once; chain, iteration:
 # integer labels per row; draws: posterior::as_draws_df() of the stanfit
 # (the fit's names, lp__ kept), one row per row of x; target: stan_target().
-stan_sample <- function(fit, progress = interactive()) {
+stan_sample <- function(fit, progress = interactive(), gradients = TRUE) {
   sf <- stan_fit_of(fit, "x")
   d <- stan_num_upars(sf, "x")
   stan_check_draws(sf, "x")
@@ -251,8 +251,8 @@ stan_sample <- function(fit, progress = interactive()) {
   vals <- stan_stored_values(as.matrix(as.data.frame(draws)), lay, "x")
   x <- stan_unconstrain_rows(sf, vals, lay, "x")
   target <- stan_target(sf)
-  n <- nrow(x)
-  score <- matrix(0, n, d, dimnames = list(NULL, lay$names))
+  n <- if (gradients) nrow(x) else 0L
+  score <- if (gradients) matrix(0, n, d, dimnames = list(NULL, lay$names))
   every <- max(1L, n %/% 100L)
   for (i in seq_len(n)) {
     score[i, ] <- rstan::grad_log_prob(sf, x[i, ], adjust_transform = TRUE)
@@ -262,7 +262,7 @@ stan_sample <- function(fit, progress = interactive()) {
       utils::flush.console()
     }
   }
-  if (progress) cat("\n")
+  if (progress && n > 0L) cat("\n")
   list(x = x, score = score, chain = as.integer(draws$.chain),
        iteration = as.integer(draws$.iteration), draws = draws,
        target = target)
@@ -272,6 +272,9 @@ stan_sample <- function(fit, progress = interactive()) {
 
 # The stanfit of a stanfit or brmsfit, else a kb_error_arg naming arg.
 stan_fit_of <- function(fit, arg) {
+  if (missing(fit)) {
+    stop_arg(arg, "is missing: give a stanfit (rstan) or a brmsfit (brms)")
+  }
   if (inherits(fit, "stanmodel")) {
     stop_arg(arg, "is a compiled Stan model without data or draws; fit it ",
              "first, e.g. rstan::sampling(model, data = data)")
@@ -411,8 +414,9 @@ stan_constrained_values <- function(draws, lay, arg) {
       x <- draws[[p]]
       if (!is.numeric(x) || length(x) != max(1L, prod(lay$dims[[p]])) &&
           !(length(x) == 0L && prod(lay$dims[[p]]) == 0L)) {
-        stop_arg(arg, sprintf("element '%s' must be numeric with %d values",
-                              p, as.integer(prod(lay$dims[[p]]))))
+        k <- as.integer(prod(lay$dims[[p]]))
+        stop_arg(arg, sprintf("element '%s' must be numeric with %d value%s",
+                              p, max(1L, k), if (max(1L, k) == 1L) "" else "s"))
       }
       as.vector(x)
     })

@@ -58,11 +58,14 @@ kb_target <- function(log_density, score = NULL, dim, vectorized = FALSE,
   new_target(log_density, score, dim, vectorized, fd, NULL, name)
 }
 
+# `names`: the names of the coordinates when the target knows them (a Stan
+# target), else NULL; target_score() names its columns with them when x
+# has no column names.
 new_target <- function(log_density, score, dim, vectorized, fd_score,
-                       sampler, name) {
+                       sampler, name, names = NULL) {
   structure(list(log_density = log_density, score = score, dim = dim,
                  vectorized = vectorized, fd_score = fd_score,
-                 sampler = sampler, name = name),
+                 sampler = sampler, name = name, names = names),
             class = "kb_target")
 }
 
@@ -122,14 +125,18 @@ check_target <- function(target, arg = "target") {
         !isTRUE(target$dim >= 1 && target$dim == round(target$dim) &&
                 target$dim <= .Machine$integer.max)) "dim" else
     if (!is.logical(target$vectorized) || length(target$vectorized) != 1L ||
-        is.na(target$vectorized)) "vectorized"
+        is.na(target$vectorized)) "vectorized" else
+    if (!is.null(target$names) &&
+        (!is.character(target$names) ||
+         length(target$names) != target$dim || anyNA(target$names))) "names"
   if (!is.null(bad)) {
     stop_arg(arg, sprintf(paste0("is not a valid kb_target: its field '%s' ",
                                  "was changed (%s expected); build it again ",
                                  "with kb_target()"), bad,
                           switch(bad, log_density = , score = "a function",
                                  dim = "a whole number >= 1",
-                                 vectorized = "TRUE or FALSE")))
+                                 vectorized = "TRUE or FALSE",
+                                 names = "NULL or one name per dimension")))
   }
   target
 }
@@ -168,7 +175,9 @@ points_for_target <- function(target, x) {
 #'   'Points and samples' in [kernbayes-package]).
 #' @return `target_log_density()`: a numeric vector with one value per row
 #'   of `x` (`-Inf` is allowed, for points outside the support; `NA`, `NaN`
-#'   and `+Inf` are errors). `target_score()`: a matrix of the same dimensions as `x`.
+#'   and `+Inf` are errors). `target_score()`: a matrix of the same dimensions as `x`, with the
+#'   column names of `x`, or, when `x` has none, the coordinate names the
+#'   target knows (those of a [stan_target()]).
 #' @examples
 #' tg <- gaussian_target(mean = c(0, 1))
 #' target_log_density(tg, rbind(c(0, 1), c(1, 1)))
@@ -177,7 +186,9 @@ points_for_target <- function(target, x) {
 target_score <- function(target, x) {
   check_target(target)
   x <- points_for_target(target, x)
-  if (!target$vectorized) return(eval_score_rows(target$score, x))
+  if (!target$vectorized) {
+    return(name_score(eval_score_rows(target$score, x), x, target))
+  }
   g <- call_target_closure(target$score, x, "score")
   if (is.numeric(g) && is.null(dim(g)) && ncol(x) == 1L) g <- matrix(g, ncol = 1L)
   if (!is.matrix(g) || !is.numeric(g) || any(dim(g) != dim(x))) {
@@ -192,7 +203,18 @@ target_score <- function(target, x) {
       bad))
   }
   storage.mode(g) <- "double"
-  dimnames(g) <- if (is.null(colnames(x))) NULL else dimnames(x)
+  dimnames(g) <- NULL
+  name_score(g, x, target)
+}
+
+# The column names of a score matrix: those of x, else the coordinate names
+# the target knows (a Stan target's), else none.
+name_score <- function(g, x, target) {
+  if (!is.null(colnames(x))) {
+    dimnames(g) <- dimnames(x)
+  } else if (!is.null(target$names)) {
+    dimnames(g) <- list(rownames(x), target$names)
+  }
   g
 }
 

@@ -62,13 +62,19 @@ new_thin <- function(index, x, path, path_name, method, setup, settings) {
 #'   default `interactive()`.
 #' @return An object of class `kb_thin`: a list with `index` (1-based row
 #'   indices in selection order), `points` (the `m x d` selected rows),
-#'   `ksd` (the KSD of the first \eqn{j} selected points, \eqn{j = 1..m}),
-#'   `method`, `n`, `d`, `m`, `kernel` (as resolved on the sample), `sample`
-#'   and the settings; for labelled input (several chains, a Stan fit)
-#'   `chain` and `iteration` of each selected point, and for a Stan fit
-#'   `draws`, the selected draws on the constrained scale. The selection
-#'   is made over all chains together. It has `print`, `summary` and `plot` methods, and
-#'   `posterior::as_draws_matrix()` converts it when posterior is installed.
+#'   `score` (the scores of the selected points, `m x d`, in the
+#'   coordinates of `x`), `ksd` (the KSD of the first \eqn{j} selected
+#'   points, \eqn{j = 1..m}), `method`, `n`, `d`, `m`, `kernel` (as
+#'   resolved on the sample), `scale` (the column scales of the
+#'   standardisation, `NULL` without it), `sample` and the settings; for
+#'   labelled input (several chains, a Stan fit) `chain` and `iteration` of
+#'   each selected point, and for a Stan fit `draws`, the selected draws on
+#'   the constrained scale. The selection is made over all chains together.
+#'   `kernel`, `scale` and `score` let [ksd()] recompute the printed KSD
+#'   (`ksd(th)`) and compare it with the whole sample's (`ksd(th,
+#'   reference = x)`). It has `print`, `summary` and `plot` methods, and
+#'   converts to posterior draws and data frames (`as_draws_df()`,
+#'   `as_draws_matrix()`, `as.data.frame()`: see [as_draws.kb_result]).
 #' @references Riabiz, M., Chen, W. Y., Cockayne, J., Swietach, P., Niederer,
 #'   S. A., Mackey, L. and Oates, C. J. (2022). Optimal thinning of MCMC
 #'   output. *JRSS B*, 84(4), 1059-1081.
@@ -86,6 +92,10 @@ stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
                        unique = FALSE, nthreads = NULL, chain = NULL,
                        progress = interactive()) {
   unique <- check_flag(unique, "unique")
+  # m is checked before a Stan fit's gradients are computed; its bound
+  # (unique = TRUE) once the sample's size is known
+  if (missing(m)) stop_arg("m", "is missing: give the number of points to select")
+  m <- check_count(m, "m")
   smp <- as_sample(x, score, chain)
   x <- smp$x
   m <- check_m(m, nrow(x), unique)
@@ -264,13 +274,23 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
 #' embedding, computed on at most `embed_size` evenly spaced rows.
 #'
 #' @inheritParams stein_thin
+#' @param x The sample: an `n x d` numeric matrix, a data frame of numbers,
+#'   a `coda::mcmc` or `mcmc.list`, a posterior draws object (a vector is
+#'   `n` one-dimensional points; see 'Points and samples' in
+#'   [kernbayes-package]), or a Stan fit (`stanfit` or `brmsfit`), whose
+#'   post-warm-up draws are taken on the unconstrained scale (no gradients
+#'   are computed: MMD thinning needs no score). Draws objects, `mcmc.list`
+#'   and Stan fits keep their chain and iteration labels (rows chain after
+#'   chain, as [posterior::as_draws_matrix()] stacks them).
 #' @param kernel A base kernel; default Gaussian with the median heuristic.
 #' @param embed_size Maximum number of rows for the mean embedding.
 #' @param unique Never select a point twice (default `TRUE`).
 #' @param standardize Standardise the columns by their mean absolute
 #'   deviation first (default `FALSE`).
 #' @return A `kb_thin` object (see [stein_thin()]) whose path is `mmd`, the
-#'   MMD between the first \eqn{j} selected points and the embedding rows.
+#'   MMD between the first \eqn{j} selected points and the embedding rows,
+#'   and without `score` (MMD thinning uses none; `scale` is that of the
+#'   standardisation, `NULL` without it).
 #' @examples
 #' set.seed(1)
 #' x <- matrix(rnorm(2000), ncol = 2)
@@ -280,7 +300,7 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
 mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
                      embed_size = 10000, unique = TRUE, standardize = FALSE,
                      nthreads = NULL, chain = NULL, progress = interactive()) {
-  smp <- as_sample(x, NULL, chain)
+  smp <- as_sample(x, NULL, chain, gradients = FALSE)
   x <- smp$x
   n <- nrow(x)
   unique <- check_flag(unique, "unique")

@@ -192,38 +192,46 @@ bi_judge <- function(r, ex) {
 # Results of the last run, for the report: one row per case.
 bi_results <- new.env()
 
-# One test_that per group; its subprocess cases in a second one that is
-# skipped under valgrind and on CRAN.
-bi_run_group <- function(group, cases, env) {
-  ids <- vapply(cases, `[[`, "", "id")
-  stopifnot(!anyDuplicated(ids))
-  run <- function(cs) {
-    for (cs1 in cs) {
-      r <- if (cs1$sub) bi_eval_sub(cs1$expr, cs1$timeout) else
-        bi_eval(cs1$expr, env)
-      why <- bi_judge(r, cs1$expect)
-      label <- if (cs1$sub) "<subprocess>" else
-        paste(deparse(cs1$expr, width.cutoff = 500L), collapse = " ")
-      assign(paste(group, cs1$id, sep = "/"), why, envir = bi_results)
-      # KB_BI_REPORT=file: one line per case (group, id, PASS/FAIL, why)
-      rep <- Sys.getenv("KB_BI_REPORT")
-      if (nzchar(rep)) {
-        cat(sprintf("%s\t%s\t%s\t%s\n", group, cs1$id,
-                    if (is.null(why)) "PASS" else "FAIL",
-                    gsub("[\t\n]", " ", why %||% "")),
-            file = rep, append = TRUE)
-      }
-      expect(is.null(why),
-             sprintf("[%s/%s] %s\n  %s", group, cs1$id, label, why))
+# Run cases in the current test (one expectation each), recording them.
+bi_run_cases <- function(group, cs, env) {
+  for (cs1 in cs) {
+    r <- if (cs1$sub) bi_eval_sub(cs1$expr, cs1$timeout) else
+      bi_eval(cs1$expr, env)
+    why <- bi_judge(r, cs1$expect)
+    label <- if (cs1$sub) "<subprocess>" else
+      paste(deparse(cs1$expr, width.cutoff = 500L), collapse = " ")
+    assign(paste(group, cs1$id, sep = "/"), why, envir = bi_results)
+    # KB_BI_REPORT=file: one line per case (group, id, PASS/FAIL, why)
+    rep <- Sys.getenv("KB_BI_REPORT")
+    if (nzchar(rep)) {
+      cat(sprintf("%s\t%s\t%s\t%s\n", group, cs1$id,
+                  if (is.null(why)) "PASS" else "FAIL",
+                  gsub("[\t\n]", " ", why %||% "")),
+          file = rep, append = TRUE)
     }
+    expect(is.null(why),
+           sprintf("[%s/%s] %s\n  %s", group, cs1$id, label, why))
   }
-  # checkers given as quoted calls are built among the fixtures
+  invisible(length(cs))
+}
+
+# Checkers given as quoted calls are built among the fixtures.
+bi_resolve_cases <- function(cases, env) {
   resolve <- function(ex) {
     if (!is.null(ex$check) && is.call(ex$check)) ex$check <- eval(ex$check, env)
     if (!is.null(ex$options)) ex$options <- lapply(ex$options, resolve)
     ex
   }
-  cases <- lapply(cases, function(z) { z$expect <- resolve(z$expect); z })
+  lapply(cases, function(z) { z$expect <- resolve(z$expect); z })
+}
+
+# One test_that per group; its subprocess cases in a second one that is
+# skipped under valgrind and on CRAN.
+bi_run_group <- function(group, cases, env) {
+  ids <- vapply(cases, `[[`, "", "id")
+  stopifnot(!anyDuplicated(ids))
+  run <- function(cs) bi_run_cases(group, cs, env)
+  cases <- bi_resolve_cases(cases, env)
   main <- Filter(function(z) !z$sub, cases)
   sub <- Filter(function(z) z$sub, cases)
   if (length(main)) test_that(group, { run(main) })

@@ -1315,6 +1315,279 @@ bi_add("subprocess: external pointers, re-entry, sizes", list(
     ksd(X, tgw, nthreads = 2)", bi_cb("score", "late"))
 ))
 
+# ---- labelled samples: chain, by_chain, reference, progress, size --------------
+
+local(envir = bi_env, {
+  ch2 <- rep(1:2, each = 10)            # two chains of 10 rows
+  X_orig <- X + 0                       # copies: inputs must come back unchanged
+  S_orig <- S + 0
+  Xn <- X; colnames(Xn) <- c("a", "b")
+  Sn <- S; colnames(Sn) <- c("a", "b")
+  th5 <- stein_thin(X, S, 5, progress = FALSE)
+  has_posterior <- requireNamespace("posterior", quietly = TRUE)
+  if (has_posterior) {
+    # the same 20 rows as 2 chains x 10 iterations (chain-major)
+    Xd <- posterior::as_draws_array(array(X, c(10, 2, 2),
+                                          dimnames = list(NULL, NULL, c("a", "b"))))
+    Sd <- posterior::as_draws_array(array(S, c(10, 2, 2),
+                                          dimnames = list(NULL, NULL, c("a", "b"))))
+    Sd_renamed <- posterior::rename_variables(Sd, c = a)
+    Sd_short <- posterior::as_draws_array(array(S[1:18, ], c(9, 2, 2),
+                                                dimnames = list(NULL, NULL, c("a", "b"))))
+    Sd_extra <- posterior::as_draws_array(array(cbind(S, 1), c(10, 2, 3),
+                                                dimnames = list(NULL, NULL, c("a", "b", "c"))))
+    Sd_4chains <- posterior::as_draws_array(array(S, c(5, 4, 2),
+                                                  dimnames = list(NULL, NULL, c("a", "b"))))
+    # the scores of Xd in the iteration-major order (chains interleaved)
+    S_itmajor <- S[c(rbind(1:10, 11:20)), ]
+  }
+})
+
+# cases every function with a `chain` argument shares: fn(X, <score>, ...)
+bi_chain_cases <- function(fn, pre = list(), score = TRUE) {
+  mk <- function(...) {
+    a <- c(list(quote(X)), if (score) list(quote(sc_cnt)), pre,
+           if (fn == "ksdt" && !"progress" %in% names(list(...)))
+             list(progress = FALSE), list(...))
+    as.call(c(as.name(fn), a))
+  }
+  cnt <- function(...) as.call(list(quote(counted), mk(...)))
+  cs <- list(
+    C("chain_length", cnt(chain = 1:3), bi_ok(Q(before("chain")))),
+    C("chain_NA", cnt(chain = quote(c(NA, ch2[-1]))), bi_ok(Q(before("chain")))),
+    C("chain_frac", cnt(chain = quote(ch2 + 0.5)), bi_ok(Q(before("chain")))),
+    C("chain_list", cnt(chain = quote(as.list(ch2))), bi_ok(Q(before("chain")))),
+    C("chain_logical", cnt(chain = quote(ch2 == 1)), bi_ok(Q(before("chain")))),
+    C("chain_length_msg", mk(chain = 1:3), bi_arg("chain", "one label per row of x \\(20\\); it has 3")),
+    C("chain_type_msg", mk(chain = quote(ch2 == 1)), bi_arg("chain", "class logical")),
+    C("progress_NA", cnt(progress = NA), bi_ok(Q(before("progress")))),
+    C("progress_chr", cnt(progress = "no"), bi_ok(Q(before("progress")))),
+    C("progress_vector", cnt(progress = c(TRUE, FALSE)), bi_ok(Q(before("progress"))))
+  )
+  if (isTRUE(bi_env$has_posterior)) {
+    mkd <- function(s = quote(Sd), x = quote(Xd), ...) {
+      a <- c(list(x), if (score) list(s), pre,
+             if (fn == "ksdt") list(progress = FALSE), list(...))
+      as.call(c(as.name(fn), a))
+    }
+    cs <- c(cs, list(
+      C("chain_with_draws", mkd(chain = quote(ch2)),
+        bi_arg("chain", "carries its own chain labels"))
+    ))
+    if (score) {
+      cs <- c(cs, list(
+        C("score_draws_names", mkd(quote(Sd_renamed)),
+          bi_arg("score", "same variables")),
+        C("score_draws_rows", mkd(quote(Sd_short)),
+          bi_arg("score", "18 draws; x has 20")),
+        C("score_draws_extra_variable", mkd(quote(Sd_extra)),
+          bi_arg("score", "same variables")),
+        C("score_draws_other_chains", mkd(quote(Sd_4chains)),
+          bi_arg("score", "no gradient for chain 1, iteration 6")),
+        C("score_draws_x_matrix", mkd(quote(Sd), quote(X)),
+          bi_arg("score", "x has none")),
+        C("score_iteration_major", mkd(quote(S_itmajor)),
+          bi_arg("score", "row order of x")),
+        C("value_draws_scores", mkd(),
+          bi_ok(as.call(list(quote(same_as), as.call(c(
+            as.name(fn), list(quote(Xn), quote(Sn)), pre,
+            if (fn == "ksdt") list(progress = FALSE),
+            list(chain = quote(ch2))))))))
+      ))
+    }
+  }
+  cs
+}
+
+bi_add("chain / progress / score draws: ksd", bi_chain_cases("ksd"))
+bi_add("chain / progress / score draws: ksd_path", bi_chain_cases("ksd_path")[
+  -(8:10)])   # ksd_path has no progress argument
+bi_add("chain / progress / score draws: ksd_blocks",
+       bi_chain_cases("ksd_blocks", list(blocks = 2)))
+bi_add("chain / progress / score draws: stein_thin",
+       bi_chain_cases("stein_thin", list(m = 3)))
+bi_add("chain / progress / score draws: ksd_weights", bi_chain_cases("ksd_weights"))
+bi_add("chain / progress / score draws: ksdt", bi_chain_cases("ksdt"))
+bi_add("chain / progress: mmd_thin",
+       bi_chain_cases("mmd_thin", list(m = 3), score = FALSE))
+
+bi_add("ksd: by_chain and reference", list(
+  C("by_chain_NA", Q(counted(ksd(X, sc_cnt, by_chain = NA))),
+    bi_ok(Q(before("by_chain")))),
+  C("by_chain_chr", Q(counted(ksd(X, sc_cnt, by_chain = "yes"))),
+    bi_ok(Q(before("by_chain")))),
+  C("by_chain_no_labels", Q(counted(ksd(X, sc_cnt, by_chain = TRUE))),
+    bi_ok(Q(before("by_chain")))),
+  C("by_chain_with_blocks", Q(counted(ksd(X, sc_cnt, chain = ch2, by_chain = TRUE,
+                                            blocks = 2))),
+    bi_ok(Q(before("blocks")))),
+  C("by_chain_zero_weight_chain", Q(ksd(X, S, chain = ch2, by_chain = TRUE,
+                                        weights = rep(1:0, each = 10))),
+    bi_arg("weights", "every chain")),
+  C("by_chain_value", Q(ksd(X, S, chain = ch2, by_chain = TRUE)),
+    bi_ok(function(v) bi_near(v$ksd, c(ksd(bi_env$X[1:10, ], bi_env$S[1:10, ]),
+                                       ksd(bi_env$X[11:20, ], bi_env$S[11:20, ]),
+                                       ksd(bi_env$X, bi_env$S))))),
+  C("reference_for_a_sample", Q(counted(ksd(X, sc_cnt, reference = X))),
+    bi_ok(Q(before("reference")))),
+  C("result_by_chain", Q(ksd(th5, by_chain = TRUE)), bi_arg("by_chain", "result")),
+  C("result_chain", Q(ksd(th5, chain = 1:5)), bi_arg("chain", "result")),
+  C("result_progress_NA", Q(ksd(th5, progress = NA)), bi_arg("progress")),
+  C("result_reference_chr", Q(counted(ksd(th5, sc_cnt, reference = "a"))),
+    bi_ok(Q(before("reference")))),
+  C("result_reference_cols", Q(counted(ksd(th5, sc_cnt, reference = cbind(X, 0)))),
+    bi_ok(Q(before("reference")))),
+  C("result_reference_NA", Q(counted(ksd(th5, sc_cnt, reference = Xna))),
+    bi_ok(Q(before("reference")))),
+  C("result_reference_weights", Q(counted(ksd(th5, sc_cnt, reference = X,
+                                              weights = rep(1, 5)))),
+    bi_ok(Q(before("reference")))),
+  C("result_reference_U", Q(counted(ksd(th5, sc_cnt, reference = X, type = "U"))),
+    bi_ok(Q(before("reference")))),
+  C("result_reference_no_score", Q(ksd(th5, reference = X)),
+    bi_arg("score", "is missing")),
+  C("result_reference_score_rows", Q(ksd(th5, S[-1, ], reference = X)),
+    bi_arg("score", "dimensions")),
+  C("result_reference_value", Q(ksd(th5, S, reference = X)),
+    bi_ok(function(v) bi_near(as.double(v), c(ksd(bi_env$th5),
+                                                              # stein_thin's defaults
+                                              ksd(bi_env$X, bi_env$S,
+                                                  standardize = TRUE)),
+                              1e-6)))
+))
+
+bi_add("ksdt: size", list(
+  C("size_0", Q(counted(ksdt(X, sc_cnt, size = 0, progress = FALSE))),
+    bi_ok(Q(before("size")))),
+  C("size_NA", Q(counted(ksdt(X, sc_cnt, size = NA, progress = FALSE))),
+    bi_ok(Q(before("size")))),
+  C("size_frac", Q(counted(ksdt(X, sc_cnt, size = 2.5, progress = FALSE))),
+    bi_ok(Q(before("size")))),
+  C("size_chr", Q(counted(ksdt(X, sc_cnt, size = "5", progress = FALSE))),
+    bi_ok(Q(before("size")))),
+  C("size_vector", Q(counted(ksdt(X, sc_cnt, size = 1:2, progress = FALSE))),
+    bi_ok(Q(before("size")))),
+  C("size_and_min_size", Q(counted(ksdt(X, sc_cnt, size = 5, min_size = "sqrt",
+                                        progress = FALSE))),
+    bi_ok(Q(before("size")))),
+  C("size_and_coef", Q(ksdt(X, S, size = 5, min_size_coef = 2, progress = FALSE)),
+    bi_arg("size", "min_size_coef")),
+  C("size_and_floor", Q(ksdt(X, S, size = 5, min_size_floor = 2, progress = FALSE)),
+    bi_arg("size", "min_size_floor")),
+  C("size_value", Q(ksdt(X, S, size = 5, progress = FALSE)),
+    bi_ok(Q(same_as(ksdt(X, S, min_size = "constant", min_size_coef = 5,
+                         min_size_floor = 5, progress = FALSE)))))
+))
+
+bi_add("labelled samples: inputs unchanged", list(
+  # every failing and succeeding call above left its inputs as they were
+  C("X_S_unchanged", Q(identical(X, X_orig) && identical(S, S_orig)),
+    bi_ok(isTRUE))
+))
+
+# ---- Stan fits (helper-stan.R compiles the models once per run) ----------------
+
+bi_stan_cases <- list(
+  C("target_missing", Q(stan_target()), bi_arg("fit", "missing")),
+  C("target_number", Q(stan_target(1)), bi_arg("fit", "stanfit")),
+  C("target_stanmodel", Q(stan_target(sfit_model)), bi_arg("fit", "compiled Stan model")),
+  C("target_draws", Q(stan_target(sfit_draws)), bi_arg("fit", "stanfit")),
+  C("target_no_draws_ok", Q(stan_target(sfit_nodraws)),
+    bi_ok(function(v) v$dim == 10L)),
+  C("target_x_cols", Q(target_score(stan_target(sfit), matrix(0, 2, 3))),
+    bi_arg("x", "10 columns")),
+  C("unc_missing", Q(unconstrain_draws()), bi_arg("fit", "missing")),
+  C("unc_stanmodel", Q(unconstrain_draws(sfit_model)), bi_arg("fit", "compiled Stan model")),
+  C("unc_no_draws", Q(unconstrain_draws(sfit_nodraws)), bi_arg("fit", "no draws")),
+  C("unc_draws_chr", Q(unconstrain_draws(sfit, "a")), bi_arg("draws")),
+  C("unc_draws_vector", Q(unconstrain_draws(sfit, 1:10)), bi_arg("draws")),
+  C("unc_draws_unnamed_matrix", Q(unconstrain_draws(sfit, matrix(1, 2, 10))),
+    bi_arg("draws", "lacks the column")),
+  C("unc_draws_missing_column", Q(unconstrain_draws(sfit, sfit_df[, -1])),
+    bi_arg("draws", "lacks the column.*mu")),
+  C("unc_draws_0_rows", Q(unconstrain_draws(sfit, sfit_df[0, ])),
+    bi_arg("draws", "at least one row")),
+  C("unc_draws_NA", Q(unconstrain_draws(sfit, within(sfit_df, mu[2] <- NA))),
+    bi_arg("draws", "non-finite.*row 2")),
+  C("unc_draws_out_of_support", Q(unconstrain_draws(sfit, within(sfit_df, tau[2] <- -1))),
+    bi_arg("draws", "row 2")),
+  C("unc_draws_chr_column", Q(unconstrain_draws(sfit, within(sfit_df, mu <- "a"))),
+    bi_arg("draws", "numeric")),
+  C("unc_list_unnamed", Q(unconstrain_draws(sfit, list(1, 2))), bi_arg("draws", "name")),
+  C("unc_list_lacks", Q(unconstrain_draws(sfit, list(mu = 1))), bi_arg("draws", "tau")),
+  C("unc_list_length", Q(unconstrain_draws(sfit, list(mu = 1, tau = 1, theta = 1:3))),
+    bi_arg("draws", "theta")),
+  C("unc_list_chr", Q(unconstrain_draws(sfit, list(mu = "a", tau = 1, theta = 1:8))),
+    bi_arg("draws", "mu")),
+  C("unc_simplex_off", Q(unconstrain_draws(sfit_shapes, list(w = c(0.5, 0.6, 0.1),
+                                                            s = c(1, 1), B = matrix(0, 2, 3),
+                                                            a = 0))),
+    bi_arg("draws")),
+  C("unc_value_list", Q(unconstrain_draws(sfit, list(mu = 1, tau = 2, theta = 1:8))),
+    bi_ok(function(v) bi_near(v, c(1, log(2), 1:8)))),
+  C("con_missing_upars", Q(constrain_draws(sfit)), bi_arg("upars", "missing")),
+  C("con_number", Q(constrain_draws(1, sfit_u)), bi_arg("fit")),
+  C("con_stanmodel", Q(constrain_draws(sfit_model, sfit_u)), bi_arg("fit", "compiled Stan model")),
+  C("con_chr", Q(constrain_draws(sfit, "a")), bi_arg("upars", "numeric")),
+  C("con_list", Q(constrain_draws(sfit, as.list(sfit_u[1, ]))), bi_arg("upars")),
+  C("con_logical", Q(constrain_draws(sfit, matrix(TRUE, 2, 10))), bi_arg("upars")),
+  C("con_df_chr", Q(constrain_draws(sfit, data.frame(a = rep("x", 10)))),
+    bi_arg("upars", "numeric")),
+  C("con_cols", Q(constrain_draws(sfit, sfit_u[, -1])), bi_arg("upars", "10 columns.*9")),
+  C("con_vector_length", Q(constrain_draws(sfit, 1:3)), bi_arg("upars", "10 columns")),
+  C("con_names", Q(constrain_draws(sfit, `colnames<-`(sfit_u, c("zz", colnames(sfit_u)[-1])))),
+    bi_arg("upars", "column names")),
+  C("con_dup_names", Q(constrain_draws(sfit, `colnames<-`(sfit_u, rep(colnames(sfit_u)[1], 10)))),
+    bi_arg("upars", "column names")),
+  C("con_0_rows", Q(constrain_draws(sfit, sfit_u[0, ])), bi_arg("upars", "row")),
+  C("con_NA", Q(constrain_draws(sfit, `[<-`(sfit_u, 1, 1, NA))), bi_arg("upars", "NA")),
+  C("con_Inf", Q(constrain_draws(sfit, `[<-`(sfit_u, 1, 1, Inf))), bi_arg("upars", "Inf")),
+  C("con_value_roundtrip", Q(unconstrain_draws(sfit, constrain_draws(sfit, sfit_u[1:3, ]))),
+    bi_ok(function(v) bi_near(v, bi_env$sfit_u[1:3, ]))),
+  C("ksd_fit_with_score", Q(ksd(sfit, -sfit_u)), bi_arg("score", "left out")),
+  C("ksd_fit_with_chain", Q(ksd(sfit, chain = rep(1, nrow(sfit_u)))),
+    bi_arg("chain", "Stan fit")),
+  C("ksd_fit_reference", Q(ksd(sfit, reference = sfit_u)), bi_arg("reference")),
+  C("ksd_fit_by_chain_NA", Q(ksd(sfit, by_chain = NA)), bi_arg("by_chain")),
+  C("ksd_fit_progress_NA", Q(ksd(sfit, progress = NA)), bi_arg("progress")),
+  C("ksd_fit_no_draws", Q(ksd(sfit_nodraws, progress = FALSE)), bi_arg("x", "no draws")),
+  C("ksd_fit_weights", Q(ksd(sfit, weights = 1:3, progress = FALSE)), bi_arg("weights")),
+  C("ksd_path_fit_with_score", Q(ksd_path(sfit, -sfit_u)), bi_arg("score", "left out")),
+  C("thin_fit_m_missing", Q(stein_thin(sfit, progress = FALSE)), bi_arg("m", "missing")),
+  C("thin_fit_m_0", Q(stein_thin(sfit, m = 0, progress = FALSE)), bi_arg("m")),
+  C("thin_fit_chain", Q(stein_thin(sfit, m = 3, chain = 1, progress = FALSE)),
+    bi_arg("chain")),
+  C("mmd_fit_chain", Q(mmd_thin(sfit, 3, chain = 1, progress = FALSE)), bi_arg("chain")),
+  C("weights_fit_nonneg_NA", Q(ksd_weights(sfit, nonneg = NA, progress = FALSE)),
+    bi_arg("nonneg")),
+  C("ksdt_fit_size_0", Q(ksdt(sfit, size = 0, progress = FALSE)), bi_arg("size")),
+  C("ksdt_fit_with_score", Q(ksdt(sfit, -sfit_u, progress = FALSE)),
+    bi_arg("score", "left out")),
+  C("fit_unchanged", Q(identical(sfit@sim, sfit_sim) &&
+                         identical(sort(ls(sfit@.MISC)), sfit_misc) &&
+                         identical(unconstrain_draws(sfit), sfit_u)),
+    bi_ok(isTRUE))
+)
+
+test_that("Stan fits: stan_target, unconstrain_draws, constrain_draws, fits as x", {
+  skip_if_not_installed("rstan")
+  skip_if_not_installed("posterior")
+  sf <- stan_test_fit("schools")
+  sh <- stan_test_fit("shapes")
+  nd <- stan_test_nodraws("schools")
+  bi_env$sfit <- sf
+  bi_env$sfit_shapes <- sh
+  bi_env$sfit_nodraws <- nd
+  bi_env$sfit_model <- rstan::get_stanmodel(sf)
+  bi_env$sfit_draws <- posterior::as_draws_df(sf)
+  bi_env$sfit_u <- unconstrain_draws(sf)
+  bi_env$sfit_df <- as.data.frame(posterior::as_draws_df(sf))
+  bi_env$sfit_sim <- sf@sim
+  bi_env$sfit_misc <- sort(ls(sf@.MISC))
+  bi_total <<- bi_total + bi_run_cases("Stan fits", bi_resolve_cases(bi_stan_cases, bi_env),
+                                       bi_env)
+})
+
 test_that("the campaign has its cases", {
   # a campaign that lost its cases would pass silently
   expect_gt(bi_total, 400L)

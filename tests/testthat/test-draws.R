@@ -207,7 +207,7 @@ test_that("bad chain arguments are rejected before any work", {
   skip_if_not_installed("posterior")
   f <- chains_fixture()
   expect_error(ksd(f$x, f$s, chain = 1:3), class = "kb_error_arg",
-               regexp = "'chain' must be a vector of chain labels, one per row of x \\(400\\)")
+               regexp = "'chain' must have one label per row of x \\(400\\); it has 3")
   expect_error(ksd(f$x, f$s, chain = c(f$chain[-1], NA)), class = "kb_error_arg",
                regexp = "NA")
   expect_error(ksd(f$x, f$s, chain = f$chain + 0.5), class = "kb_error_arg",

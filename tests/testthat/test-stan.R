@@ -38,6 +38,28 @@ test_that("stan_target gives rstan's log density and score with names", {
   expect_equal(tg$log_density(u[1, ]), lp[1], tolerance = 1e-14)
 })
 
+test_that("target_score names its columns after a Stan target's coordinates", {
+  fit <- stan_test_fit("schools")
+  tg <- stan_target(fit)
+  nm <- c("mu", "tau", paste0("theta[", 1:8, "]"))
+  expect_identical(tg$names, nm)
+  u <- unconstrain_draws(fit)[1:3, ]
+  # x without column names: the target's names are kept
+  sc <- target_score(tg, unname(u))
+  expect_identical(dimnames(sc), list(NULL, nm))
+  expect_equal(unname(sc), unname(target_score(tg, u)), tolerance = 0)
+  # one point as a vector, and a data frame
+  expect_identical(colnames(target_score(tg, unname(u[1, ]))), nm)
+  expect_identical(colnames(target_score(tg, as.data.frame(u))), nm)
+  # x's own names win
+  v <- u
+  colnames(v) <- paste0("u", 1:10)
+  expect_identical(colnames(target_score(tg, v)), paste0("u", 1:10))
+  # and the scores computed for a matrix sample carry them too
+  sm <- kernbayes:::as_sample(unname(u), tg)
+  expect_identical(colnames(kernbayes:::resolve_score(sm$score, sm$x)), nm)
+})
+
 test_that("eight schools: the log density agrees with the model by hand", {
   fit <- stan_test_fit("schools")
   tg <- stan_target(fit)
@@ -313,4 +335,22 @@ test_that("results from a Stan fit carry chains, iterations and constrained draw
   sv <- svgd(fit, n_iter = 3, progress = FALSE)
   expect_equal(dim(sv$x), c(nrow(d), 10L))
   expect_equal(sv[["draws"]]$tau, exp(sv$x[, "tau"]), tolerance = 1e-12)
+})
+
+test_that("mmd_thin takes a Stan fit without computing its gradients", {
+  fit <- stan_test_fit("schools", chains = 3L)
+  d <- as.data.frame(posterior::as_draws_df(fit))
+  u <- unconstrain_draws(fit)
+  # the sample mmd_thin() builds has no scores (none were computed)
+  smp <- kernbayes:::as_sample(fit, NULL, gradients = FALSE)
+  expect_null(smp$score)
+  expect_equal(smp$x, u, tolerance = 0)
+  th <- mmd_thin(fit, 10, progress = FALSE)
+  expect_null(th[["score"]])
+  ref <- mmd_thin(u, 10, chain = d$.chain, progress = FALSE)
+  expect_identical(th$index, ref$index)
+  expect_equal(th$points, u[th$index, ], tolerance = 0)
+  expect_identical(th[["chain"]], d$.chain[th$index])
+  expect_identical(th[["iteration"]], d$.iteration[th$index])
+  expect_identical(th[["draws"]]$tau, d$tau[th$index])
 })

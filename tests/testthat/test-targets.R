@@ -405,6 +405,26 @@ test_that("a kb_target with an edited field is rejected, naming the field", {
   expect_error(sample_target(edit(dim = NA), 2), "'target' is not a valid kb_target",
                class = "kb_error_arg")
   expect_error(mala(edit(dim = 0), c(0, 0), 5), "field 'dim'", class = "kb_error_arg")
+  expect_error(target_score(edit(names = "a"), x), "field 'names'",
+               class = "kb_error_arg")
+  expect_error(target_score(edit(names = 1:2), x), "field 'names'",
+               class = "kb_error_arg")
+})
+
+test_that("target_score names columns from x, else from the target's names", {
+  x <- rbind(c(1, 2), c(0, 1))
+  for (vec in c(TRUE, FALSE)) {
+    tg <- if (vec) gaussian_target(c(0, 0)) else
+      kb_target(function(x) -sum(x^2) / 2, function(x) -x, dim = 2)
+    expect_null(colnames(target_score(tg, x)))
+    tg$names <- c("a", "b")
+    expect_identical(dimnames(target_score(tg, x)), list(NULL, c("a", "b")))
+    expect_identical(colnames(target_score(tg, c(1, 2))), c("a", "b"))
+    xn <- x
+    colnames(xn) <- c("p", "q")
+    expect_identical(colnames(target_score(tg, xn)), c("p", "q"))
+    expect_equal(unname(target_score(tg, xn)), -x)
+  }
 })
 
 test_that("logistic_regression_target() accepts a single row of X", {
