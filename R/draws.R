@@ -187,13 +187,13 @@ score_order_check <- function(x, s, lab, arg) {
   if (k < 2L || n %% k != 0L || any(tabulate(lab$chain) != n / k)) {
     return(invisible())
   }
-  ident <- function(sc) {
-    -mean(rowSums(sc * sweep(x, 2L, colMeans(x)))) / ncol(x)
-  }
+  xc <- x - rep(colMeans(x), each = n)
+  ident <- function(sc) -sum(sc * xc) / (n * ncol(x))
   # iteration-major: the row of (chain c, t-th iteration) is (t - 1) k + c
   cr <- match(lab$chain, sort(unique(lab$chain)))
-  tr <- stats::ave(lab$iteration, cr,
-                   FUN = function(v) rank(v, ties.method = "first"))
+  o <- order(cr, lab$iteration)
+  tr <- integer(n)
+  tr[o] <- sequence(tabulate(cr, k))   # rank of each row within its chain
   alt <- s[(tr - 1L) * k + cr, , drop = FALSE]
   g <- ident(s)
   a <- ident(alt)
