@@ -310,6 +310,12 @@ ksd_of_rows <- function(st, rows, weights, type, nthreads,
     .Call(C_kb_stein_sums, if (all) st$x else st$x[rows, , drop = FALSE],
           if (all) st$s else st$s[rows, , drop = FALSE], st$kernel, w,
           nthreads)
+  ksd_from_sums(sums, n, w, type)
+}
+
+# The KSD (type "V") or U-statistic from the C row sums of n points with
+# normalised weights w (or NULL).
+ksd_from_sums <- function(sums, n, w, type) {
   tot <- check_total(sum(sums$sums))
   if (type == "V") {
     v <- if (is.null(w)) tot / n^2 else tot

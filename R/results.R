@@ -371,13 +371,7 @@ ksd_under <- function(P, S, rk, scale, weights, type, nthreads) {
   n <- nrow(P)
   sums <- .Call(C_kb_stein_sums, in_basis(P, rk), in_basis(S, rk), rk,
                 weights, nthreads)
-  tot <- check_total(sum(sums$sums))
-  if (type == "V") {
-    v <- if (is.null(weights)) tot / n^2 else tot
-    return(sqrt(max(v, 0)))
-  }
-  off <- check_total(tot - sum(sums$diag))
-  if (is.null(weights)) off / (n * (n - 1)) else off / (1 - sum(weights^2))
+  ksd_from_sums(sums, n, weights, type)
 }
 
 # Scores for the points P of a result: its own, else from `score` (a
