@@ -18,6 +18,9 @@ SEXP kb_cross_kernel(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksd_grad(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_mied_grad(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
+/* gof.c */
+SEXP kb_gof_quad(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+
 /* goodwin.c */
 SEXP kb_goodwin_solve(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_goodwin_logpost(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);

@@ -1,0 +1,225 @@
+# Kernel goodness-of-fit tests: the KSD test with bootstrap p-values.
+
+#' KSD goodness-of-fit test
+#'
+#' Tests whether a sample comes from the target whose score is given, with
+#' the kernelized Stein discrepancy as statistic and a bootstrap for its
+#' null distribution.
+#'
+#' The statistic is \eqn{T = n\,\mathrm{KSD}^2} under exactly the kernel
+#' and conventions of [ksd()]: for `type = "U"`, \eqn{n U_n} with
+#' \eqn{U_n = \frac{1}{n(n-1)}\sum_{i \ne j} k_p(x_i, x_j)} (`n *
+#' ksd(x, score, kernel, type = "U")`, which can be negative); for `type =
+#' "V"`, \eqn{n V_n} with \eqn{V_n = \frac{1}{n^2}\sum_{i,j} k_p(x_i, x_j)}
+#' (`n * ksd(x, score, kernel)^2`).
+#'
+#' Bootstraps (each replicate a quadratic form \eqn{w^\top K_p w}, the
+#' diagonal left out for `type = "U"` and kept for `"V"`):
+#' * `"multinomial"` (Liu, Lee and Jordan 2016, Section 4; the bootstrap
+#'   of degenerate U-statistics of Arcones and Giné 1992 and Hušková and
+#'   Janssen 1993): counts \eqn{(c_1, \dots, c_n)} multinomial with \eqn{n}
+#'   trials and probabilities \eqn{1/n}, weights \eqn{w_i = c_i / n - 1/n},
+#'   and \eqn{T^* = n \sum_{i \ne j} w_i w_j k_p(x_i, x_j)} (for `"V"` the
+#'   sum includes \eqn{i = j}). Default for `type = "U"`.
+#' * `"wild"` (Chwialkowski, Strathmann and Gretton 2016, Section 2.2):
+#'   multipliers \eqn{W_i \in \{-1, 1\}} and \eqn{T^* = \frac{1}{n}
+#'   \sum_{i,j} W_i W_j k_p(x_i, x_j)} (for `"U"` the sum leaves out
+#'   \eqn{i = j}). Default for `type = "V"`. With `wild = "rademacher"`
+#'   the \eqn{W_i} are independent signs (independent samples); with
+#'   `wild = "markov"` they are a Markov chain of signs, \eqn{W_1 = \pm 1}
+#'   with probability 1/2 and \eqn{W_t = -W_{t-1}} with probability
+#'   `change_prob` (default 0.1), else \eqn{W_t = W_{t-1}}, for a dependent
+#'   sample such as MCMC output in its order. The paper asks for a flip
+#'   probability \eqn{a_n \to 0} with \eqn{n a_n \to \infty}; how the level
+#'   holds on a finite chain depends on it and on the chain's mixing, so
+#'   treat the Markov version's p-values on short, slowly mixing chains
+#'   with care.
+#'
+#' The p-value is \eqn{(1 + \#\{b: T^*_b \ge T\}) / (B + 1)} for \eqn{B =}
+#' `n_boot` replicates. All random numbers are drawn in R (set a seed with
+#' [set.seed()] for a reproducible result); the result does not depend on
+#' `nthreads`.
+#'
+#' The Stein matrix is never stored: it is evaluated once, in tiles of
+#' 64 x 64 pairs of its lower triangle, and each tile is applied to all
+#' replicates while it is in cache (in C, on `nthreads` threads), so memory
+#' is \eqn{O(n B)} for the weights and time about \eqn{n^2 B} flops.
+#'
+#' @inheritParams ksd
+#' @param type `"U"` (default; the U-statistic) or `"V"`.
+#' @param bootstrap `"multinomial"` or `"wild"`; `NULL` (default):
+#'   `"multinomial"` for `type = "U"`, `"wild"` for `type = "V"`.
+#' @param n_boot Number of bootstrap replicates.
+#' @param wild Multipliers of the wild bootstrap: `"rademacher"` (default)
+#'   or `"markov"`; only used with `bootstrap = "wild"`.
+#' @param change_prob Flip probability of the Markov multipliers, in (0, 1);
+#'   `NULL` (default) is 0.1. Only used with `wild = "markov"`.
+#' @param progress Show progress, one unit per slice of rows of the
+#'   bootstrap (see 'Progress' in [kernbayes-package]); default
+#'   `interactive()`.
+#' @return An object of class `c("kb_ksd_test", "htest")`: `statistic`
+#'   (named `"n KSD^2"`), `p.value`, `parameter` (the number of replicates,
+#'   `n_boot`), `method`, `data.name`, `estimate` (the KSD^2 U- or
+#'   V-statistic), `boot` (the `n_boot` bootstrap statistics), `type`,
+#'   `bootstrap`, `wild`, `change_prob`, `n`, `kernel` (as resolved on the
+#'   sample) and `standardize`. `print()` adds the kernel to the `htest`
+#'   print; `plot()` shows the bootstrap null with the observed statistic.
+#' @references Liu, Q., Lee, J. and Jordan, M. (2016). A kernelized Stein
+#'   discrepancy for goodness-of-fit tests. *ICML*. Chwialkowski, K.,
+#'   Strathmann, H. and Gretton, A. (2016). A kernel test of goodness of
+#'   fit. *ICML*.
+#' @seealso [ksd()].
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_target(c(0, 0))
+#' x <- sample_target(tg, 200)
+#' ksd_test(x, tg, n_boot = 200)
+#' t1 <- ksd_test(x + 0.5, tg, type = "V", n_boot = 200)
+#' t1$p.value
+#' plot(t1)
+#' @export
+ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
+                     bootstrap = NULL, n_boot = 1000,
+                     wild = c("rademacher", "markov"), change_prob = NULL,
+                     standardize = FALSE, nthreads = NULL,
+                     progress = interactive(), chain = NULL) {
+  dname <- paste(deparse1(substitute(x)), "against",
+                 if (missing(score)) "its fit's gradients" else
+                   deparse1(substitute(score)))
+  type <- check_choice(type, c("U", "V"), "type")
+  bootstrap <- if (is.null(bootstrap)) {
+    if (type == "U") "multinomial" else "wild"
+  } else check_choice(bootstrap, c("multinomial", "wild"), "bootstrap")
+  n_boot <- check_count(n_boot, "n_boot")
+  wild <- check_choice(wild, c("rademacher", "markov"), "wild")
+  if (!is.null(change_prob)) {
+    change_prob <- check_number(change_prob, "change_prob", 0, 1,
+                                lower_open = TRUE, upper_open = TRUE)
+    if (bootstrap != "wild" || wild != "markov") {
+      stop_arg("change_prob", "is only used with bootstrap = \"wild\" and ",
+               "wild = \"markov\"")
+    }
+  }
+  if (bootstrap == "wild" && wild == "markov" && is.null(change_prob)) {
+    change_prob <- 0.1
+  }
+  standardize <- check_flag(standardize, "standardize")
+  nthreads <- resolve_nthreads(nthreads)
+  progress <- check_flag(progress, "progress")
+  check_kernel(kernel)
+  smp <- as_sample(x, score, chain)
+  n <- nrow(smp$x)
+  if (n < 2L) stop_arg("x", "must have at least two rows for a test")
+  check_memory(8 * 3 * n * (n_boot + 8), "n_boot",
+               sprintf("the bootstrap weights of %d replicates of %d rows",
+                       n_boot, n), "use fewer replicates")
+  st <- stein_setup(smp$x, smp$score, kernel, standardize,
+                    rows = heuristic_rows(smp))
+  est <- ksd_of_rows(st, seq_len(n), NULL, type, nthreads)
+  if (type == "V") est <- est^2
+  stat <- n * est
+  W <- gof_weights(n, n_boot, bootstrap, wild, change_prob)
+  q <- gof_quad(st, W, nthreads, progress)
+  boot <- if (type == "U") q$quad - q$diag else q$quad
+  boot <- if (bootstrap == "multinomial") n * boot else boot / n
+  if (any(!is.finite(boot))) {
+    stop_numeric("a bootstrap statistic is not finite: scale the data or ",
+                 "the kernel")
+  }
+  structure(list(
+    statistic = c("n KSD^2" = stat),
+    parameter = c(n_boot = n_boot),
+    p.value = (1 + sum(boot >= stat)) / (n_boot + 1),
+    estimate = stats::setNames(est, paste0("KSD^2 (", type, "-statistic)")),
+    method = sprintf("KSD goodness-of-fit test (%s-statistic, %s bootstrap)",
+                     type, if (bootstrap == "wild") paste(wild, "wild") else
+                       bootstrap),
+    data.name = dname, boot = boot, type = type, bootstrap = bootstrap,
+    wild = if (bootstrap == "wild") wild, change_prob = change_prob, n = n,
+    kernel = st$kernel, standardize = standardize),
+    class = c("kb_ksd_test", "htest"))
+}
+
+# The n x n_boot bootstrap weights, all drawn with R's generator: centred
+# multinomial weights (counts / n - 1 / n), or wild multipliers (i.i.d.
+# Rademacher signs, or a Markov chain of signs down each column).
+gof_weights <- function(n, n_boot, bootstrap, wild, change_prob) {
+  if (bootstrap == "multinomial") {
+    return((stats::rmultinom(n_boot, n, rep(1 / n, n)) - 1) / n)
+  }
+  if (wild == "rademacher") {
+    return(matrix(ifelse(stats::runif(n * n_boot) < 0.5, -1, 1), n, n_boot))
+  }
+  first <- ifelse(stats::runif(n_boot) < 0.5, -1, 1)
+  flip <- matrix(stats::runif(n * n_boot) < change_prob, n, n_boot)
+  flip[1L, ] <- FALSE
+  # W_t = W_1 (-1)^(number of flips up to t)
+  parity <- apply(flip, 2L, cumsum) %% 2L
+  if (n == 1L) parity <- matrix(parity, 1L)
+  sweep(1 - 2 * parity, 2L, first, "*")
+}
+
+# Rows per tile and replicates per packed block of src/gof.c.
+GOF_TILE <- 64L
+GOF_RB <- 8L
+
+# The quadratic forms w_b' K_p w_b (quad) and their diagonal parts
+# sum_i w_ib^2 k_p(x_i, x_i) (diag) for the columns w_b of W, in C on the
+# Stein setup st.  The tile row blocks are cut into slices of equal work
+# that depend on n only (progress between slices), so the result does not
+# depend on progress or threads.
+gof_quad <- function(st, W, nthreads, progress) {
+  n <- nrow(W)
+  B <- ncol(W)
+  nbb <- (B + GOF_RB - 1L) %/% GOF_RB
+  if (nbb * GOF_RB > B) W <- cbind(W, matrix(0, n, nbb * GOF_RB - B))
+  # packed: replicate r of block bb, row j at r + RB (j + n bb)
+  Wp <- as.double(aperm(array(W, c(n, GOF_RB, nbb)), c(2L, 1L, 3L)))
+  rm(W)
+  nrb <- (n + GOF_TILE - 1L) %/% GOF_TILE
+  slices <- row_blocks(nrb, min(nrb, 50L))
+  rep <- progress_reporter(length(slices), "KSD test: bootstrap", progress)
+  on.exit(rep$done())
+  quad <- diag <- numeric(nbb * GOF_RB)
+  for (r in slices) {
+    v <- .Call(C_kb_gof_quad, st$x, st$s, st$kernel, Wp, as.integer(r[1L]),
+               as.integer(r[2L]), nthreads)
+    quad <- quad + v$quad
+    diag <- diag + v$diag
+    rep$add(1)
+  }
+  list(quad = quad[seq_len(B)], diag = diag[seq_len(B)])
+}
+
+#' @export
+print.kb_ksd_test <- function(x, ...) {
+  NextMethod()
+  cat("kernel:", describe_resolved(x$kernel),
+      if (isTRUE(x$standardize)) "(columns standardised)" else "", "\n")
+  invisible(x)
+}
+
+#' Plot the bootstrap null of a KSD test
+#'
+#' A histogram of the bootstrap statistics with the observed statistic as a
+#' vertical line.
+#'
+#' @param x A `kb_ksd_test` object from [ksd_test()].
+#' @param breaks Passed to [graphics::hist()].
+#' @param ... Further arguments to [graphics::hist()].
+#' @return `x`, invisibly.
+#' @export
+plot.kb_ksd_test <- function(x, breaks = 40, ...) {
+  stat <- unname(x$statistic)
+  args <- utils::modifyList(list(
+    main = sprintf("KSD test: bootstrap null (p = %s)",
+                   format(x$p.value, digits = 3)),
+    xlab = "n KSD^2", xlim = range(c(x$boot, stat)), col = "grey85",
+    border = "grey50"), list(...))
+  do.call(graphics::hist, c(list(x = x$boot, breaks = breaks), args))
+  graphics::abline(v = stat, col = "red", lwd = 2)
+  graphics::legend("topright", legend = c("bootstrap", "observed"),
+                   fill = c("grey85", NA), border = c("grey50", NA),
+                   col = c(NA, "red"), lwd = c(NA, 2), bty = "n")
+  invisible(x)
+}

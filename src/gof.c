@@ -1,0 +1,173 @@
+/* The bootstrap of the KSD goodness-of-fit test (R/gof.R): for many
+ * weight vectors w_b at once, the quadratic forms q_b = w_b' K_p w_b of
+ * the Stein matrix K_p and their diagonal parts sum_i w_ib^2 k_p(x_i, x_i).
+ * K_p is never stored: it is evaluated in tiles of GOF_TILE x GOF_TILE
+ * pairs of the lower triangle (each pair once), and each tile is applied
+ * to all replicates while it is in cache, so its Stein kernel evaluations
+ * cost about (3d + 8) / (2 B) of the bootstrap's flops. */
+#include "stein.h"
+#include "args.h"
+#include "runtime.h"
+#include "entries.h"
+
+#define GOF_TILE 64   /* rows and columns of a tile */
+#define GOF_RB 8      /* replicates per packed block (R/gof.R packs W so) */
+#define GOF_RR 4      /* tile rows per register block */
+
+/* Weights packed by replicate blocks: W[r + GOF_RB (j + n bb)] is the
+ * weight of row j in replicate GOF_RB bb + r. */
+typedef struct {
+    const kb_kernel *K;
+    kb_points P;
+    R_xlen_t n;
+    int nbb;              /* replicate blocks */
+    const double *W;
+    double *part;         /* per row block: 2 GOF_RB nbb doubles (q, diag) */
+    R_xlen_t first;       /* the first row block of this call */
+} gof_ctx;
+
+/* t[r] += f sum_{a < mi} W_{I0 + a, r} sum_{c < mj} T[a, c] W_{J0 + c, r}
+ * for one replicate block: a register block of GOF_RR rows times GOF_RB
+ * replicates, the column weights loaded once per GOF_RR rows.  T has
+ * GOF_TILE columns and zero rows beyond mi. */
+static void tile_apply(const double *T, int mi, int mj, const double *WI,
+                       const double *WJ, double f, double *t)
+{
+    for (int a = 0; a < mi; a += GOF_RR) {
+        double acc[GOF_RR][GOF_RB] = {{0.0}};
+        const double *T0 = T + a * GOF_TILE;
+        for (int c = 0; c < mj; c++) {
+            const double *w = WJ + c * GOF_RB;
+            for (int q = 0; q < GOF_RR; q++) {
+                const double k = T0[q * GOF_TILE + c];
+#pragma omp simd
+                for (int r = 0; r < GOF_RB; r++)
+                    acc[q][r] += k * w[r];
+            }
+        }
+        int qm = mi - a < GOF_RR ? mi - a : GOF_RR;
+        for (int q = 0; q < qm; q++) {
+            const double *wi = WI + (a + q) * GOF_RB;
+#pragma omp simd
+            for (int r = 0; r < GOF_RB; r++)
+                t[r] += f * wi[r] * acc[q][r];
+        }
+    }
+}
+
+/* Row block I: the tiles (I, J), J <= I, the off-diagonal ones counted
+ * twice (K_p is symmetric), each applied to every replicate block in turn;
+ * the partial sums of the row block in fixed order, so that the result
+ * does not depend on the number of threads. */
+static void gof_row_block(void *vctx, R_xlen_t I, double *scratch)
+{
+    gof_ctx *g = vctx;
+    const R_xlen_t n = g->n, i0 = I * GOF_TILE;
+    const int mi = (int) (n - i0 < GOF_TILE ? n - i0 : GOF_TILE);
+    const int d = g->K->d, nbb = g->nbb;
+    double *T = scratch;             /* GOF_TILE x GOF_TILE */
+    double *q = g->part + (I - g->first) * 2 * GOF_RB * nbb;
+    double *dg = q + GOF_RB * nbb;
+    double *xi = scratch + GOF_TILE * GOF_TILE, *si = xi + d;
+    for (int r = 0; r < 2 * GOF_RB * nbb; r++)
+        q[r] = 0.0;
+    for (int t = 0; t < GOF_TILE * GOF_TILE; t++)
+        T[t] = 0.0;
+    for (R_xlen_t J = 0; J <= I; J++) {
+        const R_xlen_t j0 = J * GOF_TILE;
+        const int mj = (int) (n - j0 < GOF_TILE ? n - j0 : GOF_TILE);
+        for (int a = 0; a < mi; a++) {
+            for (int k = 0; k < d; k++) {
+                xi[k] = g->P.X[k * g->P.ld + i0 + a];
+                si[k] = g->P.S[k * g->P.ld + i0 + a];
+            }
+            kb_stein_row(g->K, xi, si, &g->P, j0, j0 + mj, T + a * GOF_TILE);
+        }
+        const double f = J == I ? 1.0 : 2.0;
+        for (int bb = 0; bb < nbb; bb++) {
+            const double *Wb = g->W + (R_xlen_t) GOF_RB * n * bb;
+            tile_apply(T, mi, mj, Wb + GOF_RB * i0, Wb + GOF_RB * j0, f,
+                       q + GOF_RB * bb);
+        }
+    }
+    /* the diagonal terms, from the last (diagonal) tile */
+    for (int bb = 0; bb < nbb; bb++) {
+        const double *WI = g->W + (R_xlen_t) GOF_RB * (n * bb + i0);
+        for (int a = 0; a < mi; a++) {
+            const double kaa = T[a * GOF_TILE + a];
+            for (int r = 0; r < GOF_RB; r++)
+                dg[GOF_RB * bb + r] += kaa * WI[a * GOF_RB + r] *
+                    WI[a * GOF_RB + r];
+        }
+    }
+}
+
+static R_xlen_t gof_after(void *vctx, R_xlen_t i0, R_xlen_t i1)
+{
+    gof_ctx *g = vctx;
+    const R_xlen_t per = 2 * GOF_RB * (R_xlen_t) g->nbb;
+    for (R_xlen_t I = i0; I < i1; I++)
+        if (kb_first_nonfinite(g->part + (I - g->first) * per, per) >= 0)
+            return I;
+    return -1;
+}
+
+/* Row blocks first..last-1 (of GOF_TILE rows): list(quad, diag), each of
+ * length GOF_RB nbb: sum over the rows i of those blocks of
+ * w_ib sum_{j <= i, 2x off the diagonal} k_p(x_i, x_j) w_jb, and of
+ * w_ib^2 k_p(x_i, x_i).  Over all row blocks, quad_b = w_b' K_p w_b. */
+SEXP kb_gof_quad(SEXP x, SEXP s, SEXP kern, SEXP W, SEXP first_,
+                 SEXP last_, SEXP nthreads)
+{
+    int n, d;
+    kb_kernel K;
+    kb_arg_points(x, s, "x", "score", &n, &d);
+    kb_kernel_from_sexp(kern, d, &K);
+    int nt = kb_nthreads(nthreads);
+    const double *w = kb_arg_vector(W, "weights", -1);
+    R_xlen_t len = XLENGTH(W), per = (R_xlen_t) GOF_RB * n;
+    if (len == 0 || len % per != 0)
+        kb_error_class("kb_error_arg", _("'weights' must be packed in "
+                                         "blocks of %d x %d"), GOF_RB, n);
+    int nbb = (int) (len / per);
+    R_xlen_t nrb = ((R_xlen_t) n + GOF_TILE - 1) / GOF_TILE;
+    int a = kb_scalar_int(first_, "first"), b = kb_scalar_int(last_, "last");
+    if (!(a >= 0 && a <= b && b <= nrb))
+        kb_error_class("kb_error_arg", _("row blocks [%d, %d) out of range "
+                                         "for %d blocks"), a, b, (int) nrb);
+    kb_points P = {REAL(x), REAL(s), n};
+    double *part = (double *) R_alloc((size_t) (b - a) * 2 * GOF_RB * nbb + 1,
+                                      sizeof(double));
+    gof_ctx g = {&K, P, n, nbb, w, part, a};
+    /* a row block I costs (I + 1) tiles */
+    double tile = (double) GOF_TILE * GOF_TILE *
+        (KB_STEIN_WORK(d) + 2.0 * GOF_RB * nbb);
+    kb_loop L = {nt, tile, tile, 1,
+                 kb_scratch_alloc(GOF_TILE * GOF_TILE + 2 * (size_t) d, nt),
+                 gof_row_block, gof_after, &g};
+    R_xlen_t bad = kb_loop_run(&L, a, b);
+    if (bad >= 0)
+        kb_error_numeric(_("the bootstrap quadratic forms overflow in rows "
+                           "%d to %d (a Stein kernel value or a sum of them "
+                           "is not finite): scale the data or the kernel"),
+                         (int) (bad * GOF_TILE + 1),
+                         (int) (bad * GOF_TILE + GOF_TILE < n ?
+                                bad * GOF_TILE + GOF_TILE : n));
+    const char *nms[] = {"quad", "diag", ""};
+    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SEXP qv = Rf_allocVector(REALSXP, GOF_RB * (R_xlen_t) nbb);
+    SET_VECTOR_ELT(ans, 0, qv);
+    SEXP dv = Rf_allocVector(REALSXP, GOF_RB * (R_xlen_t) nbb);
+    SET_VECTOR_ELT(ans, 1, dv);
+    double *qo = REAL(qv), *dout = REAL(dv);
+    const R_xlen_t pr = 2 * GOF_RB * (R_xlen_t) nbb;
+    for (R_xlen_t r = 0; r < GOF_RB * (R_xlen_t) nbb; r++)
+        qo[r] = dout[r] = 0.0;
+    for (R_xlen_t I = 0; I < b - a; I++)
+        for (R_xlen_t r = 0; r < GOF_RB * (R_xlen_t) nbb; r++) {
+            qo[r] += part[I * pr + r];
+            dout[r] += part[I * pr + GOF_RB * nbb + r];
+        }
+    UNPROTECT(1);
+    return ans;
+}
