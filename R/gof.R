@@ -165,9 +165,9 @@ GOF_RB <- 8L
 
 # The quadratic forms w_b' K_p w_b (quad) and their diagonal parts
 # sum_i w_ib^2 k_p(x_i, x_i) (diag) for the columns w_b of W, in C on the
-# Stein setup st.  The tile row blocks are cut into slices of equal work
-# that depend on n only (progress between slices), so the result does not
-# depend on progress or threads.
+# Stein setup st.  The tiles of the lower triangle are cut into slices that
+# depend on n only (progress between slices; at most 2000 tiles' partial
+# sums in memory), so the result depends on neither progress nor threads.
 gof_quad <- function(st, W, nthreads, progress) {
   n <- nrow(W)
   B <- ncol(W)
@@ -176,14 +176,17 @@ gof_quad <- function(st, W, nthreads, progress) {
   # packed: replicate r of block bb, row j at r + RB (j + n bb)
   Wp <- as.double(aperm(array(W, c(n, GOF_RB, nbb)), c(2L, 1L, 3L)))
   rm(W)
-  nrb <- (n + GOF_TILE - 1L) %/% GOF_TILE
-  slices <- row_blocks(nrb, min(nrb, 50L))
-  rep <- progress_reporter(length(slices), "KSD test: bootstrap", progress)
+  nrb <- (n + GOF_TILE - 1) %/% GOF_TILE
+  ntile <- nrb * (nrb + 1) / 2
+  k <- min(ntile, max(50, ceiling(ntile / 2000)))
+  cuts <- unique(round(seq(0, ntile, length.out = k + 1L)))
+  rep <- progress_reporter(length(cuts) - 1L, "KSD test: bootstrap",
+                           progress)
   on.exit(rep$done())
   quad <- diag <- numeric(nbb * GOF_RB)
-  for (r in slices) {
-    v <- .Call(C_kb_gof_quad, st$x, st$s, st$kernel, Wp, as.integer(r[1L]),
-               as.integer(r[2L]), nthreads)
+  for (i in seq_len(length(cuts) - 1L)) {
+    v <- .Call(C_kb_gof_quad, st$x, st$s, st$kernel, Wp, cuts[i],
+               cuts[i + 1L], nthreads)
     quad <- quad + v$quad
     diag <- diag + v$diag
     rep$add(1)

@@ -15,15 +15,17 @@
 #define GOF_RR 4      /* tile rows per register block */
 
 /* Weights packed by replicate blocks: W[r + GOF_RB (j + n bb)] is the
- * weight of row j in replicate GOF_RB bb + r. */
+ * weight of row j in replicate GOF_RB bb + r.  Items are the tiles (I, J),
+ * J <= I, of the lower triangle numbered row after row: tile t is (I, J)
+ * with t = I (I + 1) / 2 + J. */
 typedef struct {
     const kb_kernel *K;
     kb_points P;
     R_xlen_t n;
     int nbb;              /* replicate blocks */
     const double *W;
-    double *part;         /* per row block: 2 GOF_RB nbb doubles (q, diag) */
-    R_xlen_t first;       /* the first row block of this call */
+    double *part;         /* per tile: 2 GOF_RB nbb doubles (quad, diag) */
+    R_xlen_t first;       /* the first tile of this call */
 } gof_ctx;
 
 /* t[r] += f sum_{a < mi} W_{I0 + a, r} sum_{c < mj} T[a, c] W_{J0 + c, r}
@@ -55,42 +57,48 @@ static void tile_apply(const double *T, int mi, int mj, const double *WI,
     }
 }
 
-/* Row block I: the tiles (I, J), J <= I, the off-diagonal ones counted
- * twice (K_p is symmetric), each applied to every replicate block in turn;
- * the partial sums of the row block in fixed order, so that the result
- * does not depend on the number of threads. */
-static void gof_row_block(void *vctx, R_xlen_t I, double *scratch)
+/* Tile t = (I, J): its Stein kernel values, applied to every replicate
+ * block in turn, the off-diagonal tiles counted twice (K_p is symmetric);
+ * its own partial sums, added up in tile order after the loop, so that the
+ * result does not depend on the number of threads. */
+static void gof_tile(void *vctx, R_xlen_t t, double *scratch)
 {
     gof_ctx *g = vctx;
-    const R_xlen_t n = g->n, i0 = I * GOF_TILE;
+    R_xlen_t I = (R_xlen_t) ((sqrt(8.0 * (double) t + 1.0) - 1.0) / 2.0);
+    while (I * (I + 1) / 2 > t)
+        I--;
+    while ((I + 1) * (I + 2) / 2 <= t)
+        I++;
+    const R_xlen_t J = t - I * (I + 1) / 2;
+    const R_xlen_t n = g->n, i0 = I * GOF_TILE, j0 = J * GOF_TILE;
     const int mi = (int) (n - i0 < GOF_TILE ? n - i0 : GOF_TILE);
+    const int mj = (int) (n - j0 < GOF_TILE ? n - j0 : GOF_TILE);
     const int d = g->K->d, nbb = g->nbb;
-    double *T = scratch;             /* GOF_TILE x GOF_TILE */
-    double *q = g->part + (I - g->first) * 2 * GOF_RB * nbb;
-    double *dg = q + GOF_RB * nbb;
+    double *T = scratch;             /* GOF_TILE x GOF_TILE, row-major */
     double *xi = scratch + GOF_TILE * GOF_TILE, *si = xi + d;
+    double *q = g->part + (t - g->first) * 2 * GOF_RB * nbb;
+    double *dg = q + GOF_RB * nbb;
     for (int r = 0; r < 2 * GOF_RB * nbb; r++)
         q[r] = 0.0;
-    for (int t = 0; t < GOF_TILE * GOF_TILE; t++)
-        T[t] = 0.0;
-    for (R_xlen_t J = 0; J <= I; J++) {
-        const R_xlen_t j0 = J * GOF_TILE;
-        const int mj = (int) (n - j0 < GOF_TILE ? n - j0 : GOF_TILE);
-        for (int a = 0; a < mi; a++) {
-            for (int k = 0; k < d; k++) {
-                xi[k] = g->P.X[k * g->P.ld + i0 + a];
-                si[k] = g->P.S[k * g->P.ld + i0 + a];
-            }
-            kb_stein_row(g->K, xi, si, &g->P, j0, j0 + mj, T + a * GOF_TILE);
+    for (int a = 0; a < mi; a++) {
+        for (int k = 0; k < d; k++) {
+            xi[k] = g->P.X[k * g->P.ld + i0 + a];
+            si[k] = g->P.S[k * g->P.ld + i0 + a];
         }
-        const double f = J == I ? 1.0 : 2.0;
-        for (int bb = 0; bb < nbb; bb++) {
-            const double *Wb = g->W + (R_xlen_t) GOF_RB * n * bb;
-            tile_apply(T, mi, mj, Wb + GOF_RB * i0, Wb + GOF_RB * j0, f,
-                       q + GOF_RB * bb);
-        }
+        kb_stein_row(g->K, xi, si, &g->P, j0, j0 + mj, T + a * GOF_TILE);
     }
-    /* the diagonal terms, from the last (diagonal) tile */
+    /* rows past mi read by the register blocks are zero */
+    for (int a = mi; a < GOF_TILE; a++)
+        for (int c = 0; c < GOF_TILE; c++)
+            T[a * GOF_TILE + c] = 0.0;
+    const double f = J == I ? 1.0 : 2.0;
+    for (int bb = 0; bb < nbb; bb++) {
+        const double *Wb = g->W + (R_xlen_t) GOF_RB * n * bb;
+        tile_apply(T, mi, mj, Wb + GOF_RB * i0, Wb + GOF_RB * j0, f,
+                   q + GOF_RB * bb);
+    }
+    if (I != J)
+        return;
     for (int bb = 0; bb < nbb; bb++) {
         const double *WI = g->W + (R_xlen_t) GOF_RB * (n * bb + i0);
         for (int a = 0; a < mi; a++) {
@@ -106,16 +114,16 @@ static R_xlen_t gof_after(void *vctx, R_xlen_t i0, R_xlen_t i1)
 {
     gof_ctx *g = vctx;
     const R_xlen_t per = 2 * GOF_RB * (R_xlen_t) g->nbb;
-    for (R_xlen_t I = i0; I < i1; I++)
-        if (kb_first_nonfinite(g->part + (I - g->first) * per, per) >= 0)
-            return I;
+    for (R_xlen_t t = i0; t < i1; t++)
+        if (kb_first_nonfinite(g->part + (t - g->first) * per, per) >= 0)
+            return t;
     return -1;
 }
 
-/* Row blocks first..last-1 (of GOF_TILE rows): list(quad, diag), each of
- * length GOF_RB nbb: sum over the rows i of those blocks of
- * w_ib sum_{j <= i, 2x off the diagonal} k_p(x_i, x_j) w_jb, and of
- * w_ib^2 k_p(x_i, x_i).  Over all row blocks, quad_b = w_b' K_p w_b. */
+/* Tiles first..last-1 (numbered as in gof_ctx): list(quad, diag), each of
+ * length GOF_RB nbb: the sums over those tiles of
+ * w_Ib' K_p[I, J] w_Jb (twice off the diagonal) and of w_ib^2 k_p(x_i, x_i)
+ * (diagonal tiles).  Over all tiles, quad_b = w_b' K_p w_b. */
 SEXP kb_gof_quad(SEXP x, SEXP s, SEXP kern, SEXP W, SEXP first_,
                  SEXP last_, SEXP nthreads)
 {
@@ -130,29 +138,29 @@ SEXP kb_gof_quad(SEXP x, SEXP s, SEXP kern, SEXP W, SEXP first_,
         kb_error_class("kb_error_arg", _("'weights' must be packed in "
                                          "blocks of %d x %d"), GOF_RB, n);
     int nbb = (int) (len / per);
-    R_xlen_t nrb = ((R_xlen_t) n + GOF_TILE - 1) / GOF_TILE;
-    int a = kb_scalar_int(first_, "first"), b = kb_scalar_int(last_, "last");
-    if (!(a >= 0 && a <= b && b <= nrb))
-        kb_error_class("kb_error_arg", _("row blocks [%d, %d) out of range "
-                                         "for %d blocks"), a, b, (int) nrb);
+    double nrb = (double) (((R_xlen_t) n + GOF_TILE - 1) / GOF_TILE);
+    double fa = kb_scalar_real(first_, "first"),
+        fb = kb_scalar_real(last_, "last"), ntile = nrb * (nrb + 1) / 2;
+    if (!(fa >= 0 && fa <= fb && fb <= ntile && fa == floor(fa) &&
+          fb == floor(fb)))
+        kb_error_class("kb_error_arg", _("tiles [%g, %g) out of range for "
+                                         "%g tiles"), fa, fb, ntile);
+    R_xlen_t a = (R_xlen_t) fa, b = (R_xlen_t) fb;
     kb_points P = {REAL(x), REAL(s), n};
     double *part = (double *) R_alloc((size_t) (b - a) * 2 * GOF_RB * nbb + 1,
                                       sizeof(double));
     gof_ctx g = {&K, P, n, nbb, w, part, a};
-    /* a row block I costs (I + 1) tiles */
     double tile = (double) GOF_TILE * GOF_TILE *
         (KB_STEIN_WORK(d) + 2.0 * GOF_RB * nbb);
-    kb_loop L = {nt, tile, tile, 1,
+    kb_loop L = {nt, tile, 0.0, 1,
                  kb_scratch_alloc(GOF_TILE * GOF_TILE + 2 * (size_t) d, nt),
-                 gof_row_block, gof_after, &g};
+                 gof_tile, gof_after, &g};
     R_xlen_t bad = kb_loop_run(&L, a, b);
     if (bad >= 0)
-        kb_error_numeric(_("the bootstrap quadratic forms overflow in rows "
-                           "%d to %d (a Stein kernel value or a sum of them "
-                           "is not finite): scale the data or the kernel"),
-                         (int) (bad * GOF_TILE + 1),
-                         (int) (bad * GOF_TILE + GOF_TILE < n ?
-                                bad * GOF_TILE + GOF_TILE : n));
+        kb_error_numeric(_("the bootstrap quadratic forms overflow in tile "
+                           "%g (a Stein kernel value or a sum of them is not "
+                           "finite): scale the data or the kernel"),
+                         (double) bad);
     const char *nms[] = {"quad", "diag", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP qv = Rf_allocVector(REALSXP, GOF_RB * (R_xlen_t) nbb);
