@@ -274,6 +274,32 @@ bi_add("ksd_blocks", c(bi_xs_cases("ksd_blocks"), list(
     bi_ok(Q(before("blocks"))))
 )))
 
+# ksd_test() under a fixed seed (its bootstrap is random), without the
+# deparsed data name, so that results of equivalent calls compare equal
+bi_env$ksd_test_s <- function(...) {
+  set.seed(1)
+  r <- ksd_test(..., n_boot = 19, progress = FALSE)
+  r$data.name <- NULL
+  r
+}
+bi_add("ksd_test", c(bi_xs_cases("ksd_test_s"), list(
+  C("value_stat", Q(ksd_test_s(X, S)),
+    bi_ok(Q(function(v) bi_near(unname(v$statistic), 20 * ksd(X, S, type = "U"))))),
+  C("type_bad", Q(ksd_test_s(X, S, type = "W")), bi_arg("type")),
+  C("bootstrap_bad", Q(ksd_test_s(X, S, bootstrap = "perm")), bi_arg("bootstrap")),
+  C("n_boot_0", Q(ksd_test(X, S, n_boot = 0)), bi_arg("n_boot")),
+  C("n_boot_frac", Q(ksd_test(X, S, n_boot = 1.5)), bi_arg("n_boot")),
+  C("wild_bad", Q(ksd_test_s(X, S, wild = "normal")), bi_arg("wild")),
+  C("change_prob_0", Q(ksd_test_s(X, S, wild = "markov", change_prob = 0)),
+    bi_arg("change_prob")),
+  C("change_prob_unused", Q(ksd_test_s(X, S, change_prob = 0.1)),
+    bi_arg("change_prob")),
+  C("one_row", Q(ksd_test_s(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+    bi_arg("x")),
+  C("n_boot_checked_first", Q(counted(ksd_test(X, sc_cnt, n_boot = 0))),
+    bi_ok(Q(before("n_boot"))))
+)))
+
 bi_add("ksd_weights", c(bi_xs_cases("ksd_weights"), list(
   C("nonneg_NA", Q(ksd_weights(X, S, nonneg = NA)), bi_arg("nonneg")),
   C("value_simplex", Q(ksd_weights(X, S)),
