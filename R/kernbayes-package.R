@@ -16,6 +16,8 @@
 #'   in one pass (a convergence trace).
 #' * [ksd_blocks()]: the same double sum split into row blocks run as
 #'   futures.
+#' * [ksd_test()]: the KSD goodness-of-fit test (U- or V-statistic,
+#'   multinomial or wild bootstrap p-value).
 #' * [stein_kernel_matrix()], [kernel_matrix()]: the matrices themselves;
 #'   [imq_kernel()], [gaussian_kernel()]: the base kernels (preconditioner
 #'   heuristics, bandwidths).
