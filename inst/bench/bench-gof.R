@@ -4,6 +4,11 @@
 # products on R's BLAS).  steinsampling::ksd_u_test is not installed here;
 # when it is, it is timed too.
 # Run: R_LIBS=... Rscript inst/bench/bench-gof.R
+# Measured (2 cores shared with other jobs): ksd_test 0.92-0.94 s on one
+# thread, plain R 2.15-2.71 s (ratio 2.3-2.9); bootstrap statistics agree
+# to 1.7e-15 relative; 2 threads gave no gain on the loaded machine.
+# n = 20000, d = 4, 1000 replicates, 2 threads: 179 s wall (109 s CPU,
+# shared machine), peak RSS 640 MB (an n x n Stein matrix alone is 3.2 GB).
 library(kernbayes)
 set.seed(1)
 n <- 2000L; d <- 4L; B <- 1000L
