@@ -298,17 +298,9 @@ print.kb_ksd_test <- function(x, ...) {
 #' @return `x`, invisibly.
 #' @export
 plot.kb_ksd_test <- function(x, breaks = 40, ...) {
-  stat <- unname(x$statistic)
-  args <- utils::modifyList(list(
-    main = sprintf("KSD test: bootstrap null (p = %s)",
-                   format(x$p.value, digits = 3)),
-    xlab = "n KSD^2", xlim = range(c(x$boot, stat)), col = "grey85",
-    border = "grey50"), list(...))
-  do.call(graphics::hist, c(list(x = x$boot, breaks = breaks), args))
-  graphics::abline(v = stat, col = "red", lwd = 2)
-  graphics::legend("topright", legend = c("bootstrap", "observed"),
-                   fill = c("grey85", NA), border = c("grey50", NA),
-                   col = c(NA, "red"), lwd = c(NA, 2), bty = "n")
+  plot_null(x$boot, unname(x$statistic), sprintf(
+    "KSD test: bootstrap null (p = %s)", format(x$p.value, digits = 3)),
+    "n KSD^2", "bootstrap", breaks, ...)
   invisible(x)
 }
 
