@@ -372,18 +372,24 @@ print.kb_fssd_test <- function(x, ...) {
 #' @return `x`, invisibly.
 #' @export
 plot.kb_fssd_test <- function(x, breaks = 40, ...) {
-  plot_null(x$null, unname(x$statistic), sprintf(
-    "FSSD test: asymptotic null (p = %s)", format(x$p.value, digits = 3)),
-    "n FSSD^2", "simulated null", breaks, ...)
+  plot_null(null_stats = x$null, observed = unname(x$statistic),
+            title = sprintf("FSSD test: asymptotic null (p = %s)",
+                            format(x$p.value, digits = 3)),
+            axis_label = "n FSSD^2", label = "simulated null",
+            breaks = breaks, ...)
   invisible(x)
 }
 
-plot_null <- function(null, stat, main, xlab, label, breaks, ...) {
+# A histogram of simulated null statistics with the observed statistic:
+# the caller's defaults for the title, axis label and legend label, any
+# graphics::hist() argument in ... taking precedence.
+plot_null <- function(null_stats, observed, title, axis_label, label, breaks,
+                      ...) {
   args <- utils::modifyList(list(
-    main = main, xlab = xlab, xlim = range(c(null, stat)), col = "grey85",
-    border = "grey50"), list(...))
-  do.call(graphics::hist, c(list(x = null, breaks = breaks), args))
-  graphics::abline(v = stat, col = "red", lwd = 2)
+    main = title, xlab = axis_label, xlim = range(c(null_stats, observed)),
+    col = "grey85", border = "grey50"), list(...))
+  do.call(graphics::hist, c(list(x = null_stats, breaks = breaks), args))
+  graphics::abline(v = observed, col = "red", lwd = 2)
   graphics::legend("topright", legend = c(label, "observed"),
                    fill = c("grey85", NA), border = c("grey50", NA),
                    col = c(NA, "red"), lwd = c(NA, 2), bty = "n")

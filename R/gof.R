@@ -298,9 +298,11 @@ print.kb_ksd_test <- function(x, ...) {
 #' @return `x`, invisibly.
 #' @export
 plot.kb_ksd_test <- function(x, breaks = 40, ...) {
-  plot_null(x$boot, unname(x$statistic), sprintf(
-    "KSD test: bootstrap null (p = %s)", format(x$p.value, digits = 3)),
-    "n KSD^2", "bootstrap", breaks, ...)
+  plot_null(null_stats = x$boot, observed = unname(x$statistic),
+            title = sprintf("KSD test: bootstrap null (p = %s)",
+                            format(x$p.value, digits = 3)),
+            axis_label = "n KSD^2", label = "bootstrap", breaks = breaks,
+            ...)
   invisible(x)
 }
 

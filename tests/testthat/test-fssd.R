@@ -175,6 +175,10 @@ test_that("opt chooses on a training split, improves the criterion and tests the
   pdf(NULL)
   on.exit(dev.off())
   expect_identical(plot(t1), t1)
+  # hist() arguments pass through and override the defaults
+  expect_identical(plot(t1, main = "mine", xlab = "T", col = "blue"), t1)
+  k1 <- ksd_test(y, tg, n_boot = 20, progress = FALSE)
+  expect_identical(plot(k1, main = "mine", xlab = "T", breaks = 10), k1)
 })
 
 test_that("level under the null is near 0.05 (opt and rand, N(0, I_2), n = 100)", {
