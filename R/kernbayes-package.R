@@ -17,7 +17,8 @@
 #' * [ksd_blocks()]: the same double sum split into row blocks run as
 #'   futures.
 #' * [ksd_test()]: the KSD goodness-of-fit test (U- or V-statistic,
-#'   multinomial or wild bootstrap p-value).
+#'   multinomial or wild bootstrap p-value); [fssd_test()]: the
+#'   linear-time FSSD test with optimised or random test locations.
 #' * [stein_kernel_matrix()], [kernel_matrix()]: the matrices themselves;
 #'   [imq_kernel()], [gaussian_kernel()]: the base kernels (preconditioner
 #'   heuristics, bandwidths).

@@ -18,6 +18,9 @@ SEXP kb_cross_kernel(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksd_grad(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_mied_grad(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
+/* fssd.c */
+SEXP kb_fssd_moments(SEXP, SEXP, SEXP, SEXP, SEXP);
+
 /* gof.c */
 SEXP kb_gof_quad(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 

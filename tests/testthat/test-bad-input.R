@@ -90,7 +90,7 @@ C <- bi_case
 # ---- the x / score battery shared by the Stein-kernel functions -------------
 
 bi_xs_cases <- function(fn, extra = list(), standardize = TRUE,
-                        nthreads = TRUE) {
+                        nthreads = TRUE, kernel = TRUE) {
   mk <- function(...) {
     a <- utils::modifyList(c(list(x = quote(X), score = quote(S)), extra),
                            list(...))
@@ -164,6 +164,7 @@ bi_xs_cases <- function(fn, extra = list(), standardize = TRUE,
       bi_any(bi_ok(function(v) bi_all_finite(v)), bi_num(),
              bi_arg("x", "smpcov.*rescale x")))
   )
+  if (!kernel) cs <- Filter(function(z) !startsWith(z$id, "kernel_"), cs)
   if (nthreads) {
     cs <- c(cs, list(
       C("nthreads_0", mk(nthreads = 0), bi_arg("nthreads")),
@@ -298,6 +299,40 @@ bi_add("ksd_test", c(bi_xs_cases("ksd_test_s"), list(
     bi_arg("x")),
   C("n_boot_checked_first", Q(counted(ksd_test(X, sc_cnt, n_boot = 0))),
     bi_ok(Q(before("n_boot"))))
+)))
+
+# fssd_test() likewise (random locations and null draws)
+bi_env$fssd_test_s <- function(...) {
+  set.seed(1)
+  r <- fssd_test(..., n_simulate = 19)
+  r$data.name <- NULL
+  r
+}
+bi_add("fssd_test", c(bi_xs_cases("fssd_test_s", list(locations = "rand"),
+                                        standardize = FALSE, kernel = FALSE), list(
+  C("value_stat", Q(fssd_test_s(X, S, locations = rbind(c(0, 0), c(1, 1)),
+                                 bandwidth = 1)),
+    bi_ok(Q(function(v) {
+      tau <- do.call(cbind, lapply(0:1, function(v0) {
+        D <- X - v0
+        kv <- exp(-rowSums(D^2) / 2)
+        (S * kv - D * kv) / sqrt(2 * ncol(X))
+      }))
+      bi_near(unname(v$statistic),
+              (sum(colSums(tau)^2) - sum(tau^2)) / 19)
+    }))),
+  C("locations_bad", Q(fssd_test_s(X, S, locations = "grid")), bi_arg("locations")),
+  C("locations_cols", Q(fssd_test_s(X, S, locations = matrix(0, 1, 7))),
+    bi_arg("locations")),
+  C("n_locations_0", Q(fssd_test_s(X, S, n_locations = 0)), bi_arg("n_locations")),
+  C("train_frac_1", Q(fssd_test_s(X, S, train_frac = 1)), bi_arg("train_frac")),
+  C("train_frac_tiny", Q(fssd_test_s(X, S, train_frac = 0.01)), bi_arg("train_frac")),
+  C("bandwidth_0", Q(fssd_test_s(X, S, bandwidth = 0)), bi_arg("bandwidth")),
+  C("n_simulate_0", Q(fssd_test(X, S, n_simulate = 0)), bi_arg("n_simulate")),
+  C("one_row", Q(fssd_test_s(X[1, , drop = FALSE], S[1, , drop = FALSE],
+                             locations = "rand")), bi_arg("x")),
+  C("n_locations_checked_first", Q(counted(fssd_test(X, sc_cnt, n_locations = 0))),
+    bi_ok(Q(before("n_locations"))))
 )))
 
 bi_add("ksd_weights", c(bi_xs_cases("ksd_weights"), list(
