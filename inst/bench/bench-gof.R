@@ -1,20 +1,51 @@
 # Benchmark of ksd_test() (issue 15): n = 2000, d = 4, 1000 bootstrap
-# replicates, against a plain-R version of the same test in the same run
-# (Stein matrix from kernbayes::stein_kernel_matrix(), bootstrap as R matrix
-# products on R's BLAS).  steinsampling::ksd_u_test is not installed here;
-# when it is, it is timed too.
-# Run: R_LIBS=... Rscript inst/bench/bench-gof.R
-# Measured (2 cores shared with other jobs): ksd_test 0.92-0.94 s on one
-# thread, plain R 2.15-2.71 s (ratio 2.3-2.9); bootstrap statistics agree
-# to 1.7e-15 relative; 2 threads gave no gain on the loaded machine.
-# n = 20000, d = 4, 1000 replicates, 2 threads: 179 s wall (109 s CPU,
-# shared machine), peak RSS 640 MB (an n x n Stein matrix alone is 3.2 GB).
-library(kernbayes)
+# replicates (U-statistic, multinomial bootstrap, IMQ c = 1, beta = -1/2,
+# L = I), on one thread, against on the same data in the same run:
+# - a plain-R version of the same test (Stein matrix from
+#   kernbayes::stein_kernel_matrix(), bootstrap as R matrix products);
+# - steinsampling::ksd_u_test() (CRAN steinsampling 0.1.3: the same U-test,
+#   kernel = "imq", scaling = 1 gives the same Stein kernel to rounding;
+#   it forms the n x n Stein matrix in R and multiplies it by the n x B
+#   weights), when it is installed.  steinsampling is not a dependency:
+#   put its library on the path with KB_PEER_LIB, e.g.
+#   KB_PEER_LIB=/work/scratch-lib.
+# Times are the best of three runs.  The two packages draw their multinomial
+# weights differently, so their p-values agree only within Monte Carlo error
+# (about sqrt(p (1 - p) / 1000) each).
+# KB_BENCH_BIG=1 also runs n = 20000 (d = 4, 1000 replicates, one thread,
+# progress on): the R side holds the n x B weights (160 MB) and their packed
+# copy (160 MB); the Stein matrix (3.2 GB) is never stored.
+# Run: R_LIBS=... KB_PEER_LIB=... Rscript inst/bench/bench-gof.R
+#
+# Measured (R 4.2.2, reference BLAS, 2 cores shared with other jobs whose
+# load varied; KB_PEER_LIB=/work/scratch-lib, steinsampling 0.1.3):
+#   load ~2:  ksd_test 2.20 s, plain R 6.36 s, steinsampling 8.50 s: ratio
+#             steinsampling / ksd_test 3.9 (idle, ksd_test took 0.92 s)
+#   load ~7:  ksd_test 2.88 s, plain R 6.82 s, steinsampling 31.77 s: 11.1
+#   p-values (shift 0.02, the same data): kernbayes 0.128, steinsampling
+#   0.138 (difference 0.010, Monte Carlo SE of the difference 0.015); the
+#   statistics agree to all printed digits (n U_n = 1.46736); the plain-R
+#   bootstrap statistics agree with ksd_test's to 1.8e-15 (same weights).
+#   2 threads gave no gain on the loaded machine (3.60 s).
+#   n = 20000, 1000 replicates, one thread, with progress: 302 s wall at
+#   load ~7 (the process got about a quarter of a core; 179 s on 2 threads
+#   at a lighter load before), p = 0.034; R heap peak 593 MB (the n x B
+#   weights 153 MB, their packed copy and rmultinom's integer counts),
+#   peak RSS 646 MB; the Stein matrix would be 3.2 GB.
+peer <- Sys.getenv("KB_PEER_LIB")
+if (nzchar(peer)) .libPaths(c(.libPaths(), strsplit(peer, ":")[[1L]]))
+suppressPackageStartupMessages(library(kernbayes))
 set.seed(1)
 n <- 2000L; d <- 4L; B <- 1000L
 tg <- gaussian_target(rep(0, d))
-x <- sample_target(tg, n) + 0.05
+x <- sample_target(tg, n) + 0.02  # a small shift: p-value near 0.13
 s <- target_score(tg, x)
+
+best_time <- function(expr, reps = 3L) {
+  e <- substitute(expr)
+  pf <- parent.frame()
+  min(replicate(reps, system.time(eval(e, pf))[["elapsed"]]))
+}
 
 plain_u_test <- function(x, s, B) {
   K <- stein_kernel_matrix(x, s, nthreads = 1)
@@ -27,12 +58,13 @@ plain_u_test <- function(x, s, B) {
 }
 
 set.seed(2)
-t_kb <- system.time(r_kb <- ksd_test(x, s, n_boot = B, nthreads = 1,
-                                     progress = FALSE))[["elapsed"]]
+r_kb <- ksd_test(x, s, n_boot = B, nthreads = 1, progress = FALSE)
 set.seed(2)
-t_r <- system.time(r_r <- plain_u_test(x, s, B))[["elapsed"]]
-t_kb2 <- system.time(ksd_test(x, s, n_boot = B, nthreads = 2,
-                              progress = FALSE))[["elapsed"]]
+r_r <- plain_u_test(x, s, B)
+t_kb <- best_time(ksd_test(x, s, n_boot = B, nthreads = 1, progress = FALSE))
+t_kb2 <- best_time(ksd_test(x, s, n_boot = B, nthreads = 2,
+                            progress = FALSE))
+t_r <- best_time(plain_u_test(x, s, B), 1L)
 cat(sprintf("n = %d, d = %d, %d replicates (U, multinomial)\n", n, d, B))
 cat(sprintf("ksd_test, 1 thread:   %.2f s (p = %.3f)\n", t_kb, r_kb$p.value))
 cat(sprintf("ksd_test, 2 threads:  %.2f s\n", t_kb2))
@@ -41,8 +73,39 @@ cat(sprintf("ratio plain R / ksd_test (1 thread): %.1f\n", t_r / t_kb))
 cat(sprintf("max relative difference of the bootstrap statistics: %.1e\n",
             max(abs(r_kb$boot - r_r$boot)) / max(abs(r_r$boot))))
 if (requireNamespace("steinsampling", quietly = TRUE)) {
-  t_ss <- system.time(steinsampling::ksd_u_test(x, s))[["elapsed"]]
-  cat(sprintf("steinsampling::ksd_u_test: %.2f s\n", t_ss))
+  score_fn <- function(z) target_score(tg, z)
+  ss <- function() {
+    steinsampling::ksd_u_test(x, score_fn, kernel = "imq", scaling = 1,
+                              nboot = B)
+  }
+  set.seed(3)
+  r_ss <- ss()
+  t_ss <- best_time(ss())
+  se <- sqrt(r_kb$p.value * (1 - r_kb$p.value) / B)
+  cat(sprintf(paste0("steinsampling::ksd_u_test %s: %.2f s (p = %.3f); ",
+                     "statistic %.6g vs %.6g\n"),
+              utils::packageVersion("steinsampling"), t_ss, r_ss$p.value,
+              unname(r_ss$statistic), unname(r_kb$statistic)))
+  cat(sprintf("ratio steinsampling / ksd_test (1 thread): %.1f\n",
+              t_ss / t_kb))
+  cat(sprintf(paste0("p-values: kernbayes %.3f, steinsampling %.3f ",
+                     "(difference %.3f; Monte Carlo SE of each %.3f)\n"),
+              r_kb$p.value, r_ss$p.value, r_kb$p.value - r_ss$p.value, se))
 } else {
-  cat("steinsampling is not installed: not timed\n")
+  cat("steinsampling is not installed (set KB_PEER_LIB): not timed\n")
+}
+
+if (Sys.getenv("KB_BENCH_BIG") == "1") {
+  nb <- 20000L
+  xb <- sample_target(tg, nb) + 0.01
+  sb <- target_score(tg, xb)
+  gc(reset = TRUE)
+  set.seed(4)
+  t_big <- system.time(r_big <- ksd_test(xb, sb, n_boot = B, nthreads = 1,
+                                         progress = TRUE))[["elapsed"]]
+  mem <- gc()
+  cat(sprintf(paste0("n = %d, %d replicates, 1 thread: %.0f s (p = %.3f); ",
+                     "R heap peak %.0f MB (weights %.0f MB)\n"),
+              nb, B, t_big, r_big$p.value, sum(mem[, ncol(mem)]),
+              8 * nb * B / 2^20))
 }

@@ -191,6 +191,78 @@ test_that("power: a mean shift of 0.5 and a Student-t(3) sample against N(0, I_2
   }
 })
 
+# An AR(1) chain with exact N(0, 1) margins: x_1 ~ N(0, 1), x_t = a x_{t-1}
+# + sqrt(1 - a^2) e_t.
+ar1_chain <- function(n, a) {
+  e <- rnorm(n)
+  x <- numeric(n)
+  x[1] <- e[1]
+  for (t in 2:n) x[t] <- a * x[t - 1] + sqrt(1 - a^2) * e[t]
+  matrix(x, n, 1)
+}
+
+test_that("dependent samples: the Markov wild bootstrap holds its level on an AR(1) chain and Rademacher does not", {
+  skip_on_cran()
+  # AR(1) coefficient 0.5 (integrated autocorrelation time 3), n = 200,
+  # target N(0, 1), V-statistic, 200 replicates, level 0.05, 300 chains.
+  # inst/experiments/gof-dependent.R measured over 300 chains: Markov with
+  # the default flip probability 0.050, Rademacher 0.233 (independent signs
+  # ignore the dependence and reject about a quarter of the time); with
+  # this seed 0.047 and 0.280.
+  set.seed(300)
+  p <- vapply(1:300, function(r) {
+    x <- ar1_chain(200, 0.5)
+    c(markov = ksd_test(x, -x, type = "V", wild = "markov", n_boot = 200,
+                        progress = FALSE)$p.value,
+      rademacher = ksd_test(x, -x, type = "V", n_boot = 200,
+                            progress = FALSE)$p.value)
+  }, numeric(2))
+  rate <- rowMeans(p <= 0.05)
+  expect_gte(rate[["markov"]], 0.015)
+  expect_lte(rate[["markov"]], 0.095)
+  expect_gt(rate[["rademacher"]], 0.15)
+})
+
+test_that("the default flip probability follows the sample's dependence, chain by chain", {
+  set.seed(31)
+  x <- ar1_chain(2000, 0.5)
+  r <- ksd_test(x, -x, type = "V", wild = "markov", n_boot = 20,
+                progress = FALSE)
+  # integrated autocorrelation time of an AR(1) chain: (1 + a) / (1 - a)
+  expect_equal(r$iact, 3, tolerance = 0.25)
+  expect_equal(r$change_prob, 1 / (1 + sqrt(2000 * r$iact)))
+  expect_null(ksd_test(x, -x, type = "V", n_boot = 5, progress = FALSE)$iact)
+  # two chains interleaved in the rows: each is followed in its own order
+  ch <- rep(1:2, 1000)
+  x2 <- x
+  x2[ch == 1, ] <- ar1_chain(1000, 0.9)
+  x2[ch == 2, ] <- ar1_chain(1000, 0.9)
+  r2 <- ksd_test(x2, -x2, type = "V", wild = "markov", n_boot = 20,
+                 chain = ch, progress = FALSE)
+  expect_gt(r2$iact, 10)
+  expect_equal(r2$change_prob, 1 / (1 + sqrt(1000 * r2$iact)))
+  # the multipliers: one sign chain per chain, each started afresh
+  set.seed(5)
+  a <- kernbayes:::gof_weights(10, 3, "wild", "markov", 0.2)
+  set.seed(5)
+  expect_identical(kernbayes:::gof_weights(10, 3, "wild", "markov", 0.2,
+                               list(all = 1:10)), a)
+  W <- kernbayes:::gof_weights(10, 400, "wild", "markov", 1e-12,
+                   list(seq(1, 10, 2), seq(2, 10, 2)))
+  expect_true(all(W[seq(1, 10, 2), ] == rep(W[1, ], each = 5)))
+  expect_true(all(W[seq(2, 10, 2), ] == rep(W[2, ], each = 5)))
+  expect_gt(mean(W[1, ] != W[2, ]), 0.4)
+})
+
+test_that("gof_iact: integrated autocorrelation times of AR(1) series", {
+  set.seed(32)
+  expect_equal(kernbayes:::gof_iact(ar1_chain(5000, 0.8)[, 1]), 9,
+               tolerance = 0.2)
+  expect_lt(kernbayes:::gof_iact(rnorm(5000)), 1.2)
+  expect_identical(kernbayes:::gof_iact(rep(1, 10)), 1)
+  expect_identical(kernbayes:::gof_iact((-1)^(1:100)), 1)
+})
+
 test_that("bad input: every argument checked, naming it, before the score closure runs", {
   x <- gof_sample(20, 2)
   calls <- 0
