@@ -66,8 +66,10 @@
 #'   point or vectorised over rows); [target_log_density()],
 #'   [target_score()], [sample_target()] evaluate or sample it.
 #' * Built in: [gaussian_target()], [gaussian_mixture_target()],
-#'   [logistic_regression_target()], [goodwin_target()] (an ODE model; with
-#'   [goodwin_solve()] and [goodwin_simulate()]).
+#'   [logistic_regression_target()], [rbm_target()] (a Gaussian-Bernoulli
+#'   restricted Boltzmann machine, the goodness-of-fit benchmark),
+#'   [goodwin_target()] (an ODE model; with [goodwin_solve()] and
+#'   [goodwin_simulate()]).
 #' * Stan and brms fits: [stan_target()] makes a target of a `stanfit` or
 #'   `brmsfit` on the unconstrained scale (log density and gradient from
 #'   rstan, with the Jacobian adjustment); [unconstrain_draws()] and

@@ -243,8 +243,9 @@ target_log_density <- function(target, x) {
 
 #' Exact draws from a built-in target
 #'
-#' @param target A target with an exact sampler, such as [gaussian_target()]
-#'   or [gaussian_mixture_target()].
+#' @param target A target with a sampler: [gaussian_target()] or
+#'   [gaussian_mixture_target()] (exact draws), or [rbm_target()] (the last
+#'   states of independent block Gibbs chains).
 #' @param n Number of draws.
 #' @return An `n x dim` matrix. Uses R's random number generator, so
 #'   [set.seed()] makes it reproducible.
@@ -521,5 +522,131 @@ logistic_regression_target <- function(X, y, prior_sd = 1, intercept = TRUE,
   tg$x_center <- ctr
   tg$x_scale <- scl
   tg$predict <- predict
+  tg
+}
+
+#' Gaussian-Bernoulli restricted Boltzmann machine target
+#'
+#' The visible marginal of a Gaussian-Bernoulli restricted Boltzmann machine
+#' (RBM) with hidden units \eqn{h \in \{-1, 1\}^{d_h}}, the standard
+#' benchmark of the kernel goodness-of-fit literature (Liu, Lee and Jordan
+#' 2016, Section 6; Jitkrittum et al. 2017, Section 5):
+#' \deqn{p(x) \propto \sum_{h \in \{-1,1\}^{d_h}} \exp(x^\top B h + b^\top x
+#' + c^\top h - \|x\|^2 / 2), \quad x \in R^d,}{p(x) prop. to sum_h exp(x'Bh
+#' + b'x + c'h - |x|^2 / 2), x in R^d,}
+#' with \eqn{B} a \eqn{d \times d_h} matrix. The sum over \eqn{h} factorises,
+#' so the log density and the score have closed forms (\eqn{B_j} the
+#' \eqn{j}-th column of \eqn{B}):
+#' \deqn{\log p(x) = b^\top x - \|x\|^2 / 2 + \sum_j \log(2\cosh(B_j^\top x
+#' + c_j)) - \log Z,}{log p(x) = b'x - |x|^2 / 2 + sum_j log(2 cosh(B_j'x +
+#' c_j)) - log Z,}
+#' \deqn{\nabla \log p(x) = b - x + B \tanh(B^\top x + c).}{grad log p(x) =
+#' b - x + B tanh(B'x + c).}
+#' `target_log_density()` leaves out \eqn{\log Z} (a sum over \eqn{2^{d_h}}
+#' states): it is the log of the unnormalised sum above.
+#'
+#' Given \eqn{x}, the hidden units are independent with \eqn{P(h_j = 1 \mid
+#' x) = 1 / (1 + e^{-2(B_j^\top x + c_j)})}; given \eqn{h}, \eqn{x \sim
+#' N(Bh + b, I)}. [sample_target()] runs `n` independent block Gibbs chains
+#' at once (matrix operations on all chains), each started from
+#' \eqn{N(0, I)}, discards `burnin` sweeps and returns the visible state of
+#' the next sweep, so the `n` rows are independent draws whose accuracy
+#' depends on the burn-in (the papers' code, kgof, uses 2000 sweeps). The
+#' marginal of \eqn{h} is \eqn{p(h) \propto \exp(c^\top h + \|Bh + b\|^2 /
+#' 2)}, so \eqn{p(x)} is a mixture of \eqn{2^{d_h}} Gaussians
+#' \eqn{N(Bh + b, I)}: with large weights the modes are far apart and the
+#' Gibbs chains mix slowly.
+#'
+#' The papers' code (the kgof package) writes the joint density with
+#' \eqn{\frac12 x^\top B h}; its RBM with matrix \eqn{B} is `rbm_target(B / 2,
+#' b, c)` here.
+#'
+#' @param B The \eqn{d \times d_h} weight matrix.
+#' @param b The visible bias, a vector of length \eqn{d}.
+#' @param c The hidden bias, a vector of length \eqn{d_h}.
+#' @param burnin Gibbs sweeps discarded before each draw of
+#'   [sample_target()].
+#' @return A [kb_target()] of dimension \eqn{d} with vectorised closures, an
+#'   approximate sampler (block Gibbs, see Details) and the fields `B`, `b`,
+#'   `c`, `burnin`, and `gibbs(x, sweeps)`, which runs `sweeps` further
+#'   sweeps of one chain per row of the `n x d` matrix `x` and returns the
+#'   new visible states (to continue chains instead of starting new ones).
+#' @references Liu, Q., Lee, J. and Jordan, M. (2016). A kernelized Stein
+#'   discrepancy for goodness-of-fit tests. *ICML*. Jitkrittum, W., Xu, W.,
+#'   Szabo, Z., Fukumizu, K. and Gretton, A. (2017). A linear-time kernel
+#'   goodness-of-fit test. *NeurIPS*.
+#' @seealso [ksd_test()] for the goodness-of-fit benchmark built on it.
+#' @examples
+#' set.seed(1)
+#' d <- 5; dh <- 3
+#' B <- matrix(sample(c(-1, 1), d * dh, replace = TRUE), d, dh) / 2
+#' tg <- rbm_target(B, b = rnorm(d), c = rnorm(dh), burnin = 200)
+#' tg
+#' x <- sample_target(tg, 100)
+#' target_score(tg, x[1:2, ])
+#' ksd_test(x, tg, n_boot = 200)$p.value
+#' @export
+rbm_target <- function(B, b, c, burnin = 2000) {
+  if (!is.numeric(B) || !is.matrix(B) || nrow(B) < 1L || ncol(B) < 1L ||
+      anyNA(B) || any(!is.finite(B))) {
+    stop_arg("B", "must be a numeric d x dh matrix of finite values")
+  }
+  d <- nrow(B)
+  dh <- ncol(B)
+  storage.mode(B) <- "double"
+  if (!is.numeric(b) || length(b) != d || anyNA(b) || any(!is.finite(b))) {
+    stop_arg("b", sprintf(paste0("must be a numeric vector of %d finite ",
+                                 "values (one per row of B)"), d))
+  }
+  if (!is.numeric(c) || length(c) != dh || anyNA(c) || any(!is.finite(c))) {
+    stop_arg("c", sprintf(paste0("must be a numeric vector of %d finite ",
+                                 "values (one per column of B)"), dh))
+  }
+  b <- as.double(b)
+  c <- as.double(c)
+  burnin <- check_count(burnin, "burnin", min = 0L)
+  Bt <- t(B)
+  # the n x dh matrix of B_j'x_i + c_j
+  pre <- function(x) sweep(x %*% B, 2L, c, "+")
+  log_density <- function(x) {
+    x <- as_row_matrix(x, d)
+    a <- abs(pre(x))
+    # log(2 cosh(a)) = a + log1p(exp(-2 a)), stable for large |a|
+    drop(x %*% b) - rowSums(x^2) / 2 + rowSums(a + log1p(exp(-2 * a)))
+  }
+  score <- function(x) {
+    x <- as_row_matrix(x, d)
+    sweep(tanh(pre(x)) %*% Bt - x, 2L, b, "+")
+  }
+  # block Gibbs sweeps of one chain per row of x: h | x, then x | h
+  gibbs <- function(x, sweeps) {
+    x <- as_row_matrix(x, d)
+    n <- nrow(x)
+    for (s in seq_len(sweeps)) {
+      p1 <- stats::plogis(2 * pre(x))
+      h <- 2 * (stats::runif(n * dh) < p1) - 1
+      x <- sweep(h %*% Bt, 2L, b, "+") + stats::rnorm(n * d)
+    }
+    x
+  }
+  sampler <- function(n) {
+    gibbs(matrix(stats::rnorm(as.double(n) * d), n, d), burnin + 1L)
+  }
+  tg <- new_target(log_density, score, d, TRUE, FALSE, sampler,
+                   sprintf(paste0("Gaussian-Bernoulli RBM (d = %d visible, ",
+                                  "%d hidden; Gibbs burn-in %d)"),
+                           d, dh, burnin))
+  tg$B <- B
+  tg$b <- b
+  tg$c <- c
+  tg$burnin <- burnin
+  tg$gibbs <- function(x, sweeps) {
+    x <- as_points(x, "x", d)
+    if (ncol(x) != d) {
+      stop_arg("x", sprintf("must have %d columns (the RBM's dimension)", d))
+    }
+    dimnames(x) <- NULL
+    gibbs(x, check_count(sweeps, "sweeps", min = 0L))
+  }
   tg
 }

@@ -661,6 +661,19 @@ bi_add("gaussian_target / gaussian_mixture_target", list(
     bi_ok(function(v) is.finite(v) && v < 0))
 ))
 
+bi_add("rbm_target", list(
+  C("B_vector", Q(rbm_target(1:6, rep(0, 6), 0)), bi_arg("B")),
+  C("B_NA", Q(rbm_target(matrix(c(1, NA), 2, 1), c(0, 0), 0)), bi_arg("B")),
+  C("B_0cols", Q(rbm_target(matrix(0, 2, 0), c(0, 0), numeric(0))), bi_arg("B")),
+  C("b_length", Q(rbm_target(matrix(1, 2, 1), 0, 0)), bi_arg("b")),
+  C("c_Inf", Q(rbm_target(matrix(1, 2, 1), c(0, 0), Inf)), bi_arg("c")),
+  C("burnin_neg", Q(rbm_target(matrix(1, 2, 1), c(0, 0), 0, burnin = -1)),
+    bi_arg("burnin")),
+  C("value_far_point", Q(target_score(rbm_target(matrix(1, 2, 1), c(0, 0), 0),
+                                      c(1e5, -1e5))),
+    bi_ok(function(v) all(is.finite(v))))
+))
+
 bi_add("logistic_regression_target", list(
   C("X_chr", Q(logistic_regression_target("a", 1)), bi_arg("X")),
   C("X_NA", Q(logistic_regression_target(Xna, rep(0:1, 10))), bi_arg("X")),

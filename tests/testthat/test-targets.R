@@ -433,3 +433,129 @@ test_that("logistic_regression_target() accepts a single row of X", {
   expect_equal(target_log_density(tg, c(0, 0, 0)), -log(2))
   expect_true(all(is.finite(target_score(tg, c(0.5, 1, -1)))))
 })
+
+# ---- Gaussian-Bernoulli RBM target -------------------------------------------------------
+
+# All 2^dh hidden states as the rows of a matrix of +-1.
+rbm_states <- function(dh) {
+  as.matrix(expand.grid(rep(list(c(-1, 1)), dh)))
+}
+
+# The exact marginal of an RBM as a mixture: x | h ~ N(Bh + b, I) and
+# p(h) proportional to exp(c'h + |Bh + b|^2 / 2) (complete the square in
+# x'Bh + b'x - |x|^2 / 2); returns the component means, the log weights and
+# the mean and covariance of x.
+rbm_mixture <- function(B, b, c) {
+  H <- rbm_states(ncol(B))
+  M <- sweep(H %*% t(B), 2, b, "+")
+  lw <- drop(H %*% c) + rowSums(M^2) / 2
+  w <- exp(lw - max(lw))
+  w <- w / sum(w)
+  mu <- colSums(w * M)
+  list(means = M, logw = lw, w = w, mean = mu,
+       cov = diag(ncol(M)) + crossprod(M * sqrt(w)) - tcrossprod(mu))
+}
+
+test_that("rbm_target() log density is the log of the sum over hidden states", {
+  set.seed(50)
+  d <- 2
+  dh <- 3
+  B <- matrix(rnorm(d * dh), d, dh)
+  b <- rnorm(d)
+  c <- rnorm(dh)
+  tg <- rbm_target(B, b, c)
+  H <- rbm_states(dh)
+  x <- rbind(matrix(rnorm(20), 10), c(30, -40))   # one point far out
+  brute <- apply(x, 1, function(z) {
+    e <- drop(H %*% (crossprod(B, z) + c)) + sum(b * z) - sum(z^2) / 2
+    max(e) + log(sum(exp(e - max(e))))
+  })
+  expect_equal(target_log_density(tg, x), brute, tolerance = 1e-12)
+  # the same as the Gaussian mixture of the exact marginal, up to log Z
+  mix <- rbm_mixture(B, b, c)
+  gm <- gaussian_mixture_target(mix$means, 1, mix$w)
+  dl <- target_log_density(tg, x) - target_log_density(gm, x)
+  expect_lt(diff(range(dl)), 1e-9)
+  expect_equal(target_score(tg, x), target_score(gm, x), tolerance = 1e-9)
+})
+
+test_that("rbm_target() score is b - x + B tanh(B'x + c) and matches finite differences", {
+  set.seed(51)
+  d <- 4
+  dh <- 3
+  B <- matrix(sample(c(-1, 1), d * dh, TRUE), d, dh) / 2
+  b <- rnorm(d)
+  c <- rnorm(dh)
+  tg <- rbm_target(B, b, c)
+  x <- matrix(rnorm(8 * d, sd = 2), 8)
+  g <- target_score(tg, x)
+  expect_identical(dim(g), dim(x))
+  ref <- t(apply(x, 1, function(z) b - z + B %*% tanh(crossprod(B, z) + c)))
+  expect_equal(g, ref, tolerance = 1e-13, ignore_attr = TRUE)
+  ld <- function(z) target_log_density(tg, matrix(z, 1))
+  for (i in seq_len(nrow(x))) {
+    fd <- ref_num_grad(ld, x[i, ])
+    expect_lt(max(abs(g[i, ] - fd)) / max(abs(fd), 1), 1e-7)
+  }
+  # one point as a vector; d = 1 targets
+  expect_equal(target_score(tg, x[1, ]), g[1, , drop = FALSE], ignore_attr = TRUE)
+  t1 <- rbm_target(matrix(c(0.5, -1), 1), 0.3, c(0.1, -0.2))
+  z <- c(-1, 0, 2)
+  expect_equal(drop(target_score(t1, z)),
+               0.3 - z + 0.5 * tanh(0.5 * z + 0.1) - tanh(-z - 0.2),
+               tolerance = 1e-13)
+})
+
+test_that("rbm_target() Gibbs draws have the exact marginal's mean and covariance", {
+  set.seed(52)
+  d <- 2
+  dh <- 2
+  B <- matrix(c(0.8, -0.4, 0.5, 0.9), d, dh)
+  b <- c(0.5, -1)
+  c <- c(0.3, -0.6)
+  tg <- rbm_target(B, b, c, burnin = 50)
+  expect_s3_class(tg, "kb_target")
+  mix <- rbm_mixture(B, b, c)
+  n <- 40000
+  x <- sample_target(tg, n)
+  expect_identical(dim(x), c(40000L, 2L))
+  se <- sqrt(diag(mix$cov) / n)
+  expect_true(all(abs(colMeans(x) - mix$mean) < 4 * se))
+  expect_lt(max(abs(stats::cov(x) - mix$cov)), 0.06)
+  # more sweeps of the same chains keep the marginal
+  y <- tg$gibbs(x, 3)
+  expect_true(all(abs(colMeans(y) - mix$mean) < 4 * se))
+  expect_identical(tg$gibbs(x, 0), x)
+  # d = 1, two hidden units: the probability of x > mean
+  t1 <- rbm_target(matrix(c(1, -0.7), 1), 0.2, c(0.4, 0.1), burnin = 50)
+  m1 <- rbm_mixture(t1$B, t1$b, t1$c)
+  x1 <- sample_target(t1, n)
+  p_exact <- sum(m1$w * stats::pnorm(m1$mean, drop(m1$means), lower.tail = FALSE))
+  expect_lt(abs(mean(x1 > m1$mean) - p_exact), 4 * sqrt(0.25 / n))
+  # reproducible under set.seed
+  set.seed(3)
+  a <- sample_target(tg, 5)
+  set.seed(3)
+  expect_identical(sample_target(tg, 5), a)
+})
+
+test_that("rbm_target() rejects bad input, naming the argument", {
+  B <- matrix(1, 3, 2)
+  expect_error(rbm_target(1:6, rep(0, 6), 0), "'B'", class = "kb_error_arg")
+  expect_error(rbm_target(replace(B, 2, NA), rep(0, 3), c(0, 0)), "'B'",
+               class = "kb_error_arg")
+  expect_error(rbm_target(matrix("a", 3, 2), rep(0, 3), c(0, 0)), "'B'",
+               class = "kb_error_arg")
+  expect_error(rbm_target(B, rep(0, 2), c(0, 0)), "'b'.*3", class = "kb_error_arg")
+  expect_error(rbm_target(B, c(0, Inf, 0), c(0, 0)), "'b'", class = "kb_error_arg")
+  expect_error(rbm_target(B, rep(0, 3), 0), "'c'.*2", class = "kb_error_arg")
+  expect_error(rbm_target(B, rep(0, 3), c(NA, 0)), "'c'", class = "kb_error_arg")
+  expect_error(rbm_target(B, rep(0, 3), c(0, 0), burnin = -1), "'burnin'",
+               class = "kb_error_arg")
+  expect_error(rbm_target(B, rep(0, 3), c(0, 0), burnin = 1.5), "'burnin'",
+               class = "kb_error_arg")
+  tg <- rbm_target(B, rep(0, 3), c(0, 0))
+  expect_error(tg$gibbs(matrix(0, 2, 2), 1), "'x'", class = "kb_error_arg")
+  expect_error(tg$gibbs(matrix(0, 2, 3), -1), "'sweeps'", class = "kb_error_arg")
+  expect_error(target_score(tg, matrix(0, 2, 2)), "'x'", class = "kb_error_arg")
+})
