@@ -77,7 +77,10 @@ sp_control_names <- c("n_candidates", "mu0", "cov0", "lambda", "alpha",
 #' \eqn{E_P[\exp(c_2 k_p(Z, Z))] < \infty} for some \eqn{c_2 > 0} and
 #' restrict the search at step \eqn{j} to \eqn{\{x : k_p(x, x) \le
 #' R_j^2\}}, with \eqn{R_j^2} between \eqn{2 \log(j) / c_2} and \eqn{2
-#' \log(n) / c_2}. `truncation = "lower"` uses \eqn{R_j^2 = 2 \log(j) /
+#' \log(n) / c_2} (the rule as the CRAN package steinsampling states it;
+#' the full text of the theorems was not at hand when this was written,
+#' so check their exact conditions in the paper before relying on the
+#' guarantee). `truncation = "lower"` uses \eqn{R_j^2 = 2 \log(j) /
 #' c_2}, `"upper"` \eqn{R_j^2 = 2 \log(n) / c_2}; candidates (or
 #' Nelder-Mead points, or grid points) outside the set are never chosen,
 #' from step 2 on (the first point is unrestricted). The default `"none"`

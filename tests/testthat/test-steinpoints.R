@@ -118,18 +118,25 @@ test_that("a full preconditioner and the Gaussian kernel enter the criterion as 
 })
 
 test_that("the grid optimiser takes the brute-force minimiser over the whole grid (d = 1, 2)", {
+  # every step of a grid run against the criterion over the whole grid
+  # (rows of `grid` in expand.grid() order), and the run's KSD path
+  check_grid <- function(sp, target, grid, method) {
+    sg <- sp_score(target, grid)
+    X <- unname(sp$points)
+    S <- sp_score(target, X)
+    for (j in seq_len(nrow(X))) {
+      crit <- ref_sp_criterion(grid, sg, X, S, j, method)
+      expect_equal(X[j, ], grid[which.min(crit), ],
+                   label = sprintf("d = %d, step %d", ncol(X), j))
+      expect_equal(sp$criterion[j], min(crit), tolerance = 1e-10)
+    }
+    expect_equal(sp$ksd, ref_ksd_path(ref_stein_matrix(X, S)),
+                 tolerance = 1e-10)
+  }
   g1 <- gaussian_target(0.5, 2)
   sp <- stein_points(g1, 15, optimizer = "grid", progress = FALSE,
                      control = list(grid_size = 61, lower = -4, upper = 5))
-  grid <- matrix(seq(-4, 5, length.out = 61), ncol = 1)
-  sg <- sp_score(g1, grid)
-  X <- unname(sp$points)
-  S <- sp_score(g1, X)
-  for (j in 1:15) {
-    crit <- ref_sp_criterion(grid, sg, X, S, j, "greedy")
-    expect_equal(X[j, ], grid[which.min(crit), ], label = sprintf("d = 1, step %d", j))
-    expect_equal(sp$criterion[j], min(crit), tolerance = 1e-10)
-  }
+  check_grid(sp, g1, matrix(seq(-4, 5, length.out = 61), ncol = 1), "greedy")
   expect_identical(sp$n_eval, c(61L, integer(14)))
   # an asymmetric mixture: no ties between mirror-image grid points
   mix <- gaussian_mixture_target(rbind(c(-1.5, 0.3), c(1.5, -0.2)),
@@ -140,17 +147,7 @@ test_that("the grid optimiser takes the brute-force minimiser over the whole gri
                                      upper = c(4, 3)))
   grid2 <- as.matrix(expand.grid(seq(-4, 4, length.out = 21),
                                  seq(-3, 3, length.out = 21)))
-  dimnames(grid2) <- NULL
-  sg2 <- sp_score(mix, grid2)
-  X2 <- unname(sp2$points)
-  S2 <- sp_score(mix, X2)
-  for (j in 1:10) {
-    crit <- ref_sp_criterion(grid2, sg2, X2, S2, j, "herding")
-    expect_equal(X2[j, ], grid2[which.min(crit), ], label = sprintf("d = 2, step %d", j))
-    expect_equal(sp2$criterion[j], min(crit), tolerance = 1e-10)
-  }
-  # KSD path of a grid run
-  expect_equal(sp2$ksd, ref_ksd_path(ref_stein_matrix(X2, S2)), tolerance = 1e-10)
+  check_grid(sp2, mix, unname(grid2), "herding")
 })
 
 test_that("Nelder-Mead improves on the best Monte Carlo candidate", {
