@@ -106,8 +106,9 @@ sp_control_names <- c("n_candidates", "mu0", "cov0", "lambda", "alpha",
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]);
 #'   default `interactive()`.
 #' @return An object of class `kb_stein_points`, inheriting from `kb_thin`
-#'   (so [ksd()], `print`, `summary`, `plot`, [as_draws_df()] and
-#'   `as.data.frame()` work as for a thinned set): `points` (`n x d`, in
+#'   (so [ksd()], `print`, `summary`, `plot`, `as_draws_df()` and
+#'   `as.data.frame()` work as for a thinned set; see
+#'   [as_draws.kb_result]): `points` (`n x d`, in
 #'   order of selection), `score` (the scores at the points), `ksd` (the
 #'   KSD of the first \eqn{j} points, \eqn{j = 1, \dots, n}), `criterion`
 #'   (the criterion value of each chosen point), `criterion_start` (`"nm"`:
