@@ -60,6 +60,7 @@ SEXP kb_stein_matrix(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_stein_sums(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_phi(SEXP, SEXP);
 SEXP kb_stein_block_sums(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_stein_cross_sums(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
 /* thin.c */
 SEXP kb_stein_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
