@@ -476,12 +476,19 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
   # exact (bitwise) row keys: merging must not depend on printing precision
   key <- apply(xs, 1L, function(r) paste(sprintf("%a", r), collapse = ","))
   dup <- duplicated(key)
+  nu <- sum(!dup)
+  # K, and the solver's packed factor of the support's K (at most half of
+  # K, allocated in doublings)
+  check_memory(8 * (1.75 * nu^2 + 10 * nu), "x",
+               sprintf("the Stein kernel matrix of %d distinct points", nu))
   xu <- st$x[!dup, , drop = FALSE]
   # C names rows of the sample, not of the merged set, in its messages
   attr(xu, "kb_rows") <- which(!dup)
   K <- .Call(C_kb_stein_matrix, xu, st$s[!dup, , drop = FALSE], st$kernel,
              nthreads)
-  v <- if (nonneg) simplex_qp(K, progress = prog) else affine_qp(K)
+  v <- if (nonneg) {
+    as.numeric(simplex_weights(K, nthreads, prog))
+  } else affine_qp(K)
   prog$done()
   # share each distinct point's weight among its copies
   grp <- match(key, key[!dup])
@@ -522,54 +529,19 @@ affine_qp <- function(K) {
   z / tot
 }
 
-# argmin w'Kw subject to sum(w) = 1, w >= 0: primal active-set method.
-# The passive set P holds the free weights; the optimum on P solves the
-# affine problem there; a weight that turns negative leaves P, and the
-# point with the most negative KKT residual 2(Kw)_i - 2 w'Kw enters it.
-simplex_qp <- function(K, tol = 1e-12, max_iter = 50L * nrow(K) + 100L,
-                       progress = NULL) {
+# argmin w'Kw subject to sum(w) = 1, w >= 0: the primal active-set method
+# of src/weights.c (Cholesky factor of the support's K updated as points
+# enter and leave), on K + ridge * max(diag(K)) I; tol: the stopping
+# tolerance on the KKT residuals relative to the objective.  Returns the
+# weights with attributes iterations, support, refactors.
+simplex_weights <- function(K, nthreads = 1L, progress = NULL, ridge = 1e-12,
+                            tol = 1e-10, tol_abs = 1e-15, batch = 16L) {
   n <- nrow(K)
-  w <- numeric(n)
-  i0 <- which.min(diag(K))
-  w[i0] <- 1
-  P <- i0
-  scale <- max(abs(diag(K)))
-  for (iter in seq_len(max_iter)) {
-    if (!is.null(progress)) {
-      progress$tick(iter, sprintf("%d points with positive weight", length(P)))
-    }
-    g <- drop(K %*% w)
-    lam <- sum(w * g)
-    if (!is.finite(lam) || any(!is.finite(g))) {
-      stop_numeric("the weighted Stein kernel sums overflow while solving ",
-                   "for the KSD-optimal weights: scale the data or the kernel")
-    }
-    cand <- setdiff(seq_len(n), P)
-    if (!length(cand)) break
-    viol <- g[cand] - lam
-    if (min(viol) >= -tol * scale) break
-    P <- c(P, cand[which.min(viol)])
-    repeat {
-      z <- numeric(n)
-      z[P] <- affine_qp(K[P, P, drop = FALSE])
-      if (all(z[P] > 0)) {
-        w <- z
-        break
-      }
-      # step from w towards z until the first weight reaches zero
-      neg <- P[z[P] <= 0]
-      alpha <- min(w[neg] / (w[neg] - z[neg]))
-      w <- w + alpha * (z - w)
-      drop_ <- P[w[P] <= tol]
-      w[drop_] <- 0
-      P <- setdiff(P, drop_)
-      if (!length(P)) {
-        stop_numeric("the active-set solver for the KSD-optimal weights ",
-                     "lost all points (the Stein kernel matrix is too ill ",
-                     "conditioned): scale the data or the kernel")
-      }
-      w <- w / sum(w)
-    }
-  }
-  w
+  ctl <- list(ridge = ridge, tol = tol, tol_abs = tol_abs,
+              batch = as.integer(batch),
+              max_iter = as.integer(min(50 * n + 100, .Machine$integer.max)))
+  cb <- if (is.null(progress)) NULL else progress$callback()
+  res <- .Call(C_kb_simplex_weights, K, ctl, nthreads, cb)
+  structure(res$weights, iterations = res$iterations, support = res$support,
+            refactors = res$refactors)
 }
