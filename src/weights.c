@@ -248,9 +248,11 @@ static void solve_support(qp_state *q, int fresh)
         z[k] /= tot;
 }
 
-/* Inner loop after a point entered: move to the optimum on P, dropping
- * the points whose weights reach zero on the way.  Returns 1 when w moved. */
-static int optimise_support(qp_state *q)
+/* Inner loop after points entered: move to the optimum on P, dropping
+ * the points whose weights reach zero on the way (each exit ticks: a long
+ * run of exits on a large support stays interruptible).  Returns 1 when w
+ * moved. */
+static int optimise_support(qp_state *q, kb_ticker *tick)
 {
     int moved = 0, fresh = 1;
     double *w = q->w, *z = q->z;
@@ -288,6 +290,7 @@ static int optimise_support(qp_state *q)
             /* an entering point (weight 0) with z <= 0: only it leaves */
             drop_point(q, kb);
         }
+        kb_tick(tick, 4.0 * q->s * q->s);
         if (q->s == 0)
             kb_error_numeric(_("the active-set solver for the KSD-optimal "
                                "weights lost all points (the Stein kernel "
@@ -408,12 +411,13 @@ SEXP kb_simplex_weights(SEXP K, SEXP control, SEXP nthreads, SEXP progress)
                              max_iter);
         for (int k = 0; k < ne; k++)
             add_point(&q, enter[k]);
-        if (optimise_support(&q))
+        if (optimise_support(&q, &tick))
             gen++;
         else
             for (int k = 0; k < ne; k++)
                 blocked[enter[k]] = gen;
-        if (kb_tick(&tick, (double) n * q.s + (double) ne * q.s * q.s))
+        if (kb_tick(&tick, (double) n * q.s + (double) ne * q.s * q.s) ||
+            prog.fn != R_NilValue)
             kb_progress_report(&prog, iter, q.s, sqrt(fmax(lam, 0.0)), 0);
     }
     kb_progress_report(&prog, iter, q.s, sqrt(fmax(lam, 0.0)), 1);

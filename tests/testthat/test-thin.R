@@ -945,73 +945,12 @@ test_that("thinning at extreme scales: 1e300 and 1e-300 data, d = 1, two rows", 
 
 # ---- KSD-optimal weights: the C active-set solver (src/weights.c) ---------------
 
-# argmin w'Kw on the simplex by quadprog's dual method (compact constraint
-# form); quadprog needs a positive definite matrix, so K gets the same
-# relative ridge as ours (1e-12 max K_ii), and the objective is compared on K.
-qp_simplex <- function(K, ridge = 1e-12) {
-  n <- nrow(K)
-  Amat <- matrix(0, n, n + 1L)
-  Aind <- matrix(0L, n + 1L, n + 1L)
-  Amat[, 1] <- 1
-  Aind[1, 1] <- n
-  Aind[-1, 1] <- seq_len(n)
-  Amat[1, -1] <- 1
-  Aind[1, -1] <- 1L
-  Aind[2, -1] <- seq_len(n)
-  w <- quadprog::solve.QP.compact(K + diag(ridge * max(diag(K)), n), rep(0, n),
-                                  Amat, Aind, c(1, rep(0, n)), meq = 1)$solution
-  w <- pmax(w, 0)
-  w / sum(w)
-}
-
-# The previous R implementation of ksd_weights() (an active-set loop that
-# refactorises K on the support at every step), kept as a reference.
-old_simplex_qp <- function(K, tol = 1e-12) {
-  n <- nrow(K)
-  chol_ridge <- function(A) {
-    jit <- 0
-    base <- mean(abs(diag(A)))
-    repeat {
-      R <- tryCatch(chol(A + diag(jit, nrow(A))), error = function(e) NULL)
-      if (!is.null(R)) return(R)
-      jit <- if (jit == 0) 1e-12 * base else jit * 100
-    }
-  }
-  affine <- function(A) {
-    R <- chol_ridge(A)
-    z <- backsolve(R, forwardsolve(t(R), rep(1, nrow(A))))
-    z / sum(z)
-  }
-  w <- numeric(n)
-  i0 <- which.min(diag(K))
-  w[i0] <- 1
-  P <- i0
-  scale <- max(abs(diag(K)))
-  repeat {
-    g <- drop(K %*% w)
-    lam <- sum(w * g)
-    cand <- setdiff(seq_len(n), P)
-    if (!length(cand)) break
-    viol <- g[cand] - lam
-    if (min(viol) >= -tol * scale) break
-    P <- c(P, cand[which.min(viol)])
-    repeat {
-      z <- numeric(n)
-      z[P] <- affine(K[P, P, drop = FALSE])
-      if (all(z[P] > 0)) {
-        w <- z
-        break
-      }
-      neg <- P[z[P] <= 0]
-      alpha <- min(w[neg] / (w[neg] - z[neg]))
-      w <- w + alpha * (z - w)
-      P <- setdiff(P, P[w[P] <= tol])
-      w[-P] <- 0
-      w <- w / sum(w)
-    }
-  }
-  w
-}
+# Reference solvers shared with inst/bench/bench-weights.R: qp_compact()
+# (quadprog on K + 1e-12 max(K_ii) I) and old_simplex_qp() (the previous R
+# implementation of ksd_weights()).
+ref_weights <- new.env()
+sys.source(system.file("bench", "ref-weights.R", package = "kernbayes",
+                       mustWork = TRUE), envir = ref_weights)
 
 # Plain-R projected gradient on the simplex (sort-based projection): an
 # independent feasible point that the optimum cannot beat.
@@ -1069,7 +1008,7 @@ test_that("the C simplex solver agrees with quadprog to 1e-8 in the objective an
   for (nm in names(probs)) {
     K <- probs[[nm]]
     w <- kernbayes:::simplex_weights(K)
-    wq <- qp_simplex(K)
+    wq <- ref_weights$qp_compact(K)
     expect_equal(wobj(K, w), wobj(K, wq), tolerance = 1e-8, label = nm)
     expect_kkt(K, w)
   }
@@ -1087,7 +1026,7 @@ test_that("the C simplex solver agrees with the previous R implementation and be
                    list(x = matrix(stats::rnorm(30)), k = imq_kernel()))) {
     K <- stein_kernel_matrix(cfg$x, -cfg$x, cfg$k)
     w <- as.numeric(kernbayes:::simplex_weights(K))
-    wo <- old_simplex_qp(K)
+    wo <- ref_weights$old_simplex_qp(K)
     expect_equal(wobj(K, w), wobj(K, wo), tolerance = 1e-10)
     expect_equal(w, wo, tolerance = 1e-6)
     expect_identical(w > 0, wo > 0)
