@@ -18,9 +18,10 @@
  * -(tol w'Kw + tol_abs max_i K_ii).
  *
  * K_PP is held as its upper Cholesky factor R in packed storage, updated
- * when a point enters (bordering: one triangular solve, the new column
- * appended) and when one leaves (Givens rotations on the columns after
- * it), so each entry or exit costs O(|P|^2); each new iterate costs the
+ * when points enter (block bordering: one triangular solve with all of
+ * them as right-hand sides, the new columns appended) and when one leaves
+ * (Givens rotations on the columns after it), so each entry or exit costs
+ * O(|P|^2); each new iterate costs the
  * gradient Kw on the support's columns, O(n |P|) (in row blocks, on
  * nthreads threads; each row's sum in a fixed order, so the result does
  * not depend on the number of threads).
@@ -54,6 +55,7 @@ typedef struct {
     double *w, *g;     /* weights; gradient (K + delta I) w (both n) */
     double *z, *y;     /* the optimum on P; R^{-T} 1 (n each) */
     double *buf, *cs, *sn;  /* scratch for the Givens rotations (n each) */
+    double **cols;     /* scratch: the entering columns of R (batch) */
     int refactors;
 } qp_state;
 
@@ -135,12 +137,14 @@ static void solve_r(const qp_state *q, int s, double *b)
     }
 }
 
-/* Room in R for one more column (capacity doubled, at most n). */
-static void reserve(qp_state *q)
+/* Room in R for `need` columns (capacity doubled, at most n). */
+static void reserve(qp_state *q, int need)
 {
-    if (q->s < q->cap)
+    if (need <= q->cap)
         return;
-    int cap = q->cap > q->n / 2 ? q->n : 2 * q->cap;
+    int cap = q->cap;
+    while (cap < need)
+        cap = cap > q->n / 2 ? q->n : 2 * cap;
     double *R = (double *) R_alloc((size_t) cap * (cap + 1) / 2,
                                    sizeof(double));
     memcpy(R, q->R, (size_t) q->s * (q->s + 1) / 2 * sizeof(double));
@@ -166,27 +170,60 @@ static void refactor(qp_state *q)
     q->refactors++;
 }
 
-/* Point j enters P (last column of R: bordering). */
-static void add_point(qp_state *q, int j)
+/* The m points J enter P, as the last m columns of R (block bordering:
+ * the columns' first s rows solve R'B = K_PJ, all m at once, so that each
+ * column of R is read from memory once and used m times; their last rows
+ * are the Cholesky factor of K_JJ + delta I - B'B, column by column). */
+static void add_points(qp_state *q, const int *J, int m)
 {
-    reserve(q);
-    const R_xlen_t n = q->n;
     const int s = q->s;
-    double *col = packed_col(q, s);
-    const double *Kj = q->K + j * n;
-    for (int k = 0; k < s; k++)
-        col[k] = Kj[q->P[k]];
-    double rr = 0.0;
-    solve_rt(q, s, col);
-    for (int k = 0; k < s; k++)
-        rr += col[k] * col[k];
-    double rho2 = Kj[j] + q->delta - rr;
-    q->P[s] = j;
-    q->pos[j] = s;
-    q->s = s + 1;
-    if (rho2 > 0.5 * q->delta)
-        col[s] = sqrt(rho2);
-    else
+    reserve(q, s + m);
+    const R_xlen_t n = q->n;
+    double **cols = q->cols;
+    for (int t = 0; t < m; t++) {
+        cols[t] = packed_col(q, s + t);
+        const double *Kj = q->K + J[t] * n;
+        for (int k = 0; k < s; k++)
+            cols[t][k] = Kj[q->P[k]];
+    }
+    for (int k = 0; k < s; k++) {
+        const double *c = packed_col(q, k);
+        for (int t = 0; t < m; t++) {
+            double *b = cols[t], acc = 0.0;
+#pragma omp simd reduction(+:acc)
+            for (int l = 0; l < k; l++)
+                acc += c[l] * b[l];
+            b[k] = (b[k] - acc) / c[k];
+        }
+    }
+    int ok = 1;
+    for (int t = 0; t < m && ok; t++) {
+        double *b = cols[t];
+        const double *Kj = q->K + J[t] * n;
+        for (int u = 0; u < t; u++) {
+            const double *c = cols[u];
+            double acc = 0.0;
+#pragma omp simd reduction(+:acc)
+            for (int l = 0; l < s + u; l++)
+                acc += c[l] * b[l];
+            b[s + u] = (Kj[J[u]] - acc) / c[s + u];
+        }
+        double rr = 0.0;
+#pragma omp simd reduction(+:rr)
+        for (int l = 0; l < s + t; l++)
+            rr += b[l] * b[l];
+        double rho2 = Kj[J[t]] + q->delta - rr;
+        if (rho2 > 0.5 * q->delta)
+            b[s + t] = sqrt(rho2);
+        else
+            ok = 0;
+    }
+    for (int t = 0; t < m; t++) {
+        q->P[s + t] = J[t];
+        q->pos[J[t]] = s + t;
+    }
+    q->s = s + m;
+    if (!ok)
         refactor(q);
 }
 
@@ -236,7 +273,8 @@ static void solve_support(qp_state *q, int fresh)
             y[k] = 1.0;
         solve_rt(q, s, y);
     }
-    memcpy(z, y, (size_t) s * sizeof(double));
+    for (int k = 0; k < s; k++)
+        z[k] = y[k];
     solve_r(q, s, z);
     for (int k = 0; k < s; k++)
         tot += z[k];
@@ -371,7 +409,8 @@ SEXP kb_simplex_weights(SEXP K, SEXP control, SEXP nthreads, SEXP progress)
         q.w[i] = 0.0;
     }
     /* start at the best vertex */
-    add_point(&q, i0);
+    q.cols = (double **) R_alloc((size_t) batch, sizeof(double *));
+    add_points(&q, &i0, 1);
     q.w[i0] = 1.0;
 
     int *enter = (int *) R_alloc((size_t) batch, sizeof(int));
@@ -409,8 +448,7 @@ SEXP kb_simplex_weights(SEXP K, SEXP control, SEXP nthreads, SEXP progress)
             kb_error_numeric(_("the active-set solver for the KSD-optimal "
                                "weights did not converge in %d steps"),
                              max_iter);
-        for (int k = 0; k < ne; k++)
-            add_point(&q, enter[k]);
+        add_points(&q, enter, ne);
         if (optimise_support(&q, &tick))
             gen++;
         else
