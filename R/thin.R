@@ -441,15 +441,40 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' share their weight equally; standardisation and preconditioner
 #' heuristics are computed on the whole sample, repeats included.
 #'
-#' The non-negative problem is solved by an active-set method on Cholesky
-#' factorisations; the unconstrained one in closed form,
-#' \eqn{w \propto K_p^{-1} 1}.
+#' \eqn{K_p} is formed once, in C (\eqn{n^2} Stein kernel evaluations and
+#' \eqn{8 n^2} bytes for \eqn{n} distinct rows: 200 MB at \eqn{n = 5000},
+#' checked against the option `kernbayes.max_memory` before anything is
+#' computed). The non-negative problem is then solved in C by a primal
+#' active-set method: the weights on the current support are the optimum
+#' with the support's weights free, from a Cholesky factor of the support's
+#' \eqn{K_p} that is updated (not recomputed) as points enter and leave;
+#' the points that most violate the optimality conditions enter, those whose
+#' weight reaches zero leave. A step costs about \eqn{n s} operations for a
+#' support of \eqn{s} points (on `nthreads` threads, with the same result on
+#' any number). The solver works on \eqn{K_p + \delta I} with
+#' \eqn{\delta = 10^{-12} \max_i K_p(x_i, x_i)}, which keeps the factor
+#' positive definite when \eqn{K_p} is numerically singular (close points,
+#' smooth kernels) and moves the optimum by at most \eqn{\delta}. In the
+#' tests and benchmarks (up to \eqn{n = 2000}) the result agrees with
+#' `quadprog::solve.QP` to 1e-8 relative in \eqn{w^\top K_p w} (1e-13 on
+#' Gaussian samples, ours the lower) and meets the optimality conditions
+#' (\eqn{(K_p w)_i} equal to \eqn{w^\top K_p w} on the support and at least
+#' that elsewhere) to about 1e-14 of the largest diagonal entry. Measured on
+#' one thread of a shared two-core machine for a 2-d Gaussian sample and
+#' the IMQ kernel: \eqn{n = 1000} in 0.05 s (`quadprog::solve.QP` 25 s,
+#' the R loop of earlier versions 6.3 s), \eqn{n = 5000} in 3 s, 1.3 s of
+#' it forming \eqn{K_p} (`inst/bench/bench-weights.R`); a 10-d sample of
+#' 5000 points, whose optimal support has 3700 points, in 11 s.
+#' The unconstrained problem is solved in closed form,
+#' \eqn{w \propto K_p^{-1} 1} (in R, with a ridge only when the Cholesky
+#' factorisation fails).
 #'
 #' @inheritParams stein_kernel_matrix
 #' @inheritParams ksd
 #' @param nonneg Constrain the weights to be non-negative (default `TRUE`).
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]):
-#'   the Stein kernel matrix, then the solver's iterations; default
+#'   the solver's steps, with the size of the support and the KSD so far
+#'   (forming the Stein kernel matrix is not reported); default
 #'   `interactive()`.
 #' @return A numeric vector of weights summing to 1, one per row of `x`,
 #'   with attribute `ksd` (the weighted KSD), and for labelled input
