@@ -25,6 +25,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_eigen_sym, 2),
     CALLDEF(kb_stein_thin, 8),
     CALLDEF(kb_mmd_thin, 7),
+    CALLDEF(kb_simplex_weights, 4),
     CALLDEF(kb_ksdt_new, 2),
     CALLDEF(kb_ksdt_push, 3),
     CALLDEF(kb_ksdt_fail_alloc, 2),

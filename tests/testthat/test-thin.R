@@ -1082,3 +1082,145 @@ test_that("regularised Stein thinning checks its arguments before the score runs
   e(stein_thin(x, s, 5, regularize = TRUE, log_density = rep(0, 30),
                hessian_diag = matrix(NA_real_, 30, 2)), "hessian_diag")
 })
+
+# ---- KSD-optimal weights: the C active-set solver (src/weights.c) ---------------
+
+# Reference solvers shared with inst/bench/bench-weights.R: qp_compact()
+# (quadprog on K + 1e-12 max(K_ii) I) and old_simplex_qp() (the previous R
+# implementation of ksd_weights()).
+ref_weights <- new.env()
+sys.source(system.file("bench", "ref-weights.R", package = "kernbayes",
+                       mustWork = TRUE), envir = ref_weights)
+
+# Plain-R projected gradient on the simplex (sort-based projection): an
+# independent feasible point that the optimum cannot beat.
+pg_simplex <- function(K, iter = 3000) {
+  proj <- function(v) {
+    u <- sort(v, decreasing = TRUE)
+    cs <- cumsum(u)
+    r <- max(which(u - (cs - 1) / seq_along(u) > 0))
+    pmax(v - (cs[r] - 1) / r, 0)
+  }
+  n <- nrow(K)
+  step <- 1 / (2 * max(eigen(K, symmetric = TRUE, only.values = TRUE)$values))
+  w <- rep(1 / n, n)
+  for (i in seq_len(iter)) w <- proj(w - step * 2 * drop(K %*% w))
+  w
+}
+
+# KKT for min w'Kw on the simplex: (Kw)_i = w'Kw on the support, >= off it.
+expect_kkt <- function(K, w, tol = 1e-10) {
+  w <- as.numeric(w)
+  g <- drop(K %*% w)
+  lam <- sum(w * g)
+  sc <- max(diag(K))
+  expect_true(all(w >= 0))
+  expect_equal(sum(w), 1, tolerance = 1e-12)
+  expect_gt(min(g - lam) / sc, -tol)
+  expect_lt(max(abs(g[w > 0] - lam)) / sc, tol)
+}
+
+wobj <- function(K, w) drop(crossprod(as.numeric(w), K %*% as.numeric(w)))
+
+test_that("the C simplex solver agrees with quadprog to 1e-8 in the objective and meets KKT", {
+  skip_if_not_installed("quadprog")
+  set.seed(1601)
+  tg <- gaussian_target(c(0, 0))
+  tm <- gaussian_mixture_target(means = rbind(c(-3, 0), c(3, 0)),
+                                weights = c(0.2, 0.8))
+  xg <- sample_target(tg, 300)
+  xm <- sample_target(tm, 200)
+  x1 <- matrix(stats::rnorm(120))
+  x5 <- matrix(stats::rnorm(150 * 5), 150)
+  probs <- list(
+    gaussian_imq = stein_kernel_matrix(xg, tg),
+    gaussian_med = stein_kernel_matrix(xg[1:150, ], tg, imq_kernel(precon = "med")),
+    gaussian_rbf = stein_kernel_matrix(xg[1:150, ], tg,
+                                       gaussian_kernel(precon = "med")),
+    mixture = stein_kernel_matrix(xm, tm),
+    mixture_std = stein_kernel_matrix(xm, tm, imq_kernel(precon = "sclmed"),
+                                      standardize = TRUE),
+    # exact repeats: K is singular (the solver sees them unmerged)
+    duplicated = stein_kernel_matrix(xg[c(1:120, 1:40, 7, 7), ], tg),
+    d1 = stein_kernel_matrix(x1, -x1),
+    d1_rbf = stein_kernel_matrix(x1, -x1, gaussian_kernel(precon = "med")),
+    d5 = stein_kernel_matrix(x5, -x5))
+  for (nm in names(probs)) {
+    K <- probs[[nm]]
+    w <- kernbayes:::simplex_weights(K)
+    wq <- ref_weights$qp_compact(K)
+    expect_equal(wobj(K, w), wobj(K, wq), tolerance = 1e-8, label = nm)
+    expect_kkt(K, w)
+  }
+  # on unmerged repeats only the objective is determined (how a point's
+  # weight splits among its copies moves only the ridge's term), which is
+  # why ksd_weights() merges repeats before solving
+})
+
+test_that("the C simplex solver agrees with the previous R implementation and beats projected gradient", {
+  set.seed(1602)
+  tg <- gaussian_target(c(0, 0))
+  for (cfg in list(list(x = sample_target(tg, 40), k = imq_kernel()),
+                   list(x = sample_target(tg, 60) + 0.3,
+                        k = gaussian_kernel(precon = "med")),
+                   list(x = matrix(stats::rnorm(30)), k = imq_kernel()))) {
+    K <- stein_kernel_matrix(cfg$x, -cfg$x, cfg$k)
+    w <- as.numeric(kernbayes:::simplex_weights(K))
+    wo <- ref_weights$old_simplex_qp(K)
+    expect_equal(wobj(K, w), wobj(K, wo), tolerance = 1e-10)
+    expect_equal(w, wo, tolerance = 1e-6)
+    expect_identical(w > 0, wo > 0)
+    wp <- pg_simplex(K)
+    expect_lte(wobj(K, w), wobj(K, wp) * (1 + 1e-12))
+    expect_equal(wobj(K, w), wobj(K, wp), tolerance = 1e-2)
+  }
+})
+
+test_that("the C simplex solver: entering batches, threads, trivial sizes, bad K", {
+  set.seed(1603)
+  x <- matrix(stats::rnorm(800 * 5), 800)
+  K <- stein_kernel_matrix(x, -x)
+  w1 <- kernbayes:::simplex_weights(K, nthreads = 1L)
+  w2 <- kernbayes:::simplex_weights(K, nthreads = 2L)
+  expect_identical(w1, w2)
+  for (b in c(1L, 16L)) {
+    wb <- kernbayes:::simplex_weights(K, batch = b)
+    expect_equal(wobj(K, wb), wobj(K, w1), tolerance = 1e-10)
+    expect_kkt(K, wb)
+  }
+  expect_equal(as.numeric(kernbayes:::simplex_weights(matrix(2, 1, 1))), 1)
+  K2 <- matrix(c(1, 0, 0, 3), 2)
+  expect_equal(as.numeric(kernbayes:::simplex_weights(K2)), c(0.75, 0.25),
+               tolerance = 1e-10)
+  # a point far better than the rest carries all the weight
+  K3 <- diag(c(1, 100, 100))
+  K3[2, 3] <- K3[3, 2] <- 99
+  w3 <- as.numeric(kernbayes:::simplex_weights(K3))
+  expect_kkt(K3, w3)
+  # a repeated point entering with its copy: the ridge keeps the factor
+  # positive definite; without it the refactorisation fails, named
+  K4 <- matrix(c(1, 0, 0, 0, 1, 1, 0, 1, 1), 3)
+  w4 <- as.numeric(kernbayes:::simplex_weights(K4))
+  expect_equal(wobj(K4, w4), 0.5, tolerance = 1e-10)
+  expect_equal(w4, c(0.5, 0.25, 0.25), tolerance = 1e-8)
+  expect_error(kernbayes:::simplex_weights(K4, ridge = 0),
+               class = "kb_error_numeric", regexp = "numerically singular")
+  bad <- K2
+  bad[1, 2] <- NA
+  expect_error(kernbayes:::simplex_weights(bad), class = "kb_error_arg",
+               regexp = "'K'")
+  expect_error(kernbayes:::simplex_weights(matrix(1, 2, 3)),
+               class = "kb_error_arg", regexp = "'K'")
+})
+
+test_that("ksd_weights(): memory is checked before the Stein kernel matrix is formed", {
+  set.seed(1604)
+  x <- matrix(stats::rnorm(400), 200)
+  op <- options(kernbayes.max_memory = 1e5)
+  on.exit(options(op))
+  expect_error(ksd_weights(x, -x), class = "kb_error_arg",
+               regexp = "'x' is too large: the Stein kernel matrix of 200 distinct points")
+  options(op)
+  w <- ksd_weights(x, -x)
+  expect_kkt(stein_kernel_matrix(x, -x), w)
+})
