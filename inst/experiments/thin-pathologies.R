@@ -18,6 +18,9 @@
 # Methods, m = 200 points from each sample of n: "uniform" (a random
 # subsample: the Monte Carlo baseline), "stein" (stein_thin, reference
 # defaults), "stein_reg" (stein_thin(regularize = TRUE), lambda = 1/m),
+# "stein_raw" and "stein_reg_raw" (the same two without standardising the
+# columns, IMQ with the median-heuristic lengthscale: the setting of the
+# regularised method's paper and its kernax implementation),
 # "weights" (ksd_weights on the whole sample, simplex weights; their
 # summaries are weighted, and for W2 m points are drawn by systematic
 # resampling of the weights). For all: W2 (exact, wasserstein2) between the
@@ -83,7 +86,15 @@ for (tn in names(targets)) {
       uniform = exp_timed(list(index = sample.int(n, m))),
       stein = exp_timed(stein_thin(x, s, m, progress = FALSE)),
       stein_reg = exp_timed(stein_thin(x, tt$target, m, regularize = TRUE,
-                                       progress = FALSE)))
+                                       progress = FALSE)),
+      stein_raw = exp_timed(stein_thin(x, s, m, standardize = FALSE,
+                                       kernel = imq_kernel(precon = "med"),
+                                       progress = FALSE)),
+      stein_reg_raw = exp_timed(stein_thin(x, tt$target, m,
+                                           standardize = FALSE,
+                                           kernel = imq_kernel(precon = "med"),
+                                           regularize = TRUE,
+                                           progress = FALSE)))
     w <- exp_timed(ksd_weights(x, s))
     sel$weights <- structure(list(index = systematic(w, m), w = w),
                              seconds = exp_secs(w))
