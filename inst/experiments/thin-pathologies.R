@@ -30,6 +30,19 @@
 # Writes outdir/thin-pathologies-runs.csv (one row per target, seed and
 # method) and outdir/thin-pathologies.csv (mean and standard error over the
 # seeds), the latter also to inst/extdata/ from the source directory.
+#
+# Results (R 4.2.2, one thread, a shared two-core machine at load 5-6; 10
+# seeds, n = 5000, m = 200; wall time about 3 min, ksd_weights 4.7 s
+# (mixture) and 9.3 s (funnel) per sample). Mean over the seeds (standard
+# error):
+#   mixture, heavy-mode share (truth 0.8): uniform 0.78 (0.01), stein 0.50
+#     (0.03), stein_reg 0.74 (0.02), stein_raw 0.49 (0.02), stein_reg_raw
+#     0.89 (0.02), weights 0.88 (0.004); W2 to fresh draws 0.76 / 2.37 /
+#     1.04 / 2.39 / 1.25 / 1.21
+#   funnel, mean and sd of v (truth 0, 3): uniform -0.05 / 3.09, stein
+#     4.94 / 1.65, stein_reg 4.00 / 1.97, stein_raw 5.47 / 1.58,
+#     stein_reg_raw 0.63 / 2.23, weights -0.50 / 2.63; W2 12.7 / 40.7 /
+#     22.3 / 51.3 / 11.8 / 12.1 (standard errors 1.8-3.5)
 here <- tryCatch(dirname(normalizePath(sys.frame(1)$ofile)),
                  error = function(e) NULL)
 if (is.null(here)) {
