@@ -28,6 +28,9 @@
 #'   [stein_thin_gf()]: its gradient-free variant (log densities and a
 #'   proxy); [mmd_thin()]: MMD thinning (kernel herding) without scores.
 #' * [ksd_weights()]: KSD-optimal weights on a sample or a thinned set.
+#' * [stein_points()]: Stein Points, a point set built without a sample,
+#'   each point minimising a KSD criterion (greedy or herding) over Monte
+#'   Carlo candidates, Nelder-Mead runs or a grid.
 #' * [wasserstein2()]: the exact 2-Wasserstein distance between two
 #'   equal-size point sets, a KSD-free yardstick.
 #'

@@ -60,9 +60,13 @@ SEXP kb_stein_matrix(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_stein_sums(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_phi(SEXP, SEXP);
 SEXP kb_stein_block_sums(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_stein_cross_sums(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
 /* thin.c */
 SEXP kb_stein_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_mmd_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+
+/* weights.c */
+SEXP kb_simplex_weights(SEXP, SEXP, SEXP, SEXP);
 
 #endif

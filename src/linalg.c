@@ -62,6 +62,15 @@ void kb_chol_solve(int n, int nrhs, const double *U, double *B)
         KB_INTERNAL("dpotrs failed");
 }
 
+void kb_chol_packed(int n, double *AP, const char *msg)
+{
+    int info = 0;
+    F77_CALL(dpptrf)("U", &n, AP, &info FCONE);
+    if (info != 0)
+        kb_error_numeric("%s (LAPACK dpptrf: leading minor %d is not "
+                         "positive)", msg, info);
+}
+
 void kb_matmul(int m, int n, int k, double alpha, const double *A,
                const double *B, double *C)
 {

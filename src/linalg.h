@@ -22,6 +22,11 @@ void kb_lu_solve_factored(int n, int nrhs, const double *LU, const int *ipiv,
 /* Solve (U'U) X = B for an upper Cholesky factor U, in place of B. */
 void kb_chol_solve(int n, int nrhs, const double *U, double *B);
 
+/* Cholesky factor (upper) of the n x n SPD matrix AP in LAPACK's packed
+ * storage (column j holds rows 0..j, from offset j (j + 1) / 2), in place;
+ * on failure an R error with msg. */
+void kb_chol_packed(int n, double *AP, const char *msg);
+
 /* C = alpha A B for column-major A (m x k), B (k x n), C (m x n). */
 void kb_matmul(int m, int n, int k, double alpha, const double *A,
                const double *B, double *C);

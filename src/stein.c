@@ -410,3 +410,67 @@ SEXP kb_stein_block_sums(SEXP x, SEXP s, SEXP kern, SEXP j0_, SEXP j1_,
     UNPROTECT(1);
     return ans;
 }
+
+/* ---- candidates against a point set (Stein Points) --------------------- */
+
+typedef struct {
+    const kb_kernel *K;
+    kb_points C, P;           /* candidates, current points */
+    double *sums, *diag;
+} cross_sums_ctx;
+
+static void cross_sums_item(void *ctx, R_xlen_t i, double *buf)
+{
+    const cross_sums_ctx *q = (const cross_sums_ctx *) ctx;
+    const int d = q->K->d;
+    double *yi = buf, *si = buf + d;
+    kb_get_row(q->C.X, q->C.ld, i, d, yi);
+    kb_get_row(q->C.S, q->C.ld, i, d, si);
+    q->diag[i] = kb_stein_diag(q->K, si);
+    q->sums[i] = q->P.ld > 0 ?
+        kb_stein_row_sum(q->K, yi, si, &q->P, 0, q->P.ld, NULL) : 0.0;
+}
+
+static R_xlen_t cross_sums_check(void *ctx, R_xlen_t i0, R_xlen_t i1)
+{
+    const cross_sums_ctx *q = (const cross_sums_ctx *) ctx;
+    for (R_xlen_t i = i0; i < i1; i++)
+        if (!R_FINITE(q->sums[i]) || !R_FINITE(q->diag[i]))
+            return i;
+    return -1;
+}
+
+/* For each candidate y_i (rows of y, scores sy): sum_j k_p(y_i, x_j) over
+ * the rows of x (which may have none) and k_p(y_i, y_i), the two terms of
+ * the Stein Points criteria (Chen et al. 2018).  Returns list(sums, diag).
+ * A non-finite value is an error naming the candidate. */
+SEXP kb_stein_cross_sums(SEXP y, SEXP sy, SEXP x, SEXP sx, SEXP kern,
+                         SEXP nthreads)
+{
+    int ny, nx, d, dx;
+    kb_arg_points(y, sy, "y", "sy", &ny, &d);
+    kb_arg_points(x, sx, "x", "sx", &nx, &dx);
+    if (dx != d)
+        kb_error_class("kb_error_arg", _("'x' must have %d columns, not %d"),
+                       d, dx);
+    kb_kernel K;
+    kb_kernel_from_sexp(kern, d, &K);
+    int nt = kb_nthreads(nthreads);
+    const char *nms[] = {"sums", "diag", ""};
+    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SET_VECTOR_ELT(ans, 0, Rf_allocVector(REALSXP, ny));
+    SET_VECTOR_ELT(ans, 1, Rf_allocVector(REALSXP, ny));
+    cross_sums_ctx q = {&K, {REAL(y), REAL(sy), ny}, {REAL(x), REAL(sx), nx},
+                        REAL(VECTOR_ELT(ans, 0)), REAL(VECTOR_ELT(ans, 1))};
+    kb_loop L = {.nt = nt, .cost0 = ((double) nx + 1.0) * KB_STEIN_WORK(d),
+                 .scratch = kb_scratch_alloc((size_t) 2 * d, nt),
+                 .item = cross_sums_item, .after = cross_sums_check,
+                 .ctx = &q};
+    R_xlen_t bad = kb_loop_run(&L, 0, ny);
+    if (bad >= 0)
+        kb_error_numeric(_("the Stein kernel of candidate %.0f against the "
+                           "points so far overflows: rescale the target or "
+                           "the kernel"), (double) bad + 1.0);
+    UNPROTECT(1);
+    return ans;
+}

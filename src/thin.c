@@ -14,7 +14,14 @@ typedef struct {
     const double *X, *S;   /* n x d points and scores (S NULL: base kernel) */
     R_xlen_t n;
     const double *ew;      /* gradient-free weights exp(w_i), or NULL */
-    const double *mu;      /* MMD: mean embedding at each point, or NULL */
+    /* a linear term: at step j (0-based) the objective of point i is
+     * obj_i - lin_coef (j + 1) lin_i; MMD: the mean embedding, lin_coef 2;
+     * regularised Stein thinning: log p, lin_coef lambda.  Or NULL. */
+    const double *lin;
+    double lin_coef;
+    /* regularised Stein thinning: the Laplacian term added to the
+     * diagonal (obj holds it; the gains leave it out), or NULL */
+    const double *lap;
 } greedy_problem;
 
 /* obj_i += 2 k(x_i, x_last) [e^{w_i + w_last}] for i in [i0, i1).
@@ -64,7 +71,8 @@ static R_xlen_t first_nonfinite_obj(const double *obj, R_xlen_t n)
     return -1;
 }
 
-/* First index of the smallest obj_i - coef mu_i over eligible i in [i0, i1). */
+/* First index of the smallest obj_i - coef lin_i over eligible i in
+ * [i0, i1). */
 static R_xlen_t local_argmin(const greedy_problem *g, const double *obj,
                              const int *taken, double coef, R_xlen_t i0,
                              R_xlen_t i1, double *best)
@@ -74,7 +82,7 @@ static R_xlen_t local_argmin(const greedy_problem *g, const double *obj,
     for (R_xlen_t i = i0; i < i1; i++) {
         if (taken && taken[i])
             continue;
-        double v = g->mu ? obj[i] - coef * g->mu[i] : obj[i];
+        double v = g->lin ? obj[i] - coef * g->lin[i] : obj[i];
         if (v < bv || bi < 0) {
             bv = v;
             bi = i;
@@ -132,7 +140,7 @@ static void NORET locate_overflow(const greedy_problem *g, R_xlen_t i,
 
 /* One greedy step over the eligible points, in nth contiguous ranges (in
  * parallel): add the last selected point's row to obj (when last >= 0),
- * then each range's first smallest obj_i - coef mu_i.  The ranges depend on
+ * then each range's first smallest obj_i - coef lin_i.  The ranges depend on
  * nth only and the minima are combined in range order, so the selection
  * does not depend on the number of threads. */
 typedef struct {
@@ -213,7 +221,7 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
                       (int *) R_alloc((size_t) nth, sizeof(int))};
     kb_ticker tick = KB_TICKER_INIT;
     for (int j = 0; j < m; j++) {
-        st.coef = 2.0 * (j + 1);
+        st.coef = g->lin_coef * (j + 1);
         if (st.last >= 0) {
             kb_get_row(g->X, n, st.last, d, st.xl);
             if (g->S)
@@ -227,7 +235,7 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
         if (bi < 0)
             KB_INTERNAL("no point left to select");
         idx[j] = (int) bi;
-        gain[j] = obj[bi];
+        gain[j] = g->lap ? obj[bi] - g->lap[bi] : obj[bi];
         if (taken)
             taken[bi] = 1;
         st.last = bi;
@@ -282,8 +290,8 @@ static SEXP thin_run(const greedy_problem *g, int m, int unique, int nt,
     return ans;
 }
 
-/* The diagonal terms k_p(x_i, x_i) [e^{2 w_i}] of Stein thinning; an error
- * naming the row when one overflows. */
+/* The diagonal terms k_p(x_i, x_i) [e^{2 w_i}] [+ lap_i] of Stein thinning;
+ * an error naming the row when one overflows. */
 static double *stein_thin_diag(const greedy_problem *g)
 {
     const int d = g->K->d;
@@ -294,6 +302,8 @@ static double *stein_thin_diag(const greedy_problem *g)
         obj[i] = kb_stein_diag(g->K, si);
         if (g->ew)
             obj[i] *= g->ew[i] * g->ew[i];
+        if (g->lap)
+            obj[i] += g->lap[i];
     }
     R_xlen_t bad = first_nonfinite_obj(obj, g->n);
     if (bad >= 0)
@@ -301,9 +311,11 @@ static double *stein_thin_diag(const greedy_problem *g)
     return obj;
 }
 
-/* .Call entry: greedy Stein thinning; w = NULL or the gradient-free log
- * weights (shifted to minimum 0 by the R layer). */
-SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
+/* .Call entry: greedy Stein thinning.  ctl: a named list with (each may be
+ * NULL) w, the gradient-free log weights (shifted to minimum 0 by the R
+ * layer); and for regularised Stein thinning (Benard et al. 2023) lap, the
+ * Laplacian term of each point, logp, its log density, and lambda. */
+SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP ctl,
                    SEXP nthreads, SEXP progress)
 {
     int n, d, unique;
@@ -312,6 +324,10 @@ SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
     int m = thin_m(m_, unique_, n, &unique), nt = kb_nthreads(nthreads);
     kb_kernel K;
     kb_kernel_from_sexp(kern, d, &K);
+    if (TYPEOF(ctl) != VECSXP)
+        kb_error_class("kb_error_arg", _("'ctl' must be a named list"));
+    SEXP w = kb_list_elt(ctl, "w"), lap = kb_list_elt(ctl, "lap"),
+        logp = kb_list_elt(ctl, "logp"), lambda = kb_list_elt(ctl, "lambda");
     double *ew = NULL;
     if (w != R_NilValue) {
         const double *wv = kb_arg_vector(w, "w", n);
@@ -319,7 +335,14 @@ SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP w,
         for (int i = 0; i < n; i++)
             ew[i] = exp(wv[i]);
     }
-    greedy_problem g = {&K, REAL(x), REAL(s), n, ew, NULL};
+    const double *lp = lap == R_NilValue ? NULL : kb_arg_vector(lap, "lap", n);
+    const double *lg = logp == R_NilValue ? NULL :
+        kb_arg_vector(logp, "logp", n);
+    double lam = lg ? kb_scalar_real(lambda, "lambda") : 0.0;
+    if ((lp && kb_first_nonfinite(lp, n) >= 0) ||
+        (lg && kb_first_nonfinite(lg, n) >= 0))
+        kb_error_class("kb_error_arg", _("'lap' and 'logp' must be finite"));
+    greedy_problem g = {&K, REAL(x), REAL(s), n, ew, lg, lam, lp};
     return thin_run(&g, m, unique, nt, stein_thin_diag(&g), R_NilValue,
                     progress);
 }
@@ -341,7 +364,7 @@ SEXP kb_mmd_thin(SEXP x, SEXP xe, SEXP kern, SEXP m_, SEXP unique_,
     /* the mean embedding mu_i = mean_l k(x_i, xe_l) */
     kb_kernel_rows q = {&K, REAL(xe), REAL(x), ne, n, NULL, REAL(mu)};
     kb_kernel_rows_run(&q, nt);
-    greedy_problem g = {&K, REAL(x), NULL, n, NULL, REAL(mu)};
+    greedy_problem g = {&K, REAL(x), NULL, n, NULL, REAL(mu), 2.0, NULL};
     double *obj = (double *) R_alloc((size_t) n, sizeof(double));
     double k0 = kb_phi_zero(&K);
     for (int i = 0; i < n; i++)

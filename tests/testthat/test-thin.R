@@ -942,3 +942,285 @@ test_that("thinning at extreme scales: 1e300 and 1e-300 data, d = 1, two rows", 
   expect_equal(sum(w), 1)
   expect_equal(attr(w, "ksd"), sqrt(drop(t(w) %*% K %*% w)), tolerance = 1e-12)
 })
+
+# ---- regularised Stein thinning (Benard, Staber & Da Veiga 2023) -----------
+
+# From the paper (Sec. 3.1): at step t the point minimising
+# k_p(x, x) + lap(x) - lambda t log p(x) + 2 sum_{j < t} k_p(x, x_j),
+# lap(x) = sum_k max(0, d^2 log p / dx_k^2).
+ref_reg_greedy <- function(K, m, lap, logp, lambda, unique = FALSE) {
+  n <- nrow(K)
+  acc <- numeric(n)
+  taken <- rep(FALSE, n)
+  idx <- integer(m)
+  for (t in seq_len(m)) {
+    v <- diag(K) + lap - lambda * t * logp + 2 * acc
+    if (unique) v[taken] <- Inf
+    i <- which.min(v)
+    idx[t] <- i
+    taken[i] <- TRUE
+    acc <- acc + K[, i]
+  }
+  idx
+}
+
+# A two-component mixture with identity covariances: log density, score
+# and the Hessian diagonal of log p from the density's own derivatives.
+reg_mix <- function(means, weights) {
+  dens <- function(x) {
+    matrix(sapply(seq_len(nrow(means)), function(c)
+      weights[c] * exp(-rowSums(sweep(x, 2, means[c, ])^2) / 2) / (2 * pi)),
+      nrow(x))
+  }
+  list(
+    logp = function(x) log(rowSums(dens(x))),
+    hess = function(x) {
+      D <- dens(x)
+      p <- rowSums(D)
+      H <- x
+      for (k in seq_len(ncol(x))) {
+        u <- outer(x[, k], means[, k], function(a, b) b - a) # mu_ck - x_k
+        g <- rowSums(D * u) / p
+        H[, k] <- rowSums(D * (u^2 - 1)) / p - g^2
+      }
+      H
+    })
+}
+
+test_that("regularised Stein thinning follows the paper's greedy rule index for index", {
+  means <- rbind(c(-2, 0), c(2, 0.5))
+  wts <- c(0.3, 0.7)
+  tg <- gaussian_mixture_target(means = means, weights = wts)
+  mx <- reg_mix(means, wts)
+  set.seed(8)
+  x <- sample_target(tg, 250)
+  s <- target_score(tg, x)
+  H <- mx$hess(x)
+  lp <- mx$logp(x)
+  expect_equal(lp - mean(lp), target_log_density(tg, x) -
+                 mean(target_log_density(tg, x)), tolerance = 1e-10)
+  for (std in c(FALSE, TRUE)) {
+    K <- ref_stein(x, s, standardize = std)
+    scl <- if (std) ref_standardize(x, s)$scale else c(1, 1)
+    lap <- rowSums(sweep(pmax(H, 0), 2, scl^2, "*"))
+    for (uq in c(FALSE, TRUE)) for (lam in list(TRUE, 0.05)) {
+      m <- 40
+      th <- stein_thin(x, s, m, standardize = std, unique = uq,
+                       regularize = lam, log_density = lp, hessian_diag = H,
+                       progress = FALSE)
+      lambda <- if (isTRUE(lam)) 1 / m else lam
+      want <- ref_reg_greedy(K, m, lap, lp, lambda, uq)
+      expect_identical(th$index, want)
+      expect_equal(th$ksd, ref_sel_path(K, want), tolerance = 1e-10)
+      expect_identical(th$regularize, lambda)
+      expect_identical(th$method, "regularised Stein thinning")
+    }
+    # log p and the Hessian from the target (finite differences of its
+    # score): the same selection
+    th_t <- stein_thin(x, tg, 40, standardize = std, regularize = TRUE,
+                       progress = FALSE)
+    expect_identical(th_t$index, ref_reg_greedy(K, 40, lap, lp, 1 / 40))
+  }
+  # the Laplacian term from finite differences of the score
+  expect_equal(kernbayes:::laplacian_plus(
+    structure(list(score = tg), class = "kb_fd_hessian"), x, NULL),
+    rowSums(pmax(H, 0)), tolerance = 1e-6)
+  # a one-point closure for the score and for the Hessian diagonal
+  f <- function(p) drop(target_score(tg, matrix(p, 1)))
+  hf <- function(p) drop(mx$hess(matrix(p, 1)))
+  th_f <- stein_thin(x, f, 30, regularize = 0.1, log_density = lp,
+                     hessian_diag = hf, progress = FALSE)
+  K <- ref_stein(x, s, standardize = TRUE)
+  lap <- rowSums(sweep(pmax(H, 0), 2, ref_standardize(x, s)$scale^2, "*"))
+  expect_identical(th_f$index, ref_reg_greedy(K, 30, lap, lp, 0.1))
+  # regularize = FALSE is plain Stein thinning
+  expect_identical(stein_thin(x, s, 30, regularize = FALSE,
+                              progress = FALSE)$index, ref_greedy(K, 30))
+})
+
+test_that("regularised Stein thinning restores the mode weights of a mixture", {
+  tg <- gaussian_mixture_target(means = rbind(c(-3, 0), c(3, 0)),
+                                weights = c(0.2, 0.8))
+  frac <- sapply(1:5, function(seed) {
+    set.seed(seed)
+    x <- sample_target(tg, 5000)
+    c(plain = mean(x[stein_thin(x, tg, 200, progress = FALSE)$index, 1] > 0),
+      reg = mean(x[stein_thin(x, tg, 200, regularize = TRUE,
+                              progress = FALSE)$index, 1] > 0))
+  })
+  # measured: plain 0.38-0.53 (mean 0.48), regularised 0.69-0.82 (mean 0.74)
+  expect_lt(mean(frac["plain", ]), 0.6)
+  expect_gt(mean(frac["reg", ]), 0.65)
+  expect_true(all(frac["reg", ] > frac["plain", ]))
+})
+
+test_that("regularised Stein thinning checks its arguments before the score runs", {
+  set.seed(2)
+  x <- matrix(rnorm(60), 30)
+  s <- -x
+  calls <- 0
+  f <- function(p) {
+    calls <<- calls + 1
+    -p
+  }
+  e <- function(expr, arg) {
+    err <- expect_error(expr, class = "kb_error_arg")
+    expect_identical(err$arg, arg)
+  }
+  e(stein_thin(x, f, 5, regularize = -1, log_density = rep(0, 30)), "regularize")
+  e(stein_thin(x, f, 5, regularize = "yes"), "regularize")
+  e(stein_thin(x, f, 5, regularize = NA), "regularize")
+  e(stein_thin(x, f, 5, regularize = TRUE), "log_density")
+  e(stein_thin(x, f, 5, regularize = TRUE, log_density = 1:3), "log_density")
+  e(stein_thin(x, f, 5, regularize = TRUE, log_density = rep(0, 30),
+               hessian_diag = matrix(0, 30, 3)), "hessian_diag")
+  expect_identical(calls, 0)
+  e(stein_thin(x, s, 5, regularize = TRUE, log_density = rep(0, 30)),
+    "hessian_diag")
+  e(stein_thin(x, s, 5, regularize = TRUE, log_density = c(NA, rep(0, 29)),
+               hessian_diag = matrix(0, 30, 2)), "log_density")
+  e(stein_thin(x, s, 5, regularize = TRUE, log_density = rep(0, 30),
+               hessian_diag = matrix(NA_real_, 30, 2)), "hessian_diag")
+})
+
+# ---- KSD-optimal weights: the C active-set solver (src/weights.c) ---------------
+
+# Reference solvers shared with inst/bench/bench-weights.R: qp_compact()
+# (quadprog on K + 1e-12 max(K_ii) I) and old_simplex_qp() (the previous R
+# implementation of ksd_weights()).
+ref_weights <- new.env()
+sys.source(system.file("bench", "ref-weights.R", package = "kernbayes",
+                       mustWork = TRUE), envir = ref_weights)
+
+# Plain-R projected gradient on the simplex (sort-based projection): an
+# independent feasible point that the optimum cannot beat.
+pg_simplex <- function(K, iter = 3000) {
+  proj <- function(v) {
+    u <- sort(v, decreasing = TRUE)
+    cs <- cumsum(u)
+    r <- max(which(u - (cs - 1) / seq_along(u) > 0))
+    pmax(v - (cs[r] - 1) / r, 0)
+  }
+  n <- nrow(K)
+  step <- 1 / (2 * max(eigen(K, symmetric = TRUE, only.values = TRUE)$values))
+  w <- rep(1 / n, n)
+  for (i in seq_len(iter)) w <- proj(w - step * 2 * drop(K %*% w))
+  w
+}
+
+# KKT for min w'Kw on the simplex: (Kw)_i = w'Kw on the support, >= off it.
+expect_kkt <- function(K, w, tol = 1e-10) {
+  w <- as.numeric(w)
+  g <- drop(K %*% w)
+  lam <- sum(w * g)
+  sc <- max(diag(K))
+  expect_true(all(w >= 0))
+  expect_equal(sum(w), 1, tolerance = 1e-12)
+  expect_gt(min(g - lam) / sc, -tol)
+  expect_lt(max(abs(g[w > 0] - lam)) / sc, tol)
+}
+
+wobj <- function(K, w) drop(crossprod(as.numeric(w), K %*% as.numeric(w)))
+
+test_that("the C simplex solver agrees with quadprog to 1e-8 in the objective and meets KKT", {
+  skip_if_not_installed("quadprog")
+  set.seed(1601)
+  tg <- gaussian_target(c(0, 0))
+  tm <- gaussian_mixture_target(means = rbind(c(-3, 0), c(3, 0)),
+                                weights = c(0.2, 0.8))
+  xg <- sample_target(tg, 300)
+  xm <- sample_target(tm, 200)
+  x1 <- matrix(stats::rnorm(120))
+  x5 <- matrix(stats::rnorm(150 * 5), 150)
+  probs <- list(
+    gaussian_imq = stein_kernel_matrix(xg, tg),
+    gaussian_med = stein_kernel_matrix(xg[1:150, ], tg, imq_kernel(precon = "med")),
+    gaussian_rbf = stein_kernel_matrix(xg[1:150, ], tg,
+                                       gaussian_kernel(precon = "med")),
+    mixture = stein_kernel_matrix(xm, tm),
+    mixture_std = stein_kernel_matrix(xm, tm, imq_kernel(precon = "sclmed"),
+                                      standardize = TRUE),
+    # exact repeats: K is singular (the solver sees them unmerged)
+    duplicated = stein_kernel_matrix(xg[c(1:120, 1:40, 7, 7), ], tg),
+    d1 = stein_kernel_matrix(x1, -x1),
+    d1_rbf = stein_kernel_matrix(x1, -x1, gaussian_kernel(precon = "med")),
+    d5 = stein_kernel_matrix(x5, -x5))
+  for (nm in names(probs)) {
+    K <- probs[[nm]]
+    w <- kernbayes:::simplex_weights(K)
+    wq <- ref_weights$qp_compact(K)
+    expect_equal(wobj(K, w), wobj(K, wq), tolerance = 1e-8, label = nm)
+    expect_kkt(K, w)
+  }
+  # on unmerged repeats only the objective is determined (how a point's
+  # weight splits among its copies moves only the ridge's term), which is
+  # why ksd_weights() merges repeats before solving
+})
+
+test_that("the C simplex solver agrees with the previous R implementation and beats projected gradient", {
+  set.seed(1602)
+  tg <- gaussian_target(c(0, 0))
+  for (cfg in list(list(x = sample_target(tg, 40), k = imq_kernel()),
+                   list(x = sample_target(tg, 60) + 0.3,
+                        k = gaussian_kernel(precon = "med")),
+                   list(x = matrix(stats::rnorm(30)), k = imq_kernel()))) {
+    K <- stein_kernel_matrix(cfg$x, -cfg$x, cfg$k)
+    w <- as.numeric(kernbayes:::simplex_weights(K))
+    wo <- ref_weights$old_simplex_qp(K)
+    expect_equal(wobj(K, w), wobj(K, wo), tolerance = 1e-10)
+    expect_equal(w, wo, tolerance = 1e-6)
+    expect_identical(w > 0, wo > 0)
+    wp <- pg_simplex(K)
+    expect_lte(wobj(K, w), wobj(K, wp) * (1 + 1e-12))
+    expect_equal(wobj(K, w), wobj(K, wp), tolerance = 1e-2)
+  }
+})
+
+test_that("the C simplex solver: entering batches, threads, trivial sizes, bad K", {
+  set.seed(1603)
+  x <- matrix(stats::rnorm(800 * 5), 800)
+  K <- stein_kernel_matrix(x, -x)
+  w1 <- kernbayes:::simplex_weights(K, nthreads = 1L)
+  w2 <- kernbayes:::simplex_weights(K, nthreads = 2L)
+  expect_identical(w1, w2)
+  for (b in c(1L, 16L)) {
+    wb <- kernbayes:::simplex_weights(K, batch = b)
+    expect_equal(wobj(K, wb), wobj(K, w1), tolerance = 1e-10)
+    expect_kkt(K, wb)
+  }
+  expect_equal(as.numeric(kernbayes:::simplex_weights(matrix(2, 1, 1))), 1)
+  K2 <- matrix(c(1, 0, 0, 3), 2)
+  expect_equal(as.numeric(kernbayes:::simplex_weights(K2)), c(0.75, 0.25),
+               tolerance = 1e-10)
+  # a point far better than the rest carries all the weight
+  K3 <- diag(c(1, 100, 100))
+  K3[2, 3] <- K3[3, 2] <- 99
+  w3 <- as.numeric(kernbayes:::simplex_weights(K3))
+  expect_kkt(K3, w3)
+  # a repeated point entering with its copy: the ridge keeps the factor
+  # positive definite; without it the refactorisation fails, named
+  K4 <- matrix(c(1, 0, 0, 0, 1, 1, 0, 1, 1), 3)
+  w4 <- as.numeric(kernbayes:::simplex_weights(K4))
+  expect_equal(wobj(K4, w4), 0.5, tolerance = 1e-10)
+  expect_equal(w4, c(0.5, 0.25, 0.25), tolerance = 1e-8)
+  expect_error(kernbayes:::simplex_weights(K4, ridge = 0),
+               class = "kb_error_numeric", regexp = "numerically singular")
+  bad <- K2
+  bad[1, 2] <- NA
+  expect_error(kernbayes:::simplex_weights(bad), class = "kb_error_arg",
+               regexp = "'K'")
+  expect_error(kernbayes:::simplex_weights(matrix(1, 2, 3)),
+               class = "kb_error_arg", regexp = "'K'")
+})
+
+test_that("ksd_weights(): memory is checked before the Stein kernel matrix is formed", {
+  set.seed(1604)
+  x <- matrix(stats::rnorm(400), 200)
+  op <- options(kernbayes.max_memory = 1e5)
+  on.exit(options(op))
+  expect_error(ksd_weights(x, -x), class = "kb_error_arg",
+               regexp = "'x' is too large: the Stein kernel matrix of 200 distinct points")
+  options(op)
+  w <- ksd_weights(x, -x)
+  expect_kkt(stein_kernel_matrix(x, -x), w)
+})
