@@ -114,6 +114,20 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
 #' influence, \eqn{\arg\min_i \sum_j k_p(x_i, x_j) + \sum_j k_p(x_j, x_i)
 #' - k_p(x_i, x_i)} (as in the authors' code; the oldest point on ties).
 #'
+#' Neither offers the regularised candidate rule of [ksdt()] (Bénard,
+#' Staber and Da Veiga, 2023; see 'Regularised candidate rule' there),
+#' though it would carry over (to `sp_mcmc()`, which never prunes, most
+#' directly: it is then the paper's greedy step over MCMC candidates). The
+#' sampler has \eqn{\log p} of every candidate, but the rule's Laplacian
+#' term needs the diagonal of the Hessian of \eqn{\log p} at each fresh
+#' candidate, which a [kb_target()] does not provide: by central
+#' differences of the score it costs \eqn{2d} more score evaluations per
+#' candidate (a MALA step costs one score and one log density), inside the
+#' chain's loop in C, and that has not been built. For `ksdt_sample()`,
+#' whose result equals `ksdt(chain, candidates = m)` on the same chain, run
+#' the chain with [mala()] or [rwm()] and call `ksdt(chain$x, target,
+#' candidates = m, regularize = TRUE)` on its states.
+#'
 #' When `step_size` is `NULL`, or the kernel's preconditioner is a heuristic, a
 #' pilot chain of `warmup` iterations (default 1000) is run first: it
 #' adapts the step size and is the sample the heuristic is resolved on; it

@@ -71,9 +71,12 @@ new_thin <- function(index, x, path, path_name, method, setup, settings) {
 #' columns (\eqn{x_k / \sigma_k}) the Laplacian term is taken in those
 #' coordinates, \eqn{\sum_k \sigma_k^2 \max(0, \partial^2_{kk} \log
 #' p)}, as the Stein kernel is. The `ksd` path is the plain KSD of the
-#' selected points. [ksdt()] has no regularised rule: its add-and-prune
-#' steps compare the KSD of dictionaries, and the paper's analysis and
-#' default \eqn{\lambda} are for the greedy sequence.
+#' selected points. [ksdt()] offers the same rule for its choice among
+#' candidates (`ksdt(x, score, candidates = m, regularize = )`, with
+#' \eqn{t = |D| + 1} and, for `TRUE`, \eqn{\lambda = 1/t}: see
+#' 'Regularised candidate rule' in [ksdt()]); its add-and-prune steps
+#' compare the KSD of dictionaries and are not regularised, and
+#' [ksdt_sample()] and [sp_mcmc()] do not offer it (see there).
 #'
 #' @inheritParams stein_kernel_matrix
 #' @inheritParams ksd

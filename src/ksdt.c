@@ -539,10 +539,12 @@ static void block_init(ksdt_state *st, kb_cblock *cb)
     cb->filled = 0;
 }
 
-/* Offer one candidate; returns 0, or -1 on a non-finite Stein kernel value
- * (st->bad_sidx as in step()). */
+/* Offer one candidate; reg: add the regulariser lap - w log p with weight
+ * w on log p (Benard et al. 2023; the candidates of a block share t).
+ * Returns 0, or -1 on a non-finite Stein kernel value (st->bad_sidx as in
+ * step()). */
 static int block_offer(ksdt_state *st, kb_cblock *cb, const kb_ksdt_point *p,
-                       int nt)
+                       int reg, double w, int nt)
 {
     int n = st->n, d = st->d;
     double kd = p->kd;
@@ -567,6 +569,11 @@ static int block_offer(ksdt_state *st, kb_cblock *cb, const kb_ksdt_point *p,
             st->bad_sidx = first_nonfinite(st, row, n);
             return -1;
         }
+    }
+    if (reg) {
+        crit += p->lap - w * p->logp;
+        if (!R_FINITE(crit))
+            return -1;
     }
     if (cb->filled == 0 || crit < cb->crit) {
         cb->crit = crit;
@@ -619,6 +626,17 @@ void kb_ksdt_feed_ctl(kb_ksdt_feed *f, SEXP ctl, R_xlen_t steps)
     f->fmin = kb_arg_vector(kb_list_elt(ctl, "fmin"), "fmin", steps);
     f->nt = kb_nthreads(kb_list_elt(ctl, "nthreads"));
     f->progress = kb_arg_function(kb_list_elt(ctl, "progress"), "progress");
+    SEXP lambda = kb_list_elt(ctl, "lambda"), adaptive = kb_list_elt(ctl, "adaptive");
+    f->reg = KB_REG_NONE;
+    f->lambda = 0.0;
+    if (adaptive != R_NilValue && kb_scalar_flag(adaptive, "adaptive")) {
+        f->reg = KB_REG_ADAPTIVE;
+    } else if (lambda != R_NilValue) {
+        f->lambda = kb_scalar_real(lambda, "lambda");
+        if (!(f->lambda > 0))
+            kb_error_class("kb_error_arg", _("'lambda' must be positive"));
+        f->reg = KB_REG_LAMBDA;
+    }
 }
 
 void kb_ksdt_feed_start(ksdt_state *st, kb_ksdt_feed *f, R_xlen_t steps)
@@ -642,7 +660,8 @@ int kb_ksdt_feed_offer(ksdt_state *st, kb_ksdt_feed *f, const kb_ksdt_point *p,
         rem = step(st, p, NULL, eps, fmin, f->nt);
         f->chosen = 0;
     } else {
-        if (block_offer(st, &f->cb, p, f->nt) < 0)
+        double w = f->reg == KB_REG_LAMBDA ? f->lambda * (st->n + 1.0) : 1.0;
+        if (block_offer(st, &f->cb, p, f->reg != KB_REG_NONE, w, f->nt) < 0)
             nonfinite(st, f->what, row, st->offered - f->base);
         if (f->count_diag)
             st->evals += 1.0;
@@ -730,6 +749,7 @@ SEXP kb_ksdt_new(SEXP kern, SEXP dim)
 typedef struct {
     ksdt_state *st;
     const double *m[4];        /* xo, so, x, s: n x d each */
+    const double *lap, *logp;  /* per row, for the regularised rule, or NULL */
     int n;
     kb_ksdt_feed feed;
 } push_args;
@@ -765,7 +785,8 @@ static SEXP push_body(void *data)
         for (int q = 0; q < 4; q++)
             kb_get_row(A->m[q], m, i, d, buf + (size_t) q * d);
         kb_ksdt_point p = {buf, buf + d, buf + 2 * d, buf + 3 * d, kdv[i],
-                           base + i + 1.0};
+                           base + i + 1.0, A->lap ? A->lap[i] : 0.0,
+                           A->logp ? A->logp[i] : 0.0};
         kb_ksdt_feed_offer(st, f, &p, i + 1.0, i == m - 1);
         kb_ksdt_feed_tick(st, f, 0.0, i + 1.0, i == m - 1);
     }
@@ -773,7 +794,8 @@ static SEXP push_body(void *data)
 }
 
 /* .Call entry: rows = list(xo, so, x, s), ctl = list(eps, fmin,
- * candidates, nthreads, progress). */
+ * candidates, nthreads, progress) and, for the regularised candidate rule,
+ * lap and logp (one per row) with lambda or adaptive (kb_ksdt_feed_ctl). */
 SEXP kb_ksdt_push(SEXP ptr, SEXP rows, SEXP ctl)
 {
     static const char *nm[4] = {"x", "score", "x (in the kernel's basis)",
@@ -798,6 +820,14 @@ SEXP kb_ksdt_push(SEXP ptr, SEXP rows, SEXP ctl)
         KB_INTERNAL("candidates must be positive");
     R_xlen_t nb = (m + f->C - 1) / f->C;
     kb_ksdt_feed_ctl(f, ctl, nb);
+    A.lap = A.logp = NULL;
+    if (f->reg != KB_REG_NONE) {
+        A.lap = kb_arg_vector(kb_list_elt(ctl, "lap"), "lap", m);
+        A.logp = kb_arg_vector(kb_list_elt(ctl, "logp"), "logp", m);
+        if (kb_first_nonfinite(A.lap, m) >= 0 ||
+            kb_first_nonfinite(A.logp, m) >= 0)
+            kb_error_class("kb_error_arg", _("'lap' and 'logp' must be finite"));
+    }
     f->what = "row";
     f->count_diag = 1;
     kb_ksdt_hold(A.st);

@@ -25,16 +25,20 @@ int kb_ksdt_size(const ksdt_state *st);
 double kb_ksdt_diag(ksdt_state *st, const double *s);
 
 /* A state offered to KSDT: user coordinates xo, so; kernel coordinates
- * x, s (each length d); kd = k_p(x, x); sidx its index in the stream. */
+ * x, s (each length d); kd = k_p(x, x); sidx its index in the stream; for
+ * a feed with the regularised candidate rule, lap (the Laplacian term
+ * sum_k max(0, d^2 log p / dx_k^2)) and logp (log p, up to a constant). */
 typedef struct {
     const double *xo, *so, *x, *s;
     double kd, sidx;
+    double lap, logp;
 } kb_ksdt_point;
 
 /* A block of candidates (the SP-MCMC rule of Chen et al. 2019, as in the
  * KSDT paper's SPMCMC variants): of the states offered, the one minimising
  * k_p(c, c) + 2 sum_{j in D} k_p(c, x_j) goes to KSDT at commit, the first
- * on ties; its row with D is computed once.  D does not change within a
+ * on ties (regularised: plus lap(c) - w log p(c), w = lambda t with
+ * t = |D| + 1, or w = 1; Benard, Staber & Da Veiga 2023, eq. (5)); its row with D is computed once.  D does not change within a
  * block.  Internal to ksdt.c (here for the size of kb_ksdt_feed). */
 typedef struct {
     int filled, cur, best;     /* candidates seen; rows[cur]: the best's row */
@@ -53,6 +57,11 @@ typedef struct {
     const char *what;          /* a state's name in messages ("row") */
     int count_diag;            /* the states' k_p(x, x) were computed
                                 * uncounted: count one each as taken */
+    int reg;                   /* candidate rule: KB_REG_NONE, or the
+                                * regularised one with weight lambda t
+                                * (KB_REG_LAMBDA) or 1 (KB_REG_ADAPTIVE) on
+                                * log p; used only with blocks (C > 1) */
+    double lambda;
     SEXP progress;             /* progress(done, size, ksd), or R_NilValue */
     /* the feed's own */
     int steps;                 /* KSDT steps taken */
@@ -64,8 +73,13 @@ typedef struct {
     kb_ticker tick;
 } kb_ksdt_feed;
 
+/* The regularised candidate rule's weight on log p. */
+enum { KB_REG_NONE = 0, KB_REG_LAMBDA = 1, KB_REG_ADAPTIVE = 2 };
+
 /* The feed's eps, fmin (one per step), nthreads and progress from the R
- * list ctl (elements of those names). */
+ * list ctl (elements of those names); the candidate rule from `lambda`
+ * (absent: none; a positive number: KB_REG_LAMBDA) and `adaptive` (TRUE:
+ * KB_REG_ADAPTIVE). */
 void kb_ksdt_feed_ctl(kb_ksdt_feed *f, SEXP ctl, R_xlen_t steps);
 
 /* Start a feed of up to `steps` steps (history room is made now). */

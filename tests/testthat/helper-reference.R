@@ -610,3 +610,27 @@ ref_iw_R <- function(G, mu, delta) {
 skip_under_valgrind <- function() {
   skip_if(nzchar(Sys.getenv("KB_VALGRIND")), "large statistical test, skipped under valgrind")
 }
+
+# A Gaussian mixture with identity covariances (regularised Stein thinning
+# and KSDT's regularised candidate rule): log density and the Hessian
+# diagonal of log p from the density's own derivatives.
+reg_mix <- function(means, weights) {
+  dens <- function(x) {
+    matrix(sapply(seq_len(nrow(means)), function(c)
+      weights[c] * exp(-rowSums(sweep(x, 2, means[c, ])^2) / 2) / (2 * pi)),
+      nrow(x))
+  }
+  list(
+    logp = function(x) log(rowSums(dens(x))),
+    hess = function(x) {
+      D <- dens(x)
+      p <- rowSums(D)
+      H <- x
+      for (k in seq_len(ncol(x))) {
+        u <- outer(x[, k], means[, k], function(a, b) b - a) # mu_ck - x_k
+        g <- rowSums(D * u) / p
+        H[, k] <- rowSums(D * (u^2 - 1)) / p - g^2
+      }
+      H
+    })
+}

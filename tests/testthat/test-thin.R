@@ -964,29 +964,6 @@ ref_reg_greedy <- function(K, m, lap, logp, lambda, unique = FALSE) {
   idx
 }
 
-# A two-component mixture with identity covariances: log density, score
-# and the Hessian diagonal of log p from the density's own derivatives.
-reg_mix <- function(means, weights) {
-  dens <- function(x) {
-    matrix(sapply(seq_len(nrow(means)), function(c)
-      weights[c] * exp(-rowSums(sweep(x, 2, means[c, ])^2) / 2) / (2 * pi)),
-      nrow(x))
-  }
-  list(
-    logp = function(x) log(rowSums(dens(x))),
-    hess = function(x) {
-      D <- dens(x)
-      p <- rowSums(D)
-      H <- x
-      for (k in seq_len(ncol(x))) {
-        u <- outer(x[, k], means[, k], function(a, b) b - a) # mu_ck - x_k
-        g <- rowSums(D * u) / p
-        H[, k] <- rowSums(D * (u^2 - 1)) / p - g^2
-      }
-      H
-    })
-}
-
 test_that("regularised Stein thinning follows the paper's greedy rule index for index", {
   means <- rbind(c(-2, 0), c(2, 0.5))
   wts <- c(0.3, 0.7)
