@@ -634,3 +634,37 @@ reg_mix <- function(means, weights) {
       H
     })
 }
+
+# Bad input to the regularised rules (stein_thin(), ksdt()): a 30 x 2
+# sample x with scores s, a score closure f that counts its calls
+# (calls()), and e(expr, arg), which expects a kb_error_arg naming arg.
+reg_bad_input <- function(seed) {
+  set.seed(seed)
+  x <- matrix(rnorm(60), 30)
+  calls <- 0
+  list(x = x, s = -x,
+       f = function(p) {
+         calls <<- calls + 1
+         -p
+       },
+       calls = function() calls,
+       e = function(expr, arg) {
+         err <- expect_error(expr, class = "kb_error_arg")
+         expect_identical(err$arg, arg)
+       })
+}
+
+# n exact draws (seed) of the mixture of the regularisation tests, means
+# (-2, 0) and (2, 0.5), weights 0.3 and 0.7: the target tg, reg_mix() of
+# it (mx), the draws x, their scores s, Hessian diagonals H and log
+# densities lp.
+reg_mix_sample <- function(n, seed) {
+  means <- rbind(c(-2, 0), c(2, 0.5))
+  wts <- c(0.3, 0.7)
+  tg <- gaussian_mixture_target(means = means, weights = wts)
+  mx <- reg_mix(means, wts)
+  set.seed(seed)
+  x <- sample_target(tg, n)
+  list(tg = tg, mx = mx, x = x, s = target_score(tg, x), H = mx$hess(x),
+       lp = mx$logp(x))
+}

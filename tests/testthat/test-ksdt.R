@@ -724,15 +724,8 @@ test_that("an interrupted push keeps whole steps, says how many rows, and resume
 # ---- the regularised candidate rule (Benard, Staber & Da Veiga 2023) ----------
 
 test_that("ksdt(regularize =) follows a plain-R regularised candidate rule index for index", {
-  means <- rbind(c(-2, 0), c(2, 0.5))
-  wts <- c(0.3, 0.7)
-  tg <- gaussian_mixture_target(means = means, weights = wts)
-  mx <- reg_mix(means, wts)
-  set.seed(31)
-  x <- sample_target(tg, 203)
-  s <- target_score(tg, x)
-  H <- mx$hess(x)
-  lp <- mx$logp(x)
+  # tg, mx, x, s, H, lp
+  list2env(reg_mix_sample(203, 31), environment())
   lap <- rowSums(pmax(H, 0))  # KSDT does not standardise: the coordinates of x
   K <- ref_stein_cross(x, s)
   for (m in c(3L, 5L)) for (lam in list(TRUE, 0.05)) {
@@ -785,11 +778,8 @@ test_that("ksdt(regularize =) follows a plain-R regularised candidate rule index
 })
 
 test_that("ksdt(regularize = FALSE) is plain KSDT, and several chains are regularised chain by chain", {
-  means <- rbind(c(-2, 0), c(2, 0.5))
-  tg <- gaussian_mixture_target(means = means, weights = c(0.3, 0.7))
-  set.seed(32)
-  x <- sample_target(tg, 160)
-  s <- target_score(tg, x)
+  # tg, mx, x, s, H, lp
+  list2env(reg_mix_sample(160, 32), environment())
   base <- ksdt(x, s, candidates = 4, progress = FALSE)
   expect_identical(ksdt(x, s, candidates = 4, regularize = FALSE,
                         progress = FALSE), base)
@@ -798,8 +788,6 @@ test_that("ksdt(regularize = FALSE) is plain KSDT, and several chains are regula
   expect_null(base$regularize)
   # two chains: each chain's stream runs the rule on its own rows
   ch <- rep(1:2, each = 80)
-  lp <- target_log_density(tg, x)
-  H <- reg_mix(means, c(0.3, 0.7))$hess(x)
   two <- ksdt(x, s, chain = ch, candidates = 4, regularize = 0.02,
               log_density = lp, hessian_diag = H, progress = FALSE)
   for (k in 1:2) {
@@ -813,18 +801,11 @@ test_that("ksdt(regularize = FALSE) is plain KSDT, and several chains are regula
 })
 
 test_that("ksdt(regularize =) names bad input before the score runs", {
-  set.seed(33)
-  x <- matrix(rnorm(60), 30)
-  s <- -x
-  calls <- 0
-  f <- function(p) {
-    calls <<- calls + 1
-    -p
-  }
-  e <- function(expr, arg) {
-    err <- expect_error(expr, class = "kb_error_arg")
-    expect_identical(err$arg, arg)
-  }
+  b <- reg_bad_input(33)
+  x <- b$x
+  s <- b$s
+  f <- b$f
+  e <- b$e
   e(ksdt(x, f, candidates = 3, regularize = -1, log_density = rep(0, 30)),
     "regularize")
   e(ksdt(x, f, candidates = 3, regularize = "yes"), "regularize")
@@ -837,7 +818,7 @@ test_that("ksdt(regularize =) names bad input before the score runs", {
          hessian_diag = matrix(0, 30, 3)), "hessian_diag")
   e(ksdt(x, f, candidates = 3, regularize = TRUE, log_density = rep(0, 30),
          budget = -1), "budget")
-  expect_identical(calls, 0)
+  expect_identical(b$calls(), 0)
   e(ksdt(x, s, candidates = 3, regularize = TRUE, log_density = rep(0, 30)),
     "hessian_diag")
   e(ksdt(x, s, candidates = 3, regularize = TRUE,

@@ -965,15 +965,8 @@ ref_reg_greedy <- function(K, m, lap, logp, lambda, unique = FALSE) {
 }
 
 test_that("regularised Stein thinning follows the paper's greedy rule index for index", {
-  means <- rbind(c(-2, 0), c(2, 0.5))
-  wts <- c(0.3, 0.7)
-  tg <- gaussian_mixture_target(means = means, weights = wts)
-  mx <- reg_mix(means, wts)
-  set.seed(8)
-  x <- sample_target(tg, 250)
-  s <- target_score(tg, x)
-  H <- mx$hess(x)
-  lp <- mx$logp(x)
+  # tg, mx, x, s, H, lp
+  list2env(reg_mix_sample(250, 8), environment())
   expect_equal(lp - mean(lp), target_log_density(tg, x) -
                  mean(target_log_density(tg, x)), tolerance = 1e-10)
   for (std in c(FALSE, TRUE)) {
@@ -1032,18 +1025,11 @@ test_that("regularised Stein thinning restores the mode weights of a mixture", {
 })
 
 test_that("regularised Stein thinning checks its arguments before the score runs", {
-  set.seed(2)
-  x <- matrix(rnorm(60), 30)
-  s <- -x
-  calls <- 0
-  f <- function(p) {
-    calls <<- calls + 1
-    -p
-  }
-  e <- function(expr, arg) {
-    err <- expect_error(expr, class = "kb_error_arg")
-    expect_identical(err$arg, arg)
-  }
+  b <- reg_bad_input(2)
+  x <- b$x
+  s <- b$s
+  f <- b$f
+  e <- b$e
   e(stein_thin(x, f, 5, regularize = -1, log_density = rep(0, 30)), "regularize")
   e(stein_thin(x, f, 5, regularize = "yes"), "regularize")
   e(stein_thin(x, f, 5, regularize = NA), "regularize")
@@ -1051,7 +1037,7 @@ test_that("regularised Stein thinning checks its arguments before the score runs
   e(stein_thin(x, f, 5, regularize = TRUE, log_density = 1:3), "log_density")
   e(stein_thin(x, f, 5, regularize = TRUE, log_density = rep(0, 30),
                hessian_diag = matrix(0, 30, 3)), "hessian_diag")
-  expect_identical(calls, 0)
+  expect_identical(b$calls(), 0)
   e(stein_thin(x, s, 5, regularize = TRUE, log_density = rep(0, 30)),
     "hessian_diag")
   e(stein_thin(x, s, 5, regularize = TRUE, log_density = c(NA, rep(0, 29)),
