@@ -33,7 +33,7 @@
 #'   is 1 (see 'Points and samples' in [kernbayes-package]).
 #' @param n_iter Iterations per chain.
 #' @param ... Further arguments to [ksdt_sample()] (`sampler`, `step_size`,
-#'   `min_size` or `size`, `kernel`, ...).
+#'   `min_size` or `size`, `kernel`, `regularize`, ...).
 #' @param merge `"ksdt"` (merge the dictionaries by a KSDT pass),
 #'   `"stein_thin"` (Stein thinning of their union to `merge_size` points)
 #'   or `"none"`.

@@ -160,8 +160,9 @@ eval_schedule <- function(f, t, arg) {
 #'   removals of KSDT compare the KSD of dictionaries and are unchanged, so
 #'   with `candidates = 1` there is nothing to regularise (an error); the
 #'   result's `ksd` is the plain KSD of the dictionary. The rule is offered
-#'   by `ksdt()` only, not by `ksdt_push()`, [ksdt_sample()] or [sp_mcmc()]
-#'   (see there).
+#'   by `ksdt()`, [ksdt_sample()] and [sp_mcmc()] (and [ksdt_chains()]
+#'   through `ksdt_sample()`), not by `ksdt_push()` (it takes no log
+#'   densities or Hessians: run `ksdt()` on the rows).
 #'
 #'   Measured on the mixture `gaussian_mixture_target(means = rbind(c(-3,
 #'   0), c(3, 0)), weights = c(0.2, 0.8))`, 5000 exact draws streamed in
@@ -244,14 +245,18 @@ ksdt <- function(x, score, budget = 0, min_size = "sqrt", min_size_coef = 1,
 # lambda = 1 / t: each step weighs log p as the last step of greedy
 # thinning to the size the dictionary would have).
 ksdt_reg <- function(src, x, lambda) {
-  ctl <- list(lap = laplacian_plus(src$hessian, x, NULL),
-              logp = resolve_log_density(src$log_density, x, "log_density"))
-  if (identical(lambda, "default")) {
-    ctl$adaptive <- TRUE
-  } else {
-    ctl$lambda <- lambda
-  }
-  ctl
+  c(list(lap = laplacian_plus(src$hessian, x, NULL),
+         logp = resolve_log_density(src$log_density, x, "log_density")),
+    reg_weight(lambda))
+}
+
+# The weight on log p of the regularised candidate rule as the C feed takes
+# it (kb_ksdt_feed_ctl): from check_regularize()'s value ("default":
+# adaptive, lambda = 1 / t; a number: lambda; NULL: no rule).
+reg_weight <- function(lambda) {
+  if (is.null(lambda)) return(NULL)
+  if (identical(lambda, "default")) list(adaptive = TRUE) else
+    list(lambda = lambda)
 }
 
 # A regularised result says so (an unregularised one is left as it was).

@@ -8,14 +8,15 @@ start_rules <- c("last", "rand", "infl")
 # The settings of a sampler run over a stream, as one list `run`: sampler
 # ("mala" or "rwm"), step (NULL: adapted by a pilot), candidates per step,
 # start rule and restart (SP-MCMC's fresh moves), warmup, target_accept,
-# fmin (a constant minimum size; NULL: the stream's schedule), method (the
+# fmin (a constant minimum size; NULL: the stream's schedule), regularize
+# (check_regularize()'s value: the regularised candidate rule), method (the
 # result's name), and for the result: fields (replacing settings of the
 # stream) and class.
 sampler_run <- function(run) {
   defaults <- list(step = NULL, candidates = 1, start = "last",
                    restart = FALSE, warmup = NULL, target_accept = NULL,
                    fmin = NULL, method = "KSDT", fields = list(),
-                   class = NULL)
+                   class = NULL, regularize = NULL)
   defaults[names(run)] <- run
   defaults
 }
@@ -33,6 +34,10 @@ check_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
   x0 <- check_x0(x0, target)
   n_iter <- check_count(n_iter, "n_iter")
   candidates <- check_count(run$candidates, "candidates")
+  if (!is.null(run$regularize) && candidates < 2L) {
+    stop_arg("regularize", "changes the choice among candidates: it needs ",
+             "candidates > 1")
+  }
   if (as.double(n_iter) * candidates > .Machine$integer.max) {
     stop_arg("n_iter", "times the number of candidates must be below 2^31")
   }
@@ -77,20 +82,24 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
   with_stream(stream, {
     ksdt_stream_resolve(stream, if (is.null(pilot)) matrix(x0, 1L) else pilot$x)
     res <- .Call(C_kb_ksdt_sample, stream$ptr, closure_env(target),
-                 list(sampler = a$sampler, vectorized = target$vectorized,
-                      x0 = as.double(x0), n_iter = a$n_iter, step = step,
-                      candidates = a$candidates, start = start,
-                      restart = restart, eps = as.double(a$eps),
-                      fmin = a$fmin, Q = stream$rk$Q,
-                      nthreads = stream$nthreads,
-                      progress = prog$callback(t0)))
+                 c(list(sampler = a$sampler, vectorized = target$vectorized,
+                        x0 = as.double(x0), n_iter = a$n_iter, step = step,
+                        candidates = a$candidates, start = start,
+                        restart = restart, eps = as.double(a$eps),
+                        fmin = a$fmin, Q = stream$rk$Q,
+                        nthreads = stream$nthreads,
+                        progress = prog$callback(t0)),
+                   reg_weight(run$regularize)))
   })
-  do.call(stream_result, c(list(stream, sampler = toupper(run$sampler),
-                                step = res$step, accept_rate = res$accept_rate,
-                                candidates = a$candidates,
-                                start = if (restart) start,
-                                method = run$method),
-                           run$fields, list(class = run$class)))
+  ksdt_reg_label(
+    do.call(stream_result, c(list(stream, sampler = toupper(run$sampler),
+                                  step = res$step,
+                                  accept_rate = res$accept_rate,
+                                  candidates = a$candidates,
+                                  start = if (restart) start,
+                                  method = run$method),
+                             run$fields, list(class = run$class))),
+    reg_weight(run$regularize))
 }
 
 #' Sampling with KSDT inside, and Stein Point MCMC
@@ -114,19 +123,16 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
 #' influence, \eqn{\arg\min_i \sum_j k_p(x_i, x_j) + \sum_j k_p(x_j, x_i)
 #' - k_p(x_i, x_i)} (as in the authors' code; the oldest point on ties).
 #'
-#' Neither offers the regularised candidate rule of [ksdt()] (Bénard,
-#' Staber and Da Veiga, 2023; see 'Regularised candidate rule' there),
-#' though it would carry over (to `sp_mcmc()`, which never prunes, most
-#' directly: it is then the paper's greedy step over MCMC candidates). The
-#' sampler has \eqn{\log p} of every candidate, but the rule's Laplacian
-#' term needs the diagonal of the Hessian of \eqn{\log p} at each fresh
-#' candidate, which a [kb_target()] does not provide: by central
-#' differences of the score it costs \eqn{2d} more score evaluations per
-#' candidate (a MALA step costs one score and one log density), inside the
-#' chain's loop in C, and that has not been built. For `ksdt_sample()`,
-#' whose result equals `ksdt(chain, candidates = m)` on the same chain, run
-#' the chain with [mala()] or [rwm()] and call `ksdt(chain$x, target,
-#' candidates = m, regularize = TRUE)` on its states.
+#' Both offer the regularised candidate rule of [ksdt()] (`regularize`;
+#' Bénard, Staber and Da Veiga, 2023; see 'Regularised candidate rule'
+#' there), with `candidates` \eqn{> 1}: each candidate's \eqn{\log p} is
+#' the sampler's, and its Laplacian term comes from central differences of
+#' the target's score, \eqn{2d} more score evaluations per candidate. For
+#' `sp_mcmc()`, which never prunes, \eqn{t = |D| + 1} is the step: the
+#' rule is then the paper's greedy step over MCMC candidates (and `TRUE`
+#' weighs \eqn{\log p} by 1 where the paper's \eqn{\lambda = 1/m} would
+#' give \eqn{t/m}). `ksdt_sample(regularize = )` equals `ksdt(chain$x,
+#' target, candidates = m, regularize = )` on the same chain.
 #'
 #' When `step_size` is `NULL`, or the kernel's preconditioner is a heuristic, a
 #' pilot chain of `warmup` iterations (default 1000) is run first: it
@@ -143,6 +149,9 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
 #'   on the chain); for `sp_mcmc()`, fresh MCMC moves of which the best is
 #'   added.
 #' @param start Start rule of `sp_mcmc()`'s moves.
+#' @param regularize `FALSE` (default), `TRUE` or a positive
+#'   \eqn{\lambda}: the regularised candidate rule (needs `candidates`
+#'   \eqn{> 1}); see Details and [ksdt()].
 #' @param target_accept Acceptance rate for the pilot's adaptation; default
 #'   0.574 (MALA) or 0.234 (RWM).
 #' @return A `kb_ksdt` object (see [ksdt()]) with, in addition, `sampler`,
@@ -168,7 +177,7 @@ ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
                         budget = 0, min_size = "sqrt", min_size_coef = 1,
                         min_size_floor = 10, size = NULL, kernel = imq_kernel(),
                         warmup = NULL, target_accept = NULL, nthreads = NULL,
-                        progress = interactive(), step) {
+                        progress = interactive(), regularize = FALSE, step) {
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "ksdt_sample", step,
                                 missing(step_size))
@@ -181,7 +190,7 @@ ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
     candidates = candidates, budget = budget, min_size = f$min_size,
     min_size_coef = f$coef, min_size_floor = f$floor, kernel = kernel,
     warmup = warmup, target_accept = target_accept, nthreads = nthreads,
-    progress = progress))
+    progress = progress, regularize = regularize))
   run_ksdt_sampler(target, x0, n_iter, a$stream, a$run)
 }
 
@@ -190,6 +199,7 @@ ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
 # and the stream's arguments checked.
 ksdt_sample_setup <- function(a) {
   sampler <- check_choice(a$sampler, c("mala", "rwm"), "sampler")
+  lambda <- check_regularize(a$regularize %||% FALSE)
   check_target(a$target)
   st <- ksdt_stream(a$target$dim, budget = a$budget, min_size = a$min_size,
                     min_size_coef = a$min_size_coef,
@@ -197,7 +207,8 @@ ksdt_sample_setup <- function(a) {
                     nthreads = a$nthreads, progress = a$progress)
   list(stream = st,
        run = list(sampler = sampler, step = a$step, candidates = a$candidates,
-                  warmup = a$warmup, target_accept = a$target_accept))
+                  warmup = a$warmup, target_accept = a$target_accept,
+                  regularize = lambda))
 }
 
 # ksdt_sample()'s checks alone, for a named list of its arguments (the
@@ -231,7 +242,8 @@ sp_mcmc <- function(target, x0, n_iter, candidates = 10,
                     sampler = c("mala", "rwm"),
                     start = c("last", "rand", "infl"), kernel = imq_kernel(),
                     step_size = NULL, warmup = NULL, target_accept = NULL,
-                    nthreads = NULL, progress = interactive(), m, step) {
+                    nthreads = NULL, progress = interactive(),
+                    regularize = FALSE, m, step) {
   if (!missing(m)) {
     candidates <- deprecated_arg("m", "candidates", "sp_mcmc", m,
                                  missing(candidates))
@@ -242,6 +254,7 @@ sp_mcmc <- function(target, x0, n_iter, candidates = 10,
   }
   sampler <- check_choice(sampler, c("mala", "rwm"), "sampler")
   start <- check_choice(start, start_rules, "start")
+  lambda <- check_regularize(regularize)
   check_target(target)
   m <- check_count(candidates, "candidates")
   st <- ksdt_stream(target$dim, kernel = kernel, nthreads = nthreads,
@@ -249,7 +262,7 @@ sp_mcmc <- function(target, x0, n_iter, candidates = 10,
   run_ksdt_sampler(target, x0, n_iter, st, list(
     sampler = sampler, step = step_size, candidates = m, start = start,
     restart = TRUE, warmup = warmup, target_accept = target_accept,
-    fmin = Inf, method = "Stein Point MCMC",
+    fmin = Inf, regularize = lambda, method = "Stein Point MCMC",
     fields = list(budget = NA, min_size = "none (no pruning)"),
     class = "kb_spmcmc"))
 }

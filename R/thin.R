@@ -74,9 +74,10 @@ new_thin <- function(index, x, path, path_name, method, setup, settings) {
 #' selected points. [ksdt()] offers the same rule for its choice among
 #' candidates (`ksdt(x, score, candidates = m, regularize = )`, with
 #' \eqn{t = |D| + 1} and, for `TRUE`, \eqn{\lambda = 1/t}: see
-#' 'Regularised candidate rule' in [ksdt()]); its add-and-prune steps
-#' compare the KSD of dictionaries and are not regularised, and
-#' [ksdt_sample()] and [sp_mcmc()] do not offer it (see there).
+#' 'Regularised candidate rule' in [ksdt()]), and so do [ksdt_sample()]
+#' and [sp_mcmc()] for their MCMC candidates (`regularize = `); KSDT's
+#' add-and-prune steps compare the KSD of dictionaries and are not
+#' regularised, and `ksdt_push()` does not offer it.
 #'
 #' @inheritParams stein_kernel_matrix
 #' @inheritParams ksd

@@ -1,5 +1,6 @@
 /* Random walk Metropolis and MALA with R closures for the log density and
  * the score (DESIGN.md, "Samplers").  All randomness from R's RNG. */
+#include <float.h>
 #include <math.h>
 #include "samplers.h"
 #include "args.h"
@@ -53,6 +54,28 @@ void kb_sampler_score(kb_sampler *smp)
         kb_closure_eval(&smp->grad, smp->x, smp->d, smp->s, 1);
         smp->has_score = 1;
     }
+}
+
+/* H_kk = (s_k(x + h e_k) - s_k(x - h e_k)) / ((x_k + h) - (x_k - h)), with
+ * R/targets.R's fd_step(): h = eps^(1/3) max(1, |x_k|). */
+double kb_sampler_laplacian_plus(kb_sampler *smp, double *scratch)
+{
+    int d = smp->d;
+    double *xe = scratch, *sp = scratch + d, *sm = scratch + 2 * d;
+    double lap = 0.0, c = pow(DBL_EPSILON, 1.0 / 3.0);
+    memcpy(xe, smp->x, (size_t) d * sizeof(double));
+    for (int k = 0; k < d; k++) {
+        double xk = smp->x[k], h = c * (fabs(xk) > 1.0 ? fabs(xk) : 1.0);
+        double xp = xk + h, xm = xk - h;
+        xe[k] = xp;
+        kb_closure_eval(&smp->grad, xe, d, sp, 1);
+        xe[k] = xm;
+        kb_closure_eval(&smp->grad, xe, d, sm, 1);
+        xe[k] = xk;
+        double H = (sp[k] - sm[k]) / (xp - xm);
+        lap += H > 0.0 ? H : 0.0;
+    }
+    return lap;
 }
 
 void kb_sampler_jump(kb_sampler *smp, const double *x, const double *s)

@@ -45,15 +45,16 @@ typedef struct {
 /* Per-run scratch: the chain's state in kernel coordinates, and with
  * restarts the block's candidates (state, score and log density). */
 typedef struct {
-    double *ck, *cks, *pt, *cxs, *clp;
+    double *ck, *cks, *pt, *fd, *cxs, *clp;
 } sample_scratch;
 
 static sample_scratch scratch_alloc(int d, int C)
 {
     sample_scratch w;
-    w.ck = (double *) R_alloc((size_t) 4 * d, sizeof(double));
+    w.ck = (double *) R_alloc((size_t) 7 * d, sizeof(double));
     w.cks = w.ck + d;
     w.pt = w.cks + d;
+    w.fd = w.pt + 2 * d;
     w.cxs = (double *) R_alloc((size_t) 2 * C * d, sizeof(double));
     w.clp = (double *) R_alloc((size_t) C, sizeof(double));
     return w;
@@ -74,6 +75,9 @@ static SEXP sample_body(void *data)
     ksdt_state *st = A->st;
     kb_ksdt_feed *f = &A->feed;
     int d = kb_ksdt_d(st), C = f->C, total = A->n_iter * C;
+    /* the regularised candidate rule: each candidate's log p (the
+     * sampler's) and Laplacian term (2d score evaluations) */
+    int reg = f->reg != KB_REG_NONE && C > 1;
     sample_scratch w = scratch_alloc(d, C);
     kb_ksdt_feed_start(st, f, A->n_iter);
     kb_sampler smp;
@@ -95,14 +99,19 @@ static SEXP sample_body(void *data)
         /* the stream offered to KSDT: the chain's states, or with restarts
          * the selected candidates, one per step */
         kb_ksdt_point p = {smp.x, smp.s, w.ck, w.cks, kb_ksdt_diag(st, w.cks),
-                           f->base + (A->restart ? f->steps : it) + 1.0};
+                           f->base + (A->restart ? f->steps : it) + 1.0,
+                           0.0, 0.0};
+        if (reg) {
+            p.lap = kb_sampler_laplacian_plus(&smp, w.fd);
+            p.logp = smp.lp;
+        }
         if (kb_ksdt_feed_offer(st, f, &p, it + 1.0, it == total - 1) &&
             A->restart && C > 1)
             kb_sampler_set_state(&smp, w.cxs + (size_t) f->chosen * 2 * d,
                                  w.cxs + (size_t) f->chosen * 2 * d + d,
                                  w.clp[f->chosen]);
-        kb_ksdt_feed_tick(st, f, 2.0 * KB_CLOSURE_WORK, f->steps,
-                          it == total - 1);
+        kb_ksdt_feed_tick(st, f, (reg ? 2.0 + 2.0 * d : 2.0) * KB_CLOSURE_WORK,
+                          f->steps, it == total - 1);
     }
     PutRNGstate();
     A->acc_rate = smp.proposed > 0 ? smp.accepted / smp.proposed : NA_REAL;
@@ -112,7 +121,8 @@ static SEXP sample_body(void *data)
 }
 
 /* .Call entry: ctl = list(sampler, vectorized, x0, n_iter, step,
- * candidates, start, restart, eps, fmin, Q, nthreads, progress). */
+ * candidates, start, restart, eps, fmin, Q, nthreads, progress) and, for
+ * the regularised candidate rule, lambda or adaptive (kb_ksdt_feed_ctl). */
 SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP ctl)
 {
     sample_args A;

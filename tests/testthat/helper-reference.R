@@ -412,9 +412,12 @@ ref_chain <- function(target, x0, n_iter, step, sampler = "mala", warmup = 0,
 # candidate minimising k_p(y, y) + 2 sum_D k_p(y, x) (first on ties), then
 # prunes with eps[t], fmin[t] (fmin = Inf: SP-MCMC, no pruning).  With
 # candidates = 1 it is KSDT on the plain chain.  Brute force throughout.
+# With `reg` (list(lap, w): lap(x) the Laplacian term at a point, w(t) the
+# weight on log p) the regularised candidate rule of Benard, Staber & Da
+# Veiga (2023): lap(y) - w(|D| + 1) log p(y) added to the criterion.
 ref_ksdt_sampler <- function(target, x0, n_iter, step, sampler, candidates,
                              start, eps, fmin, type = "imq", c = 1,
-                             beta = -0.5, L = diag(length(x0))) {
+                             beta = -0.5, L = diag(length(x0)), reg = NULL) {
   kp <- function(a, sa, b, sb) {
     ref_stein_cross(a, sa, b, sb, type = type, c = c, beta = beta, L = L)
   }
@@ -452,6 +455,10 @@ ref_ksdt_sampler <- function(target, x0, n_iter, step, sampler, candidates,
       crit[k] <- kp(st$x, st$s, st$x, st$s) +
         if (length(D)) 2 * sum(kp(st$x, st$s, X[D, , drop = FALSE],
                                   S[D, , drop = FALSE])) else 0
+      if (!is.null(reg)) {
+        crit[k] <- crit[k] + reg$lap(st$x) - reg$w(length(D) + 1) *
+          ref_log_density(target, st$x)
+      }
     }
     b <- which.min(crit)
     st <- states[[b]]

@@ -256,3 +256,74 @@ test_that("target_accept is checked even when the step is given", {
   expect_error(sp_mcmc(tg, c(0, 0), 10, step_size = 1, target_accept = -1),
                "'target_accept'")
 })
+
+# ---- the regularised candidate rule (Benard, Staber & Da Veiga 2023) ----------
+
+test_that("ksdt_sample(regularize =) is ksdt(regularize =) on the same chain, bit for bit", {
+  tg <- reg_mix_sample(1, 1)$tg
+  for (lam in list(TRUE, 0.05)) for (smp in c("mala", "rwm")) {
+    lab <- paste(smp, format(lam))
+    set.seed(213)
+    ks <- ksdt_sample(tg, c(2, 2), 60, sampler = smp, step_size = 1,
+                      candidates = 3, budget = 1e-3, min_size = "constant",
+                      min_size_coef = 15, regularize = lam, progress = FALSE)
+    set.seed(213)
+    ch <- ref_chain(tg, c(2, 2), 180, 1, smp)
+    # the chain's log p from the target, the Laplacian by R's central
+    # differences of its score: the same numbers as the sampler's
+    fit <- ksdt(ch$x, tg, budget = 1e-3, min_size = "constant",
+                min_size_coef = 15, candidates = 3, regularize = lam,
+                progress = FALSE)
+    expect_identical(ks$index, fit$index, label = lab)
+    expect_identical(ks$ksd, fit$ksd, label = lab)
+    expect_identical(ks$regularize, lam, label = lab)
+    plain <- ksdt(ch$x, tg, budget = 1e-3, min_size = "constant",
+                  min_size_coef = 15, candidates = 3, progress = FALSE)
+    expect_false(identical(plain$index, fit$index), label = lab)
+  }
+})
+
+test_that("sp_mcmc(regularize =) follows a plain-R regularised SP-MCMC", {
+  r <- reg_mix_sample(1, 1)
+  tg <- r$tg
+  lap <- function(x) sum(pmax(r$mx$hess(matrix(x, 1)), 0))
+  for (lam in list(TRUE, 0.05)) for (start in c("last", "infl")) {
+    lab <- paste(start, format(lam))
+    w <- if (isTRUE(lam)) function(t) 1 else function(t) lam * t
+    set.seed(217)
+    sp <- sp_mcmc(tg, c(2, 2), 25, candidates = 4, start = start,
+                  step_size = 0.9, regularize = lam, progress = FALSE)
+    set.seed(217)
+    ref <- ref_ksdt_sampler(tg, c(2, 2), 25, 0.9, "mala", 4, start,
+                            rep(0, 25), rep(Inf, 25),
+                            reg = list(lap = lap, w = w))
+    expect_equal(sp$points, ref$points, tolerance = 1e-12, label = lab)
+    expect_lt(rel_err(sp$ksd, ref$ksd), 1e-10, label = lab)
+    expect_match(sp$method, "regularised candidate rule", fixed = TRUE)
+  }
+  # regularize = FALSE: as before
+  set.seed(218)
+  a <- sp_mcmc(tg, c(2, 2), 20, candidates = 3, step_size = 0.9,
+               progress = FALSE)
+  set.seed(218)
+  b <- sp_mcmc(tg, c(2, 2), 20, candidates = 3, step_size = 0.9,
+               regularize = FALSE, progress = FALSE)
+  expect_identical(a, b)
+  expect_null(a$regularize)
+})
+
+test_that("ksdt_sample() and sp_mcmc() name a bad 'regularize' before the chain runs", {
+  b <- reg_bad_input(34)
+  tg <- kb_target(function(x) -sum(x^2) / 2, b$f, dim = 2)
+  e <- b$e
+  e(ksdt_sample(tg, c(0, 0), 10, step_size = 1, regularize = TRUE),
+    "regularize")
+  e(ksdt_sample(tg, c(0, 0), 10, step_size = 1, candidates = 2,
+                regularize = -1), "regularize")
+  e(sp_mcmc(tg, c(0, 0), 10, step_size = 1, regularize = "yes"), "regularize")
+  e(sp_mcmc(tg, c(0, 0), 10, step_size = 1, candidates = 1,
+            regularize = TRUE), "regularize")
+  e(ksdt_chains(tg, rbind(c(0, 0), c(1, 1)), 10, step_size = 1,
+                regularize = NA), "regularize")
+  expect_identical(b$calls(), 0)
+})
