@@ -571,6 +571,8 @@ static int block_offer(ksdt_state *st, kb_cblock *cb, const kb_ksdt_point *p,
         }
     }
     if (reg) {
+        /* lap and logp are finite (checked by the push, or the sampler's);
+         * only an overflow of the sum is left, reported as the state's */
         crit += p->lap - w * p->logp;
         if (!R_FINITE(crit))
             return -1;

@@ -38,8 +38,9 @@ typedef struct {
  * KSDT paper's SPMCMC variants): of the states offered, the one minimising
  * k_p(c, c) + 2 sum_{j in D} k_p(c, x_j) goes to KSDT at commit, the first
  * on ties (regularised: plus lap(c) - w log p(c), w = lambda t with
- * t = |D| + 1, or w = 1; Benard, Staber & Da Veiga 2023, eq. (5)); its row with D is computed once.  D does not change within a
- * block.  Internal to ksdt.c (here for the size of kb_ksdt_feed). */
+ * t = |D| + 1, or w = 1; Benard, Staber & Da Veiga 2023); its row with D
+ * is computed once.  D does not change within a block.  Internal to
+ * ksdt.c (here for the size of kb_ksdt_feed). */
 typedef struct {
     int filled, cur, best;     /* candidates seen; rows[cur]: the best's row */
     double crit, kd, sidx;
