@@ -66,6 +66,9 @@ SEXP kb_stein_cross_sums(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_stein_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_mmd_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
+/* kt.c */
+SEXP kb_kernel_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+
 /* weights.c */
 SEXP kb_simplex_weights(SEXP, SEXP, SEXP, SEXP);
 

@@ -37,6 +37,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_goodwin_solve, 4),
     CALLDEF(kb_goodwin_logpost, 8),
     CALLDEF(kb_assign, 1),
+    CALLDEF(kb_kernel_thin, 6),
     {NULL, NULL, 0}
 };
 

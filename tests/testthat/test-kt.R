@@ -1,0 +1,98 @@
+# kernel_thin(): the C code against the plain-R transcription in
+# helper-kt.R on the same coin flips, and the quality goal of issue 17.
+
+kt_same_flips <- function(x, score, m, swap, seed) {
+  n <- nrow(x)
+  set.seed(seed)
+  th <- kernel_thin(x, score, m = m, swap = swap)
+  g <- th$rounds
+  set.seed(seed)
+  u <- runif(g * n / 2)
+  K <- if (is.null(score)) {
+    kernel_matrix(x, kernel = gaussian_kernel(precon = "med"))
+  } else {
+    stein_kernel_matrix(x, score)
+  }
+  mu <- if (is.null(score)) rowMeans(K)
+  cs <- kt_ref_split(K, g, 0.5, u)
+  list(th = th, cs = cs, idx = if (swap) kt_ref_swap(K, cs, mu) else cs[, 1])
+}
+
+test_that("KT-SPLIT and KT-SWAP match the R transcription on the same flips", {
+  for (n in c(64, 256)) {
+    for (stein in c(TRUE, FALSE)) {
+      set.seed(n)
+      x <- matrix(rnorm(2 * n), n)
+      score <- if (stein) -x
+      for (swap in c(TRUE, FALSE)) {
+        r <- kt_same_flips(x, score, NULL, swap, seed = 10 + n)
+        expect_identical(r$th$coresets, r$cs)
+        expect_identical(r$th$index, as.integer(r$idx))
+        expect_equal(r$th$m, as.integer(sqrt(n)))
+      }
+      r <- kt_same_flips(x, score, n / 4, TRUE, seed = 3)
+      expect_identical(r$th$index, as.integer(r$idx))
+    }
+  }
+})
+
+test_that("kernel_thin is reproducible, sized as documented, and a kb_thin", {
+  set.seed(2)
+  x <- matrix(rnorm(2 * 100), 100)
+  set.seed(5); a <- kernel_thin(x, -x)
+  set.seed(5); b <- kernel_thin(x, -x)
+  expect_identical(a$index, b$index)
+  expect_s3_class(a, "kb_thin")
+  # n = 100: g = round(log2(100) / 2) = 3, m = 12, the last 4 rows dropped
+  expect_equal(c(a$rounds, a$m, a$used), c(3, 12, 96))
+  expect_true(all(a$index <= 96))
+  expect_equal(a$ksd[a$m], ksd(a), tolerance = 1e-10)
+  expect_equal(kernel_thin(x, m = 25)$m, 25L)
+  expect_error(kernel_thin(x, m = 30), class = "kb_error_arg", regexp = "'m'")
+  expect_output(print(a), "kernel thinning: 12 of 100")
+  expect_s3_class(summary(a), "summary.kb_thin")
+  expect_equal(nrow(as.data.frame(a)), 12)
+  m <- kernel_thin(x)
+  # the kernel is resolved on all rows, the reference is the 96 thinned
+  K <- kernel_matrix(x, kernel = gaussian_kernel(precon = "med"))[1:96, 1:96]
+  w <- tabulate(m$index, 96) / m$m - 1 / 96
+  expect_equal(m$mmd[m$m], sqrt(max(0, sum(w * (K %*% w)))), tolerance = 1e-8)
+})
+
+test_that("bad input is named before any kernel work", {
+  x <- matrix(rnorm(40), 20)
+  cnt <- 0
+  sc <- function(p) { cnt <<- cnt + 1; -p }
+  for (call in list(quote(kernel_thin(x, sc, m = 0)),
+                    quote(kernel_thin(x, sc, m = 2.5)),
+                    quote(kernel_thin(x, sc, swap = NA)),
+                    quote(kernel_thin(x, sc, delta = 1)),
+                    quote(kernel_thin(x, sc, delta = NA)),
+                    quote(kernel_thin(x, sc, method = "compress")),
+                    quote(kernel_thin(x, sc, kernel = list())),
+                    quote(kernel_thin(x, sc, standardize = NA)),
+                    quote(kernel_thin(x, sc, nthreads = 0)),
+                    quote(kernel_thin(x, sc, m = 7)))) {
+    expect_error(eval(call), class = "kb_error_arg")
+  }
+  expect_equal(cnt, 0)
+  expect_error(kernel_thin("a"), class = "kb_error_arg", regexp = "'x'")
+  xna <- x; xna[3, 1] <- NA
+  expect_error(kernel_thin(xna), class = "kb_error_arg", regexp = "'x'")
+  expect_error(kernel_thin(x, x[-1, ]), class = "kb_error_arg",
+               regexp = "'score'")
+})
+
+test_that("KT halves the KSD of a uniform subsample (issue 17 goal)", {
+  skip_on_cran()
+  n <- 2^12
+  r <- sapply(1:7, function(s) {
+    set.seed(s)
+    x <- matrix(rnorm(2 * n), n)
+    k <- kernel_thin(x, -x)
+    u <- sample(n, k$m)
+    c(kt = ksd(k$points, -k$points), unif = ksd(x[u, ], -x[u, ]))
+  })
+  med <- apply(r, 1, median)
+  expect_lt(med[["kt"]], 0.5 * med[["unif"]])
+})
