@@ -413,6 +413,37 @@ bi_add("stein_thin_gf", list(
     bi_warn("warning", "range_cap"))
 ))
 
+bi_add("kernel_thin", list(
+  C("x_chr", Q(kernel_thin("a")), bi_arg("x")),
+  C("x_NA", Q(kernel_thin(Xna, S)), bi_arg("x", "NA")),
+  C("x_Inf", Q(kernel_thin(Xinf)), bi_arg("x", "Inf")),
+  C("x_0rows", Q(kernel_thin(X0, X0)), bi_arg("x")),
+  C("score_rows", Q(kernel_thin(X, S[-1, ])), bi_arg("score")),
+  C("score_NA", Q(kernel_thin(X, Sna)), bi_arg("score")),
+  C("score_err", Q(kernel_thin(X, sc_err)), bi_cb("score", "boom")),
+  C("m_0", Q(kernel_thin(X, S, m = 0)), bi_arg("m")),
+  C("m_frac", Q(kernel_thin(X, S, m = 2.5)), bi_arg("m")),
+  C("m_not_halving", Q(kernel_thin(X, S, m = 7)), bi_arg("m", "floor")),
+  C("m_gt_n", Q(kernel_thin(X, S, m = 21)), bi_arg("m")),
+  C("swap_NA", Q(kernel_thin(X, S, swap = NA)), bi_arg("swap")),
+  C("delta_0", Q(kernel_thin(X, S, delta = 0)), bi_arg("delta")),
+  C("delta_1", Q(kernel_thin(X, S, delta = 1)), bi_arg("delta")),
+  C("method_bad", Q(kernel_thin(X, S, method = "kt2")), bi_arg("method")),
+  C("kernel_bad", Q(kernel_thin(X, S, kernel = list())), bi_arg("kernel")),
+  C("standardize_NA", Q(kernel_thin(X, S, standardize = NA)), bi_arg("standardize")),
+  C("nthreads_0", Q(kernel_thin(X, S, nthreads = 0)), bi_arg("nthreads")),
+  C("m_checked_first", Q(counted(kernel_thin(X, sc_cnt, m = 7))), bi_ok(Q(before("m")))),
+  C("delta_checked_first", Q(counted(kernel_thin(X, sc_cnt, delta = 2))),
+    bi_ok(Q(before("delta")))),
+  C("med_all_rows_equal", Q(kernel_thin(Xsame)), bi_arg("precon")),
+  C("value_1row", Q(kernel_thin(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+    bi_ok(function(v) identical(v$index, 1L))),
+  C("value_m_n", Q(kernel_thin(X, S, m = 20)),
+    bi_ok(function(v) v$m == 20 && v$rounds == 0)),
+  C("value_d1", Q(kernel_thin(X1, S1)), bi_ok(function(v) all(v$index %in% 1:10))),
+  C("value_dup", Q(kernel_thin(Xdup, Sdup, m = 1)), bi_ok(function(v) v$m == 1))
+))
+
 bi_add("mmd_thin", list(
   C("x_chr", Q(mmd_thin("a", 2)), bi_arg("x")),
   C("x_NA", Q(mmd_thin(Xna, 2)), bi_arg("x")),
