@@ -81,7 +81,8 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #'   score, `gaussian_kernel(precon = "med")` without.
 #' @param method `"kt"` (the only method so far; Compress++ will follow).
 #' @param swap Run KT-SWAP (default `TRUE`); `FALSE` returns KT-SPLIT's
-#'   first coreset.
+#'   first coreset. With \eqn{g = 0} (`m = nrow(x)`) the whole sample is
+#'   returned unchanged, as in the reference implementation.
 #' @param delta KT-SPLIT's failure probability, in (0, 1) (default 0.5, as
 #'   in the reference implementation).
 #' @param standardize Standardise the columns first (default `FALSE`).

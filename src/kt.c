@@ -131,7 +131,8 @@ static void kt_swap(const double *K, int n, const int *cs, int ncs, int m,
  * mu (the reference's mean embedding, length n, or NULL: the zero
  * measure), swap (TRUE/FALSE).  Returns list(coresets = m x 2^g integer
  * matrix of KT-SPLIT's coresets, index = the m selected rows), 1-based;
- * without swap, index is KT-SPLIT's first coreset. */
+ * without swap, index is KT-SPLIT's first coreset; with g = 0 it is the
+ * whole input (no swap). */
 SEXP kb_kernel_thin(SEXP K_, SEXP g_, SEXP delta_, SEXP u_, SEXP mu_,
                     SEXP swap_)
 {
@@ -154,7 +155,7 @@ SEXP kb_kernel_thin(SEXP K_, SEXP g_, SEXP delta_, SEXP u_, SEXP mu_,
     int *tmp = (int *) R_alloc(n, sizeof(int));
     int *c = INTEGER(cs), *b = INTEGER(idx);
     kt_split(K, n, g, delta, u, c, tmp);
-    if (swap) {
+    if (swap && g > 0) {   /* no rounds: the whole input, as goodpoints */
         double *stat = (double *) R_alloc(n, sizeof(double));
         kt_swap(K, n, c, ncs, m, mu, b, stat);
     } else {

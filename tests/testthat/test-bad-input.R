@@ -439,7 +439,7 @@ bi_add("kernel_thin", list(
   C("value_1row", Q(kernel_thin(X[1, , drop = FALSE], S[1, , drop = FALSE])),
     bi_ok(function(v) identical(v$index, 1L))),
   C("value_m_n", Q(kernel_thin(X, S, m = 20)),
-    bi_ok(function(v) v$m == 20 && v$rounds == 0)),
+    bi_ok(function(v) v$m == 20 && v$rounds == 0 && identical(v$index, 1:20))),
   C("value_d1", Q(kernel_thin(X1, S1)), bi_ok(function(v) all(v$index %in% 1:10))),
   C("value_dup", Q(kernel_thin(Xdup, Sdup, m = 1)), bi_ok(function(v) v$m == 1))
 ))

@@ -150,6 +150,20 @@ test_that("kernel_thin is reproducible, sized as documented, and a kb_thin", {
   expect_equal(m$mmd[m$m], sqrt(max(0, sum(w * (K %*% w)))), tolerance = 1e-8)
 })
 
+test_that("kernel_thin standardises, plots and keeps the whole input at g = 0", {
+  set.seed(4)
+  x <- cbind(rnorm(64, sd = 10), rnorm(64))
+  s <- -sweep(x, 2L, c(100, 1), "/")
+  set.seed(1)
+  a <- kernel_thin(x, s, standardize = TRUE)
+  expect_equal(a$ksd[a$m], ksd(a), tolerance = 1e-10)
+  expect_false(is.null(a$scale))
+  pdf(NULL)
+  expect_no_error(plot(a))
+  dev.off()
+  expect_identical(kernel_thin(x, s, m = 64)$index, 1:64)
+})
+
 test_that("bad input is named before any kernel work", {
   x <- matrix(rnorm(40), 20)
   cnt <- 0
