@@ -14,6 +14,7 @@
 #include <string.h>
 #include "kernbayes.h"
 #include "args.h"
+#include "runtime.h"
 #include "entries.h"
 
 /* Halve the coreset P (s points, indices into K, arrival order) into
@@ -25,7 +26,8 @@
  * is updated as in the papers' Algorithm 1a (with the adaptive threshold
  * of the reference implementation). */
 static void kt_halve(const double *K, int n, const int *P, int s,
-                     double logmult, const double *u, int *L, int *R)
+                     double logmult, const double *u, int *L, int *R,
+                     kb_ticker *tick)
 {
     double sig2 = 0.0;
     for (int p = 0; p < s / 2; p++) {
@@ -50,6 +52,7 @@ static void kt_halve(const double *K, int n, const int *P, int s,
         } else {
             L[p] = x1; R[p] = x2;
         }
+        kb_tick(tick, 4.0 * p + 8.0);
     }
 }
 
@@ -58,7 +61,7 @@ static void kt_halve(const double *K, int n, const int *P, int s,
  * is scratch of n ints.  delta: the failure probability; the threshold
  * of round j uses 2 log(2 n g / (delta 2^j)) (reference implementation). */
 static void kt_split(const double *K, int n, int g, double delta,
-                     const double *u, int *out, int *tmp)
+                     const double *u, int *out, int *tmp, kb_ticker *tick)
 {
     for (int i = 0; i < n; i++) out[i] = i;
     double logmult = 2.0 * log(2.0 * n * g / delta);
@@ -68,7 +71,8 @@ static void kt_split(const double *K, int n, int g, double delta,
         for (int c = 0; c < ncs; c++)
             kt_halve(K, n, out + (size_t) c * s, s, lm,
                      u + (size_t) j * (n / 2) + (size_t) c * (s / 2),
-                     tmp + (size_t) c * s, tmp + (size_t) c * s + s / 2);
+                     tmp + (size_t) c * s, tmp + (size_t) c * s + s / 2,
+                     tick);
         memcpy(out, tmp, (size_t) n * sizeof(int));
     }
 }
@@ -95,7 +99,8 @@ static double kt_rel_mmd2(const double *K, int n, const int *C, int m,
  * minimises the MMD (repeats allowed; first index on ties).  best: m ints
  * out; stat: n doubles scratch. */
 static void kt_swap(const double *K, int n, const int *cs, int ncs, int m,
-                    const double *mu, int *best, double *stat)
+                    const double *mu, int *best, double *stat,
+                    kb_ticker *tick)
 {
     int step = n / m;
     for (int a = 0; a < m; a++) best[a] = n - 1 - (m - 1 - a) * step;
@@ -124,6 +129,7 @@ static void kt_swap(const double *K, int n, const int *cs, int ncs, int m,
         best[a] = bi;
         const double *kb = K + (size_t) bi * n;
         for (int i = 0; i < n; i++) stat[i] += kb[i] * two_m;
+        kb_tick(tick, 3.0 * n);
     }
 }
 
@@ -154,10 +160,11 @@ SEXP kb_kernel_thin(SEXP K_, SEXP g_, SEXP delta_, SEXP u_, SEXP mu_,
     SEXP idx = PROTECT(Rf_allocVector(INTSXP, m));
     int *tmp = (int *) R_alloc(n, sizeof(int));
     int *c = INTEGER(cs), *b = INTEGER(idx);
-    kt_split(K, n, g, delta, u, c, tmp);
+    kb_ticker tick = KB_TICKER_INIT;   /* scratch is R_alloc'd: interrupts are safe */
+    kt_split(K, n, g, delta, u, c, tmp, &tick);
     if (swap && g > 0) {   /* no rounds: the whole input, as goodpoints */
         double *stat = (double *) R_alloc(n, sizeof(double));
-        kt_swap(K, n, c, ncs, m, mu, b, stat);
+        kt_swap(K, n, c, ncs, m, mu, b, stat, &tick);
     } else {
         memcpy(b, c, (size_t) m * sizeof(int));
     }
