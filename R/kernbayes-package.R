@@ -27,6 +27,8 @@
 #' * [stein_thin()]: greedy Stein thinning to `m` points;
 #'   [stein_thin_gf()]: its gradient-free variant (log densities and a
 #'   proxy); [mmd_thin()]: MMD thinning (kernel herding) without scores.
+#' * [kernel_thin()]: kernel thinning (KT-SPLIT + KT-SWAP) to about
+#'   \eqn{\sqrt n} points, with the Stein kernel or a base kernel.
 #' * [ksd_weights()]: KSD-optimal weights on a sample or a thinned set.
 #' * [stein_points()]: Stein Points, a point set built without a sample,
 #'   each point minimising a KSD criterion (greedy or herding) over Monte
@@ -149,7 +151,8 @@
 #'   [kbr_filter()]), a vector is one point when `d > 1` (its length must
 #'   be `d`) and `n` one-dimensional points when `d = 1`;
 #' * elsewhere (the first sample given to [kbr()], [kbr_cv()],
-#'   [kbr_filter()], [kalman_filter()], [ksd()], [stein_thin()], [ksdt()],
+#'   [kbr_filter()], [kalman_filter()], [ksd()], [stein_thin()],
+#'   [kernel_thin()], [ksdt()],
 #'   [kernel_matrix()], [svgd()] and the other flows), a vector is `n`
 #'   one-dimensional points, an `n x 1` matrix.
 #'
