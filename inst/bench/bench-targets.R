@@ -3,7 +3,9 @@
 # sensitivities vs a plain-R fixed-step RK4 of the same 10 ODEs at a step
 # of similar accuracy), the logistic-regression target (one vectorised
 # batch vs one point per call) and wasserstein2() (C Hungarian vs a
-# plain-R Hungarian with vectorised inner loops).
+# plain-R Hungarian with vectorised inner loops), and rbm_target() (its
+# vectorised score and all-chains Gibbs sampler vs one point or chain at a
+# time).
 # Run: Rscript inst/bench/bench-targets.R
 suppressMessages(library(kernbayes))
 elapsed <- function(expr) {
@@ -130,3 +132,36 @@ w_r <- sqrt(mean(C[cbind(1:n, a)]))
 cat(sprintf(paste0("wasserstein2, n = %d in 2-d: C %.3f s, plain-R Hungarian %.2f s: ",
                    "ratio %.0fx; distances %.10f vs %.10f\n"),
             n, t_w, t_h, t_h / t_w, as.double(w), w_r))
+
+# ---- Gaussian-Bernoulli RBM ----------------------------------------------------
+# rbm_target(): score of 1000 points in one vectorised call vs one point per
+# call, and its block Gibbs sampler (all chains as matrix operations) vs a
+# plain-R loop over chains, d = 50 visible, 40 hidden, 200 sweeps.
+d <- 50; dh <- 40
+set.seed(4)
+B <- matrix(sample(c(-1, 1), d * dh, replace = TRUE), d, dh) / 2
+b <- stats::rnorm(d); c0 <- stats::rnorm(dh)
+rbm <- rbm_target(B, b, c0, burnin = 199)
+xr <- matrix(stats::rnorm(1000 * d), 1000)
+t_s <- elapsed(s_v <- target_score(rbm, xr))
+t_s1 <- elapsed(s_1 <- t(apply(xr, 1, function(p) {
+  b - p + drop(B %*% tanh(drop(crossprod(B, p)) + c0))
+})))
+cat(sprintf(paste0("rbm_target score, 1000 points, d = %d: vectorised %.4f s, ",
+                   "per point %.3f s: ratio %.0fx; max difference %.1e\n"),
+            d, t_s, t_s1, t_s1 / t_s, max(abs(s_v - s_1))))
+nch <- 200
+t_g <- elapsed(sample_target(rbm, nch))
+gibbs_one <- function(sweeps) {
+  x <- stats::rnorm(d)
+  for (k in seq_len(sweeps)) {
+    p1 <- stats::plogis(2 * (drop(crossprod(B, x)) + c0))
+    h <- 2 * (stats::runif(dh) < p1) - 1
+    x <- drop(B %*% h) + b + stats::rnorm(d)
+  }
+  x
+}
+t_g1 <- elapsed(for (i in seq_len(nch)) gibbs_one(200))
+cat(sprintf(paste0("rbm_target Gibbs, %d chains x 200 sweeps: all chains at once ",
+                   "%.2f s, chain by chain %.2f s: ratio %.1fx\n"),
+            nch, t_g, t_g1, t_g1 / t_g))
