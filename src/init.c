@@ -39,6 +39,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_assign, 1),
     CALLDEF(kb_kernel_thin, 6),
     CALLDEF(kb_compresspp, 4),
+    CALLDEF(kb_kt_refine, 5),
     {NULL, NULL, 0}
 };
 

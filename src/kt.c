@@ -443,3 +443,95 @@ SEXP kb_compresspp(SEXP x_, SEXP s_, SEXP kern, SEXP ctl)
     UNPROTECT(3);
     return out;
 }
+
+/* ---- KT-SWAP over a whole sample (Stein kernel thinning) ---------------
+ * Li, Dwivedi and Mackey (ICML 2024) refine the candidate coresets of a
+ * debiased, rounded sample against the target over ALL input points.  The
+ * kernel rows are computed on the fly (3 n m Stein kernel evaluations per
+ * candidate, O(n) memory), in parallel over blocks of points. */
+
+typedef struct {
+    const kb_kernel *K;
+    const kb_points *P;
+    const double *x, *s;      /* the row point and its score (length d) */
+    double coef;              /* out[j] += coef * k_p(x, x_j) */
+    double *out;
+    R_xlen_t n;
+} kt_row_ctx;
+
+static void kt_row_item(void *ctx, R_xlen_t b, double *buf)
+{
+    const kt_row_ctx *q = (const kt_row_ctx *) ctx;
+    R_xlen_t j0 = b * KB_BLOCK, j1 = j0 + KB_BLOCK < q->n ? j0 + KB_BLOCK : q->n;
+    kb_stein_row(q->K, q->x, q->s, q->P, j0, j1, buf);
+    for (R_xlen_t j = j0; j < j1; j++)
+        q->out[j] += q->coef * buf[j - j0];
+}
+
+/* stat += coef * k_p(x_i, .) over all points; x_i gathered first. */
+static void kt_add_row(const kb_kernel *K, const kb_points *P, R_xlen_t n,
+                       R_xlen_t i, double coef, double *stat, double *xi,
+                       int nt)
+{
+    int d = K->d;
+    kb_get_row(P->X, P->ld, i, d, xi);
+    kb_get_row(P->S, P->ld, i, d, xi + d);
+    kt_row_ctx q = {K, P, xi, xi + d, coef, stat, n};
+    kb_loop L = {.nt = nt, .cost0 = KB_BLOCK * KB_STEIN_WORK(d),
+                 .scratch = kb_scratch_alloc(KB_BLOCK, nt),
+                 .item = kt_row_item, .ctx = &q};
+    kb_loop_run(&L, 0, (n + KB_BLOCK - 1) / KB_BLOCK);
+}
+
+/* .Call entry: x, s (n x d, the kernel's coordinates), kern, cands (m x C
+ * integer matrix of 1-based rows), nthreads.  Each candidate in turn: every
+ * point replaced, in order, by the row of the whole sample that minimises
+ * the KSD of the coreset (repeats allowed, first row on ties).  Returns the
+ * m x C matrix of refined candidates (1-based). */
+SEXP kb_kt_refine(SEXP x_, SEXP s_, SEXP kern, SEXP cands, SEXP nthreads)
+{
+    int n, d;
+    kb_arg_points(x_, s_, "x", "score", &n, &d);
+    kb_kernel K;
+    kb_kernel_from_sexp(kern, d, &K);
+    kb_points P = {REAL(x_), REAL(s_), n};
+    int nt = kb_nthreads(nthreads);
+    if (!Rf_isInteger(cands) || !Rf_isMatrix(cands) || Rf_nrows(cands) < 1)
+        kb_error_class("kb_error_arg", _("'cands' must be an integer matrix"));
+    int m = Rf_nrows(cands), nc = Rf_ncols(cands);
+    const int *cv = INTEGER(cands);
+    for (R_xlen_t i = 0; i < (R_xlen_t) m * nc; i++)
+        if (cv[i] == NA_INTEGER || cv[i] < 1 || cv[i] > n)
+            kb_error_class("kb_error_arg", _("'cands' must hold rows 1..nrow(x)"));
+    double *dg = (double *) R_alloc(n, sizeof(double));
+    double *stat = (double *) R_alloc(n, sizeof(double));
+    double *xi = (double *) R_alloc((size_t) 2 * d, sizeof(double));
+    for (int i = 0; i < n; i++) {
+        kb_get_row(P.S, n, i, d, xi);
+        dg[i] = kb_stein_diag(&K, xi);
+        if (!R_FINITE(dg[i]))
+            kb_error_numeric(_("the Stein kernel is not finite at row %d (check the scores)"), i + 1);
+    }
+    SEXP out = PROTECT(Rf_allocMatrix(INTSXP, m, nc));
+    int *o = INTEGER(out);
+    double two_m = 2.0 / m;
+    for (int c = 0; c < nc; c++) {
+        int *best = o + (size_t) c * m;
+        for (int a = 0; a < m; a++) best[a] = cv[(size_t) c * m + a] - 1;
+        for (int i = 0; i < n; i++) stat[i] = dg[i] / m;
+        for (int a = 0; a < m; a++)
+            kt_add_row(&K, &P, n, best[a], two_m, stat, xi, nt);
+        for (int a = 0; a < m; a++) {
+            kt_add_row(&K, &P, n, best[a], -two_m, stat, xi, nt);
+            int bi = 0;
+            for (int i = 1; i < n; i++) if (stat[i] < stat[bi]) bi = i;
+            if (!R_FINITE(stat[bi]))
+                kb_error_numeric(_("the Stein kernel has non-finite values (check the scores)"));
+            best[a] = bi;
+            kt_add_row(&K, &P, n, bi, two_m, stat, xi, nt);
+        }
+        for (int a = 0; a < m; a++) best[a] += 1;
+    }
+    UNPROTECT(1);
+    return out;
+}
