@@ -49,3 +49,49 @@ for (stein in c(TRUE, FALSE)) {
               n, n / 2^g, t_c, t_r, t_r / t_c,
               identical(res$index, as.integer(idx)), t_all))
 }
+
+# ---- Compress++ (method = "compress++") --------------------------------
+# The issue's speed goals: n = 2^20, d = 4 under 10 s on one thread, and
+# doubling n at most 2.5x; and Compress++ against KT (kernel matrix of all
+# n rows) at n = 2^14 (KB_BENCH_KT_N) on time and KSD, in this run.
+# KB_BENCH_CPP=0 skips this part; KB_BENCH_CPP_N sets the large n.
+if (Sys.getenv("KB_BENCH_CPP", "1") != "0") {
+  big <- as.integer(Sys.getenv("KB_BENCH_CPP_N", 2^20))
+  cat(sprintf("Compress++, Stein kernel (IMQ), N(0, I_4), one thread, load %s\n",
+              paste(round(tryCatch(as.numeric(strsplit(readLines("/proc/loadavg"),
+                " ")[[1]][1:3]), error = function(e) NA), 2), collapse = " ")))
+  set.seed(3)
+  xb <- matrix(rnorm(4 * 2 * big), ncol = 4)
+  times <- matrix(NA_real_, 3, 2, dimnames = list(paste0("oversample ", 0:2),
+                                                  c("n", "2n")))
+  for (g in 0:2) {
+    for (j in 1:2) {
+      nn <- big * j
+      xx <- xb[seq_len(nn), , drop = FALSE]
+      set.seed(4)
+      times[g + 1, j] <- system.time(
+        th <- kernel_thin(xx, -xx, method = "compress++", oversample = g,
+                          nthreads = 1L))[["elapsed"]]
+      if (j == 1) {
+        cat(sprintf("  oversample %d: n = %d -> %d points in %.2f s (KSD %.4f)\n",
+                    g, nn, th$m, times[g + 1, j], ksd(th$points, -th$points)))
+      }
+    }
+  }
+  cat(sprintf("  doubling n = %d -> %d costs: %s (ratios, goal <= 2.5)\n",
+              big, 2L * big, paste(sprintf("oversample %d: %.2fx", 0:2,
+                                           times[, 2] / times[, 1]),
+                                   collapse = ", ")))
+  nk <- as.integer(Sys.getenv("KB_BENCH_KT_N", 2^14))
+  set.seed(5)
+  xk <- matrix(rnorm(2 * nk), ncol = 2)
+  set.seed(6)
+  t_kt <- system.time(a <- kernel_thin(xk, -xk, m = 2^(floor(log2(nk)) %/% 2)))[["elapsed"]]
+  set.seed(6)
+  t_cp <- system.time(b <- kernel_thin(xk, -xk, method = "compress++"))[["elapsed"]]
+  cat(sprintf(paste0("  n = %d, N(0, I_2), %d points: KT %.2f s (KSD %.4f), ",
+                     "Compress++ %.2f s (KSD %.4f): %.0fx faster, KSD ratio %.2f\n"),
+              nk, a$m, t_kt, ksd(a$points, -a$points), t_cp,
+              ksd(b$points, -b$points), t_kt / t_cp,
+              ksd(b$points, -b$points) / ksd(a$points, -a$points)))
+}
