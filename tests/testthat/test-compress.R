@@ -11,10 +11,11 @@
 # the result is the one kernel_thin() gives after set.seed(s). Loops are
 # explicit, sums are added in index order.
 
-# N = 4^floor(log4 n) rows kept by standard thinning from the end.
+# N = 2^floor(log2 n) rows kept by standard thinning from the end (the
+# spec's 18:35 update: a power of 2, not of 4).
 cpp_ref_keep <- function(n) {
   N <- 1
-  while (4 * N <= n) N <- 4 * N
+  while (2 * N <= n) N <- 2 * N
   rev(as.integer(seq(n - 1, 0, length.out = N))) + 1L
 }
 
@@ -123,9 +124,18 @@ cpp_ref_ktswap <- function(K, cs, mu) {
   best
 }
 
-# Halve(S) of a Compress node: S positions into K; returns half of S.
-# `first_below = FALSE` takes the best (lowest stat) candidate below the
-# current point instead of the first one (a diagnostic variant).
+# Halve(S) of a Compress node: S positions into K; returns half of S, in
+# order. Two readings of the specification are fixed here (see the notes):
+# - the unique swap replaces core[a] by the non-coreset point with the
+#   LOWEST stat, if that is strictly below stat[core[a]] (the first such
+#   point among equal lows); the spec's words "the first with stat strictly
+#   below" are read as in goodpoints' refine (unique = TRUE), a running
+#   minimum started at stat[core[a]];
+# - rel(L) and rel(Bs) are equal in exact arithmetic when L is the odd
+#   positions (complementary halves have the same MMD to the node's
+#   points), so the strict comparison is then decided by rounding; rel is
+#   summed as cpp_ref_mmd2() does (row sums / m', minus 2 sum mu, / m'),
+#   the shape of the package's KT-SWAP MMD.
 cpp_ref_node <- function(K, S, st) {
   s <- length(S)
   KS <- K[S, S, drop = FALSE]
@@ -153,18 +163,8 @@ cpp_ref_node <- function(K, S, st) {
       for (j in seq_len(s)) r <- r + KS[i, j]
       mu[i] <- r / s
     }
-    rel <- function(C) {
-      k <- length(C)
-      kk <- 0
-      mm <- 0
-      for (a in seq_len(k)) {
-        for (b in seq_len(k)) kk <- kk + KS[C[a], C[b]]
-        mm <- mm + mu[C[a]]
-      }
-      kk / k^2 - 2 * (mm / k)
-    }
     Bs <- seq(2L, s, by = 2L)
-    if (!(rel(core) < rel(Bs))) {
+    if (!(cpp_ref_mmd2(KS, core, mu) < cpp_ref_mmd2(KS, Bs, mu))) {
       core <- Bs
       non <- seq(1L, s - 1L, by = 2L)
     }
@@ -177,12 +177,14 @@ cpp_ref_node <- function(K, S, st) {
     for (a in seq_len(mp)) {
       cur <- core[a]
       stat <- stat - KS[cur, ] * 2 / mp
-      below <- which(stat[non] < stat[cur])
-      if (length(below)) {
-        b <- if (isFALSE(st$first_below)) below[which.min(stat[non][below])]
-             else below[1]
-        core[a] <- non[b]
-        non[b] <- cur
+      best <- 0L
+      low <- stat[cur]
+      for (b in seq_along(non)) {
+        if (stat[non[b]] < low) { low <- stat[non[b]]; best <- b }
+      }
+      if (best > 0L) {
+        core[a] <- non[best]
+        non[best] <- cur
       }
       stat <- stat + KS[core[a], ] * 2 / mp
     }
@@ -200,37 +202,39 @@ cpp_ref_compress <- function(K, S, st) {
   cpp_ref_node(K, D, st)
 }
 
-# Compress++ of the N x N kernel matrix K to m points (NULL: sqrt(N)) with
-# oversampling g. Returns positions into 1..N: `index` and, in case B, the
-# intermediate coreset `compress`.
-cpp_ref_compresspp <- function(K, g, m, swap, stein, delta = 0.5,
-                               first_below = TRUE) {
+# Compress++ of the N x N kernel matrix K (N = 2^k) to m points (NULL:
+# 2^floor(k/2)) with oversampling g: nb = 4 bins (k even) or 8 (k odd) of
+# consecutive positions. Returns positions into 1..N: `index` and, in
+# case B, the intermediate coreset `compress`.
+cpp_ref_compresspp <- function(K, g, m, swap, stein, delta = 0.5) {
   N <- nrow(K)
-  t <- round(log2(N) / 2)
-  if (is.null(m)) m <- 2^t
-  r <- t - round(log2(m))
-  h <- g + 1
-  if (t <= h) {
+  k <- round(log2(N))
+  nb <- if (k %% 2 == 0) 4 else 8
+  bin <- N / nb
+  if (is.null(m)) m <- 2^(k %/% 2)
+  base <- 4^(g + 1)
+  if (bin < base) {
     rounds <- round(log2(N / m))
     u <- runif(rounds * N / 2)
     cs <- cpp_ref_split(K, rounds, delta, u)
     idx <- if (swap) cpp_ref_ktswap(K, cs, if (!stein) rowMeans(K)) else cs[, 1]
     return(list(index = idx, compress = NULL))
   }
-  thin_frac <- h / (h + 2^h * (t - h))
+  hh <- g + log2(nb) / 2
+  ls <- k / 2
+  thin_frac <- hh / (hh + 2^hh * (ls - hh))
   delta_t <- delta * thin_frac
   delta_c <- delta * (1 - thin_frac)
-  base <- 4^h
-  bin_size <- N / 4
-  st <- list(base = base, swap = swap, first_below = first_below,
-             halve_prob = delta_c / base / (log2(bin_size) / 2 - g) / N)
-  C <- unlist(lapply(0:3, function(b) {
-    cpp_ref_compress(K, b * bin_size + seq_len(bin_size), st)
+  st <- list(base = base, swap = swap,
+             halve_prob = delta_c / base / (log2(bin) / 2 - g) / N)
+  C <- unlist(lapply(seq_len(nb) - 1, function(b) {
+    cpp_ref_compress(K, b * bin + seq_len(bin), st)
   }))
   KC <- K[C, C, drop = FALSE]
   M <- length(C)
-  u <- runif((h + r) * M / 2)
-  cs <- cpp_ref_split(KC, h + r, delta_t, u)
+  rounds <- round(log2(M / m))
+  u <- runif(rounds * M / 2)
+  cs <- cpp_ref_split(KC, rounds, delta_t, u)
   sel <- if (swap) cpp_ref_ktswap(KC, cs, if (!stein) rowMeans(KC)) else cs[, 1]
   list(index = C[sel], compress = C)
 }
@@ -248,8 +252,13 @@ cpp_ref_pair <- function(x, score, g, m, swap, seed) {
        compress = if (!is.null(ref$compress)) keep[ref$compress])
 }
 
+# The default size 2^floor(k / 2) of N = 2^k kept rows.
+cpp_ref_m0 <- function(N) 2^(round(log2(N)) %/% 2)
+
 test_that("Compress++ matches the R transcription on the same uniforms", {
-  for (n in c(256, 1024, 1000)) {
+  # 256, 1024: 4 bins; 128, 1000 (trimmed to 512): 8 bins; n = 128 with
+  # g = 2 falls back to kernel thinning (bins of 16 < 4^3)
+  for (n in c(256, 1024, 1000, 128)) {
     N <- length(cpp_ref_keep(n))
     for (stein in c(TRUE, FALSE)) {
       set.seed(n + stein)
@@ -257,15 +266,20 @@ test_that("Compress++ matches the R transcription on the same uniforms", {
       score <- if (stein) -x
       for (swap in c(TRUE, FALSE)) {
         for (g in 0:2) {
-          for (m in list(NULL, sqrt(N) / 2)) {
+          for (m in list(NULL, cpp_ref_m0(N) / 2)) {
             seed <- 100 * g + 10 * swap + length(m)
             r <- cpp_ref_pair(x, score, g, m, swap, seed)
             info <- sprintf("n = %d, stein = %s, swap = %s, g = %d, m = %s",
-                            n, stein, swap, g, if (is.null(m)) "NULL" else m)
+                            n, stein, swap, g,
+                            if (is.null(m)) "NULL" else m)
             expect_identical(r$th$index, as.integer(r$index), info = info)
-            expect_identical(r$th$compress, as.integer(r$compress),
-                             info = info)
-            expect_length(r$th$index, if (is.null(m)) sqrt(N) else m)
+            if (!is.null(r$compress)) {
+              expect_identical(r$th$compress, as.integer(r$compress),
+                               info = info)
+            } else {
+              expect_null(r$th$compress, info = info)
+            }
+            expect_length(r$th$index, if (is.null(m)) cpp_ref_m0(N) else m)
           }
         }
       }
@@ -273,8 +287,9 @@ test_that("Compress++ matches the R transcription on the same uniforms", {
   }
 })
 
-test_that("Compress++ with t <= g + 1 is kernel thinning of the kept rows", {
-  for (n in c(64, 100)) {
+test_that("Compress++ with bins below 4^(g+1) is kernel thinning of the kept rows", {
+  # n = 64, 100 (trimmed to 64): 4 bins of 16; n = 128: 8 bins of 16
+  for (n in c(64, 100, 128)) {
     for (stein in c(TRUE, FALSE)) {
       set.seed(n)
       x <- matrix(rnorm(2 * n), n)
@@ -285,32 +300,35 @@ test_that("Compress++ with t <= g + 1 is kernel thinning of the kept rows", {
           info <- sprintf("n = %d, stein = %s, swap = %s, m = %s", n, stein,
                           swap, if (is.null(m)) "NULL" else m)
           expect_identical(r$th$index, as.integer(r$index), info = info)
+          expect_null(r$th$compress, info = info)
         }
       }
     }
   }
 })
 
-test_that("the intermediate coreset has 2^(g+1) sqrt(N) distinct rows, a quarter per bin", {
-  for (n in c(1024, 1000)) {
+test_that("the intermediate coreset has nb 2^g sqrt(N / nb) distinct rows, equally from each bin", {
+  for (n in c(1024, 1000, 2048)) {
     set.seed(3)
     x <- matrix(rnorm(2 * n), n)
     keep <- cpp_ref_keep(n)
     N <- length(keep)
+    nb <- if (round(log2(N)) %% 2 == 0) 4 else 8
     for (g in 0:2) {
       set.seed(g)
       th <- kernel_thin(x, -x, method = "compress++", oversample = g)
       C <- th$compress
-      M <- 2^(g + 1) * sqrt(N)
+      M <- nb * 2^g * sqrt(N / nb)
       expect_length(C, M)
       expect_false(anyDuplicated(C) > 0)
       expect_true(all(C %in% keep))
       pos <- match(C, keep)
-      bin <- (pos - 1) %/% (N / 4) + 1
-      expect_equal(as.vector(table(factor(bin, 1:4))), rep(M / 4, 4))
-      expect_identical(bin, rep(1:4, each = M / 4))
+      bin <- (pos - 1) %/% (N / nb) + 1
+      expect_equal(as.vector(table(factor(bin, seq_len(nb)))),
+                   rep(M / nb, nb))
+      expect_identical(as.integer(bin), rep(seq_len(nb), each = M / nb))
       expect_true(all(th$index %in% C))
-      expect_length(th$index, sqrt(N))
+      expect_length(th$index, cpp_ref_m0(N))
     }
   }
 })
@@ -321,7 +339,7 @@ test_that("Compress++ halves the KSD of a uniform subsample (issue 17 goal)", {
   r <- sapply(1:10, function(s) {
     set.seed(s)
     x <- matrix(rnorm(2 * n), n)
-    k <- kernel_thin(x, -x, method = "compress++", oversample = 2)
+    k <- kernel_thin(x, -x, method = "compress++")   # oversample = 1
     u <- sample(n, 128)
     c(cpp = ksd(k$points, -k$points), unif = ksd(x[u, ], -x[u, ]),
       m = length(k$index))
@@ -342,7 +360,7 @@ test_that("Compress++ beats a uniform subsample on the base-kernel MMD", {
       w <- tabulate(idx, n) / length(idx) - 1 / n
       sqrt(max(0, sum(w * (K %*% w))))
     }
-    k <- kernel_thin(x, method = "compress++", oversample = 2)
+    k <- kernel_thin(x, method = "compress++")
     c(cpp = mmd(k$index), unif = mmd(sample(n, length(k$index))))
   })
   med <- apply(r, 1, median)
@@ -382,4 +400,8 @@ test_that("Compress++ is reproducible under set.seed and changes with it", {
   expect_identical(a$compress, b$compress)
   expect_false(identical(a$compress, d$compress))
   expect_false(identical(a$index, d$index))
+  set.seed(5)
+  e <- kernel_thin(x, -x, method = "compress++", oversample = 1, nthreads = 2)
+  expect_identical(a$index, e$index)
+  expect_identical(a$compress, e$compress)
 })
