@@ -8,7 +8,7 @@
  * halves groups with the same split).  The coin flips are uniforms drawn
  * in R: flip (j, c, p) (round j = 0..g-1, coreset c = 0..2^j-1 of that
  * round, pair p) is u[j n/2 + c s/2 + p] with s = n / 2^j, so set.seed()
- * reproduces a run and the R transcription in tests/testthat/test-kt.R
+ * reproduces a run and the R transcription in tests/testthat/helper-kt-ref.R
  * sees the same flips. */
 #include <math.h>
 #include <string.h>
@@ -302,8 +302,12 @@ static void cpp_halve(cpp_ctx *c, const int *S, int s, int *out)
             c->bl[a] = rk[2 * a + 1];
             c->bc[a] = rk[2 * a];
         }
-        if (!(kt_rel_mmd2(T, s, c->L, h, c->mu) <
-              kt_rel_mmd2(T, s, c->bl, h, c->mu))) {
+        /* L = the odd positions is Bs's complement: the same MMD in exact
+         * arithmetic, so keep L without letting rounding decide */
+        int comp = 1;
+        for (int a = 0; a < h && comp; a++) comp = c->L[a] == c->bc[a];
+        if (!comp && !(kt_rel_mmd2(T, s, c->L, h, c->mu) <
+                       kt_rel_mmd2(T, s, c->bl, h, c->mu))) {
             core = c->bl; non = c->bc;
         }
         /* unique swap: stat[i] = K_ii / h + 2 (sum_core K_ic / h - mu_i) */

@@ -319,7 +319,9 @@ static void matrix_row(const stein_rows *h, R_xlen_t j, const double *xj,
 static void mirror_upper(double *out, R_xlen_t n)
 {
     const R_xlen_t B = 64;
+    kb_ticker tick = KB_TICKER_INIT;
     for (R_xlen_t jb = 0; jb < n; jb += B) {
+        kb_tick(&tick, (double) B * jb);
         R_xlen_t je = jb + B < n ? jb + B : n;
         for (R_xlen_t ib = 0; ib <= jb; ib += B) {
             R_xlen_t ie = ib + B < n ? ib + B : n;

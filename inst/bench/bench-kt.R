@@ -1,5 +1,5 @@
 # Benchmark: kernel_thin() (KT-SPLIT + KT-SWAP, src/kt.c) against the
-# plain-R transcription kept in tests/testthat/test-kt.R (its kt_ref_*
+# plain-R transcription kept in tests/testthat/helper-kt-ref.R (its kt_ref_*
 # functions, read from the source tree), on the same input and the same
 # coin flips in this run; both are handed the same kernel matrix for the
 # ratio of the thinning itself, and kernel_thin() is also timed end to end
@@ -12,7 +12,7 @@ ref <- new.env()
 local({
   f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
   root <- if (length(f)) file.path(dirname(f[1L]), "..", "..") else "."
-  ex <- parse(file.path(root, "tests", "testthat", "test-kt.R"))
+  ex <- parse(file.path(root, "tests", "testthat", "helper-kt-ref.R"))
   for (e in ex) {
     if (is.call(e) && identical(e[[1L]], as.name("<-")) &&
         startsWith(as.character(e[[2L]]), "kt_ref_")) eval(e, ref)

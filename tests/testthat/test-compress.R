@@ -29,100 +29,9 @@ cpp_ref_kernel <- function(x, score, keep) {
   K[keep, keep, drop = FALSE]
 }
 
-# Kernel halving of positions P (consecutive pairs) with the
-# self-balancing Hilbert walk and the adaptive threshold; u: length(P) / 2
-# uniforms. Returns the coreset L and its complement R (pair order).
-cpp_ref_halve <- function(K, P, logmult, u) {
-  s <- length(P)
-  L <- R <- integer(s / 2)
-  sig2 <- 0
-  for (p in seq_len(s / 2)) {
-    x1 <- P[2 * p - 1]
-    x2 <- P[2 * p]
-    b2 <- K[x1, x1] + K[x2, x2] - 2 * K[x1, x2]
-    a <- max(sqrt(sig2 * b2 * logmult), b2)
-    if (sig2 == 0) {
-      sig2 <- b2
-    } else if (a != 0) {
-      upd <- 0.5 + (b2 / (2 * a) - 1) * sig2 / a
-      if (upd > 0) sig2 <- sig2 + 2 * b2 * upd
-    }
-    if (a == 0) a <- 1
-    alpha <- 0
-    for (c in seq_len(p - 1)) {
-      alpha <- alpha +
-        ((K[x1, R[c]] - K[x2, R[c]]) - (K[x1, L[c]] - K[x2, L[c]]))
-    }
-    if (u[p] <= 0.5 * (1 - alpha / a)) {
-      L[p] <- x2; R[p] <- x1
-    } else {
-      L[p] <- x1; R[p] <- x2
-    }
-  }
-  list(L, R)
-}
-
-# KT-SPLIT of all rows of K in `rounds` rounds (uniform of round j,
-# coreset c, pair p at u[j n / 2 + (c - 1) s / 2 + p]); the 2^rounds
-# coresets as the columns of a matrix.
-cpp_ref_split <- function(K, rounds, delta, u) {
-  n <- nrow(K)
-  sets <- list(seq_len(n))
-  logmult <- 2 * log(2 * n * rounds / delta)
-  for (j in seq_len(rounds) - 1L) {
-    s <- n / 2^j
-    out <- list()
-    for (c in seq_along(sets)) {
-      off <- j * n / 2 + (c - 1) * s / 2
-      out <- c(out, cpp_ref_halve(K, sets[[c]], logmult - 2 * j * log(2),
-                                  u[off + seq_len(s / 2)]))
-    }
-    sets <- out
-  }
-  do.call(cbind, sets)
-}
-
-# Squared MMD (up to the reference's constant) of the positions C against
-# the reference with embedding mu (NULL: zero measure).
-cpp_ref_mmd2 <- function(K, C, mu) {
-  m <- length(C)
-  cc <- 0
-  ca <- 0
-  for (a in seq_len(m)) {
-    r <- 0
-    for (b in seq_len(m)) r <- r + K[C[a], C[b]]
-    cc <- cc + r / m
-    if (!is.null(mu)) ca <- ca + mu[C[a]]
-  }
-  (cc - 2 * ca) / m
-}
-
-# KT-SWAP: the best of standard thinning (every (n/m)-th position, ending
-# with the last) and the candidates, then the greedy swap with repeats
-# allowed over all n positions.
-cpp_ref_ktswap <- function(K, cs, mu) {
-  n <- nrow(K)
-  m <- nrow(cs)
-  best <- n - (m - seq_len(m)) * (n / m)
-  bv <- cpp_ref_mmd2(K, best, mu)
-  for (c in seq_len(ncol(cs))) {
-    v <- cpp_ref_mmd2(K, cs[, c], mu)
-    if (v < bv) { bv <- v; best <- cs[, c] }
-  }
-  mu0 <- if (is.null(mu)) numeric(n) else mu
-  stat <- numeric(n)
-  for (i in seq_len(n)) {
-    r <- 0
-    for (a in seq_len(m)) r <- r + K[i, best[a]]
-    stat[i] <- K[i, i] / m - 2 * mu0[i] + 2 * (r / m)
-  }
-  for (a in seq_len(m)) {
-    stat <- stat - K[, best[a]] * (2 / m)
-    best[a] <- which.min(stat)
-    stat <- stat + K[, best[a]] * (2 / m)
-  }
-  best
-}
+# Kernel halving, KT-SPLIT, the MMD and KT-SWAP on a kernel matrix:
+# kt_ref_halve(), kt_ref_split(), kt_ref_mmd2(), kt_ref_swap() of
+# helper-kt-ref.R (the transcription of method "kt").
 
 # Halve(S) of a Compress node: S positions into K; returns half of S, in
 # order. Two readings of the specification are fixed here (see the notes):
@@ -133,9 +42,9 @@ cpp_ref_ktswap <- function(K, cs, mu) {
 #   minimum started at stat[core[a]];
 # - rel(L) and rel(Bs) are equal in exact arithmetic when L is the odd
 #   positions (complementary halves have the same MMD to the node's
-#   points), so the strict comparison is then decided by rounding; rel is
-#   summed as cpp_ref_mmd2() does (row sums / m', minus 2 sum mu, / m'),
-#   the shape of the package's KT-SWAP MMD.
+#   points); the package then keeps L without comparing (pinned, so that
+#   rounding does not decide); otherwise rel is compared as kt_ref_mmd2()
+#   sums it.
 cpp_ref_node <- function(K, S, st) {
   s <- length(S)
   KS <- K[S, S, drop = FALSE]
@@ -152,7 +61,7 @@ cpp_ref_node <- function(K, S, st) {
   }
   u <- runif(s / 2)
   delta_h <- st$halve_prob * s^2
-  h <- cpp_ref_halve(KS, seq_len(s), 2 * log(2 * s / delta_h), u)
+  h <- kt_ref_halve(KS, seq_len(s), 2 * log(2 * s / delta_h), u)
   core <- h[[1]]
   non <- h[[2]]
   if (st$swap) {
@@ -164,7 +73,9 @@ cpp_ref_node <- function(K, S, st) {
       mu[i] <- r / s
     }
     Bs <- seq(2L, s, by = 2L)
-    if (!(cpp_ref_mmd2(KS, core, mu) < cpp_ref_mmd2(KS, Bs, mu))) {
+    odd <- seq(1L, s - 1L, by = 2L)
+    if (!identical(as.integer(core), odd) &&
+        !(kt_ref_mmd2(KS, core, mu) < kt_ref_mmd2(KS, Bs, mu))) {
       core <- Bs
       non <- seq(1L, s - 1L, by = 2L)
     }
@@ -216,8 +127,8 @@ cpp_ref_compresspp <- function(K, g, m, swap, stein, delta = 0.5) {
   if (bin < base) {
     rounds <- round(log2(N / m))
     u <- runif(rounds * N / 2)
-    cs <- cpp_ref_split(K, rounds, delta, u)
-    idx <- if (swap) cpp_ref_ktswap(K, cs, if (!stein) rowMeans(K)) else cs[, 1]
+    cs <- kt_ref_split(K, rounds, delta, u)
+    idx <- if (swap) kt_ref_swap(K, cs, if (!stein) rowMeans(K)) else cs[, 1]
     return(list(index = idx, compress = NULL))
   }
   hh <- g + log2(nb) / 2
@@ -234,8 +145,8 @@ cpp_ref_compresspp <- function(K, g, m, swap, stein, delta = 0.5) {
   M <- length(C)
   rounds <- round(log2(M / m))
   u <- runif(rounds * M / 2)
-  cs <- cpp_ref_split(KC, rounds, delta_t, u)
-  sel <- if (swap) cpp_ref_ktswap(KC, cs, if (!stein) rowMeans(KC)) else cs[, 1]
+  cs <- kt_ref_split(KC, rounds, delta_t, u)
+  sel <- if (swap) kt_ref_swap(KC, cs, if (!stein) rowMeans(KC)) else cs[, 1]
   list(index = C[sel], compress = C)
 }
 
