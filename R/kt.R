@@ -125,6 +125,9 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #'   in the reference implementation).
 #' @param standardize Standardise the columns first (default `FALSE`).
 #' @param chain Chain labels, as for [stein_thin()].
+#' @param progress Report progress on stderr (Compress++: the rows
+#'   compressed so far; default `interactive()`). Ctrl-C interrupts
+#'   within a second either way.
 #' @return A `kb_thin` (see [stein_thin()]) with `method` "kernel
 #'   thinning", the path `ksd` (with a score) or `mmd` (without) of the
 #'   first \eqn{j} selected points, and `rounds` (\eqn{g}), `used` (the
@@ -152,7 +155,8 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
                         method = c("kt", "compress++"), swap = TRUE,
                         delta = 0.5, oversample = 1L, standardize = FALSE,
-                        nthreads = NULL, chain = NULL) {
+                        nthreads = NULL, chain = NULL,
+                        progress = interactive()) {
   method <- check_choice(method, c("kt", "compress++"), "method")
   swap <- check_flag(swap, "swap")
   delta <- check_number(delta, "delta", 0, 1, lower_open = TRUE,
@@ -160,6 +164,7 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
   oversample <- check_count(oversample, "oversample", min = 0L)
   if (oversample > 12L) stop_arg("oversample", "must be at most 12")
   standardize <- check_flag(standardize, "standardize")
+  progress <- check_flag(progress, "progress")
   if (!is.null(m)) m <- check_count(m, "m")
   nthreads <- resolve_nthreads(nthreads)
   stein <- !is.null(score)
@@ -200,10 +205,12 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
     extra$coresets <- matrix(keep[res$coresets], nrow(res$coresets))
   } else {
     keep <- size$keep
+    prog <- progress_reporter(length(keep), "Compress++: rows", progress)
     ctl <- list(g = oversample, r = size$r, delta = delta, swap = swap,
-                nthreads = nthreads)
+                nthreads = nthreads, progress = prog$callback())
     res <- .Call(C_kb_compresspp, setup$x[keep, , drop = FALSE],
                  if (stein) setup$s[keep, , drop = FALSE], setup$kernel, ctl)
+    prog$done()
     index <- keep[res$index]
     extra$compress <- keep[res$compress]
     path <- kt_sel_path(setup, index, extra$compress, stein, nthreads)

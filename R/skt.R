@@ -57,6 +57,8 @@ stratified_round <- function(w, N) {
 #'   its KSD with them).
 #' @param standardize Standardise the columns first (default `TRUE`, as in
 #'   [stein_thin()]).
+#' @param progress Report the debiasing solver's and Compress++'s progress
+#'   on stderr (default `interactive()`).
 #' @return A `kb_thin` (see [stein_thin()]) with `method` "Stein kernel
 #'   thinning", the KSD path of the selected points, `weights_debias` (the
 #'   debiasing weights of all rows, with attribute `ksd`), `candidates`
@@ -80,7 +82,8 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
                               method = c("kt", "compress++"),
                               weighted = FALSE, delta = 0.5,
                               oversample = 1L, standardize = TRUE,
-                              nthreads = NULL, chain = NULL) {
+                              nthreads = NULL, chain = NULL,
+                              progress = interactive()) {
   debias <- check_choice(debias, c("simplex", "stein"), "debias")
   method <- check_choice(method, c("kt", "compress++"), "method")
   weighted <- check_flag(weighted, "weighted")
@@ -89,6 +92,7 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
   oversample <- check_count(oversample, "oversample", min = 0L)
   if (oversample > 12L) stop_arg("oversample", "must be at most 12")
   standardize <- check_flag(standardize, "standardize")
+  progress <- check_flag(progress, "progress")
   if (missing(score)) stop_arg("score", "is missing: give the target's score")
   if (!is.null(m)) m <- check_count(m, "m")
   nthreads <- resolve_nthreads(nthreads)
@@ -111,13 +115,17 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
   # (1) debias
   if (debias == "simplex") {
     K <- .Call(C_kb_stein_matrix, st$x, st$s, st$kernel, nthreads)
-    w <- as.numeric(simplex_weights(K, nthreads))
+    prog <- progress_reporter(NA, "Debiasing: solver iteration", progress)
+    w <- as.numeric(simplex_weights(K, nthreads, prog))
+    prog$done()
     w <- pmax(w, 0) / sum(pmax(w, 0))
     attr(w, "ksd") <- sqrt(max(drop(crossprod(w, K %*% w)), 0))
   } else {
     K <- NULL
+    prog <- progress_reporter(n, "Debiasing: Stein thinning", progress)
     res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, n, FALSE, list(),
-                 nthreads, NULL)
+                 nthreads, prog$callback())
+    prog$done()
     w <- tabulate(res$index, n) / n
     attr(w, "ksd") <- sqrt(max(thin_path_sums(res$gain)[n], 0)) / n
   }
@@ -138,10 +146,12 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
     }
     cand_kt <- seq_rows[cs]
   } else {
+    prog <- progress_reporter(N, "Compress++: rows", progress)
     ctl <- list(g = oversample, r = size$r, delta = delta, swap = TRUE,
-                nthreads = nthreads)
+                nthreads = nthreads, progress = prog$callback())
     res <- .Call(C_kb_compresspp, st$x[seq_rows, , drop = FALSE],
                  st$s[seq_rows, , drop = FALSE], st$kernel, ctl)
+    prog$done()
     cand_kt <- seq_rows[res$index]
   }
   # (4) the Stein thinning baseline, and KT-SWAP of both over all rows

@@ -16,6 +16,7 @@
 #include "args.h"
 #include "runtime.h"
 #include "stein.h"
+#include "callback.h"
 #include "entries.h"
 
 /* Halve the coreset P (s points, indices into K, arrival order) into
@@ -207,6 +208,8 @@ typedef struct {
     double halve_prob;
     int swap;
     kb_ticker tick;
+    kb_progress prog;         /* rows of the bins compressed so far */
+    double rows_done;
 } cpp_ctx;
 
 static int cpp_cmp(const void *a, const void *b)
@@ -345,6 +348,8 @@ static void cpp_compress(cpp_ctx *c, const int *S, int s, int base, int *out)
 {
     if (s == base) {
         cpp_halve(c, S, s, out);
+        c->rows_done += s;
+        kb_progress_report(&c->prog, c->rows_done, NA_REAL, NA_REAL, 0);
         return;
     }
     int q = s / 4, oq = 0;
@@ -359,7 +364,8 @@ static void cpp_compress(cpp_ctx *c, const int *S, int s, int base, int *out)
 
 /* .Call entry: x (N x d, N = 2^k, in the kernel's coordinates), s (N x d
  * scores, or NULL: the base kernel), kern, ctl = list(g (oversampling),
- * r (extra final rounds: m = 2^floor(k/2) / 2^r), delta, swap, nthreads);
+ * r (extra final rounds: m = 2^floor(k/2) / 2^r), delta, swap, nthreads,
+ * progress (an R function of (rows done, size, ksd), or NULL));
  * nb = 4 bins (k even) or 8 (k odd) of N / nb rows, at least 4^(g+1) each.
  * Returns list(compress = the rows kept by Compress, index = the m
  * selected rows), 1-based. */
@@ -380,6 +386,7 @@ SEXP kb_compresspp(SEXP x_, SEXP s_, SEXP kern, SEXP ctl)
     double delta = kb_scalar_real(kb_list_elt(ctl, "delta"), "delta");
     c.swap = kb_scalar_flag(kb_list_elt(ctl, "swap"), "swap");
     c.nt = kb_nthreads(kb_list_elt(ctl, "nthreads"));
+    kb_progress_init(&c.prog, kb_list_elt(ctl, "progress"));
     int k = 0;
     while (k < 30 && (1 << k) < N) k++;
     int nb = k % 2 ? 8 : 4, bin = N >> (k % 2 ? 3 : 2);
@@ -423,6 +430,7 @@ SEXP kb_compresspp(SEXP x_, SEXP s_, SEXP kern, SEXP ctl)
     double *u = (double *) R_alloc((size_t) gf * (M / 2), sizeof(double));
     for (R_xlen_t i = 0; i < (R_xlen_t) gf * (M / 2); i++) u[i] = unif_rand();
     PutRNGstate();
+    kb_progress_report(&c.prog, (double) N, NA_REAL, NA_REAL, 1);
     int *split = (int *) R_alloc((size_t) M, sizeof(int));
     int *tmp = (int *) R_alloc((size_t) M, sizeof(int));
     kt_split(c.T, M, c.rank, gf, delta_t, u, split, tmp, &c.tick);
