@@ -95,3 +95,56 @@ if (Sys.getenv("KB_BENCH_CPP", "1") != "0") {
               ksd(b$points, -b$points), t_kt / t_cp,
               ksd(b$points, -b$points) / ksd(a$points, -a$points)))
 }
+
+# ---- Stein kernel thinning ----------------------------------------------
+# stein_kernel_thin() against stein_thin() on a chain with burn-in (time
+# and KSD under one fixed kernel), and its KT-SWAP over all rows
+# (kb_kt_refine, Stein rows on the fly) against the same swap in plain R on
+# the Stein kernel matrix, in this run.  KB_BENCH_SKT=0 skips this part.
+if (Sys.getenv("KB_BENCH_SKT", "1") != "0") {
+  ns <- as.integer(Sys.getenv("KB_BENCH_SKT_N", 4096))
+  set.seed(7)
+  # an AR(1) chain for N(0, I_2) started at (12, 12): a long burn-in
+  z <- matrix(0, ns, 2)
+  z[1, ] <- 12
+  for (i in 2:ns) z[i, ] <- 0.97 * z[i - 1, ] + sqrt(1 - 0.97^2) * rnorm(2)
+  mm <- 2^(floor(log2(ns)) %/% 2)
+  kfix <- imq_kernel()
+  q <- function(th) ksd(th$points, -th$points, kernel = kfix)
+  set.seed(8)
+  t_skt <- system.time(s1 <- stein_kernel_thin(z, -z, m = mm))[["elapsed"]]
+  t_st <- system.time(s2 <- stein_thin(z, -z, mm))[["elapsed"]]
+  set.seed(8)
+  t_kt <- system.time(s3 <- kernel_thin(z, -z, m = mm))[["elapsed"]]
+  cat(sprintf(paste0("Stein kernel thinning, AR(1) chain from (12, 12), n = %d, ",
+                     "m = %d: %.2f s (KSD %.4f); stein_thin %.2f s (KSD %.4f); ",
+                     "kernel_thin %.2f s (KSD %.4f)\n"),
+              ns, mm, t_skt, q(s1), t_st, q(s2), t_kt, q(s3)))
+  # the refinement: C on the fly vs plain R on the matrix
+  nr <- 1024L
+  zr <- z[seq_len(nr), ]
+  st <- kernbayes:::stein_setup(zr, -zr, imq_kernel(), FALSE,
+                                rows = seq_len(nr))
+  Kr <- stein_kernel_matrix(zr, -zr)
+  cand <- matrix(sample(nr, 32), ncol = 1)
+  refine_r <- function(K, best) {
+    m <- length(best)
+    stat <- diag(K) / m + 2 * rowSums(K[, best, drop = FALSE]) / m
+    for (a in seq_len(m)) {
+      stat <- stat - 2 * K[, best[a]] / m
+      best[a] <- which.min(stat)
+      stat <- stat + 2 * K[, best[a]] / m
+    }
+    best
+  }
+  t_c <- best_time(rc <- .Call(kernbayes:::C_kb_kt_refine, st$x, st$s,
+                               st$kernel, cand, 1L))
+  t_r <- best_time(rr <- refine_r(Kr, cand[, 1]))
+  t_rk <- best_time(stein_kernel_matrix(zr, -zr))
+  cat(sprintf(paste0("  KT-SWAP over all %d rows, 32 points: C (rows on the fly, ",
+                     "O(n) memory) %.4f s, plain R on the matrix %.4f s ",
+                     "(+ %.4f s for the matrix): %.1fx incl. the matrix; ",
+                     "same indices: %s\n"),
+              nr, t_c, t_r, t_rk, (t_r + t_rk) / t_c,
+              identical(as.integer(rc[, 1]), as.integer(rr))))
+}
