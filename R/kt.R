@@ -118,6 +118,12 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #'   (near-linear time; see the section Compress++).
 #' @param oversample Compress++'s oversampling parameter \eqn{g' \ge 0}
 #'   (default 1; ignored by `"kt"`).
+#' @param weights Weights of the rows (non-negative, normalised to sum 1)
+#'   or `NULL` (equal). Weighted input is first rounded to an equally
+#'   weighted multiset of the thinned size (\eqn{2^g m} rows for `"kt"`,
+#'   \eqn{2^k} for `"compress++"`) by stratified rounding, remainders first
+#'   (one uniform per stratum, as in Li, Dwivedi and Mackey, 2024), which is
+#'   then thinned; without a score the MMD reference is that multiset.
 #' @param swap Run KT-SWAP (default `TRUE`); `FALSE` returns KT-SPLIT's
 #'   first coreset. With \eqn{g = 0} (`m = nrow(x)`) the whole sample is
 #'   returned unchanged, as in the reference implementation.
@@ -135,7 +141,9 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #'   `"kt"` `coresets` (KT-SPLIT's \eqn{2^g} candidates, an \eqn{m \times
 #'   2^g} matrix of row indices), for `"compress++"` `oversample` and
 #'   `compress` (the rows Compress kept, which the final thinning chose
-#'   from; absent when it fell back to kernel thinning).
+#'   from; absent when it fell back to kernel thinning); with `weights`,
+#'   `multiset` (the rows of the rounded sample, which `index`,
+#'   `coresets` and `compress` point into through the row numbers of `x`).
 #' @references Dwivedi, R. and Mackey, L. (2021). Kernel thinning. *COLT*
 #'   (*JMLR* 2024). Dwivedi, R. and Mackey, L. (2022). Generalized kernel
 #'   thinning. *ICLR*.
@@ -153,8 +161,9 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #' kernel_thin(y, tg, method = "compress++")   # 128 points, near-linear time
 #' @export
 kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
-                        method = c("kt", "compress++"), swap = TRUE,
-                        delta = 0.5, oversample = 1L, standardize = FALSE,
+                        method = c("kt", "compress++"), weights = NULL,
+                        swap = TRUE, delta = 0.5, oversample = 1L,
+                        standardize = FALSE,
                         nthreads = NULL, chain = NULL,
                         progress = interactive()) {
   method <- check_choice(method, c("kt", "compress++"), "method")
@@ -177,6 +186,7 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
   x <- smp$x
   n <- nrow(x)
   if (n < 1L) stop_arg("x", "must have at least one row")
+  if (!is.null(weights)) weights <- check_weights(weights, n)
   if (method == "compress++") {
     size <- cpp_size(m, n, oversample)
     used <- size$N
@@ -195,8 +205,10 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
     setup <- list(x = in_basis(xs, rk), kernel = rk)
   }
   extra <- list()
+  # weighted input: an equally weighted multiset of `used` rows instead
+  rows <- if (!is.null(weights)) stratified_round(weights, used)
   if (method == "kt" || size$direct) {
-    keep <- if (method == "kt") seq_len(used) else size$keep
+    keep <- rows %||% if (method == "kt") seq_len(used) else size$keep
     km <- kt_kernel(setup, keep, stein, nthreads)
     u <- stats::runif(size$g * used / 2)
     res <- .Call(C_kb_kernel_thin, km$K, size$g, delta, u, km$mu, swap)
@@ -204,7 +216,7 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
     path <- kt_path(km$K, km$mu, res$index)
     extra$coresets <- matrix(keep[res$coresets], nrow(res$coresets))
   } else {
-    keep <- size$keep
+    keep <- rows %||% size$keep
     prog <- progress_reporter(length(keep), "Compress++: rows", progress)
     ctl <- list(g = oversample, r = size$r, delta = delta, swap = swap,
                 nthreads = nthreads, progress = prog$callback())
@@ -220,6 +232,7 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
            if (stein) setup else setup$kernel,
            c(list(standardize = standardize, unique = FALSE, swap = swap,
                   delta = delta, rounds = size$g, used = used,
+                  multiset = rows,
                   kt_method = method,
                   oversample = if (method == "compress++") oversample),
              extra, sample_labels(smp, index)))

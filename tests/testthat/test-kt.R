@@ -113,3 +113,36 @@ test_that("KT halves the KSD of a uniform subsample (issue 17 goal)", {
   med <- apply(r, 1, median)
   expect_lt(med[["kt"]], 0.5 * med[["unif"]])
 })
+
+test_that("weighted input is rounded to a multiset and debiases", {
+  set.seed(11)
+  x <- matrix(rnorm(2 * 64), 64)
+  w <- rep(c(2, 0), 32)                # N w integral for N = 64: no draws
+  set.seed(1)
+  a <- kernel_thin(x, -x, weights = w)
+  expect_identical(a$multiset, rep(seq(1L, 63L, by = 2L), each = 2L))
+  expect_true(all(a$index %in% a$multiset))
+  expect_error(kernel_thin(x, -x, weights = rep(-1, 64)), class = "kb_error_arg",
+               regexp = "'weights'")
+  expect_error(kernel_thin(x, -x, weights = 1:3), class = "kb_error_arg",
+               regexp = "'weights'")
+  # importance weights turn an N(1, I) sample into N(0, I): thinned with
+  # the base kernel (MMD to the weighted sample), the points' mean moves
+  # from about (1, 1) to about (0, 0)
+  skip_on_cran()
+  r <- sapply(1:5, function(s) {
+    set.seed(s)
+    y <- matrix(rnorm(2 * 1024, mean = 1), 1024)
+    iw <- exp(-rowSums(y))                # N(0, I) / N(1, I), up to a constant
+    k0 <- kernel_thin(y)
+    k1 <- kernel_thin(y, weights = iw)
+    c1 <- kernel_thin(y, weights = iw, method = "compress++")
+    c(plain = sqrt(sum(colMeans(k0$points)^2)),
+      weighted = sqrt(sum(colMeans(k1$points)^2)),
+      cpp = sqrt(sum(colMeans(c1$points)^2)))
+  })
+  med <- apply(r, 1, median)
+  expect_gt(med[["plain"]], 1.2)
+  expect_lt(med[["weighted"]], 0.3)
+  expect_lt(med[["cpp"]], 0.3)
+})
