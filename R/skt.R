@@ -6,7 +6,9 @@
 
 # Stratified rounding with residuals first: floor(N w_i) copies of row i,
 # then N - sum(floor(N w)) rows drawn by stratified sampling (one uniform
-# per stratum) from the remainders. Returns sorted row indices (length N).
+# per stratum, as Li, Dwivedi and Mackey's reference code) from the
+# remainders; unbiased, each count in [floor(N w), floor(N w) + 2].
+# Returns sorted row indices (length N).
 stratified_round <- function(w, N) {
   base <- floor(w * N)
   seq0 <- rep.int(seq_along(w), base)
@@ -55,8 +57,9 @@ stratified_round <- function(w, N) {
 #' @param weighted Also return simplex weights on the selected points
 #'   (`weights`, the KSD-optimal weights of the coreset; `ksd_weighted`,
 #'   its KSD with them).
-#' @param standardize Standardise the columns first (default `TRUE`, as in
-#'   [stein_thin()]).
+#' @param standardize Standardise the columns first (default `FALSE`, as
+#'   [kernel_thin()]: a burn-in inflates the columns' spread, and with it
+#'   the kernel's scale).
 #' @param progress Report the debiasing solver's and Compress++'s progress
 #'   on stderr (default `interactive()`).
 #' @return A `kb_thin` (see [stein_thin()]) with `method` "Stein kernel
@@ -81,7 +84,7 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
                               debias = c("simplex", "stein"),
                               method = c("kt", "compress++"),
                               weighted = FALSE, delta = 0.5,
-                              oversample = 1L, standardize = TRUE,
+                              oversample = 1L, standardize = FALSE,
                               nthreads = NULL, chain = NULL,
                               progress = interactive()) {
   debias <- check_choice(debias, c("simplex", "stein"), "debias")
@@ -138,6 +141,8 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
           else .Call(C_kb_stein_matrix, st$x[seq_rows, , drop = FALSE],
                      st$s[seq_rows, , drop = FALSE], st$kernel, nthreads)
     u <- stats::runif(g * N / 2)
+    # KT-SPLIT only: a KT-SWAP within the multiset as well lowered the KSD
+    # but worsened every KSD-free yardstick (NEWS, issue 17)
     res <- .Call(C_kb_kernel_thin, Ks, g, delta, u, NULL, FALSE)
     cs <- res$coresets
     if (ncol(cs) > 1L) {
