@@ -46,6 +46,12 @@ stratified_round <- function(w, N) {
 #' has \eqn{2^g m} rows for `method = "kt"` (\eqn{g} rounds) and \eqn{2^k}
 #' (the largest power of 2 in \eqn{n}) for `"compress++"`.
 #'
+#' Time: the defaults (exact simplex weights, KT of an \eqn{n}-row
+#' multiset) suit samples of a few thousand rows. For larger samples use
+#' `debias = "stein", method = "compress++"`: on a 2-d chain of
+#' \eqn{n = 2^{14}} states, 1.4 s against 12 s (`debias = "stein"`, KT)
+#' and 22 s (the defaults), with the same KSD there.
+#'
 #' @inheritParams kernel_thin
 #' @param score The score of the target (as for [stein_thin()]).
 #' @param m The number of points; `NULL` (default): about \eqn{\sqrt n} (a
