@@ -128,7 +128,8 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #'   first coreset. With \eqn{g = 0} (`m = nrow(x)`) the whole sample is
 #'   returned unchanged, as in the reference implementation.
 #' @param delta KT-SPLIT's failure probability, in (0, 1) (default 0.5, as
-#'   in the reference implementation).
+#'   in the reference implementation); a halving in round \eqn{j} of
+#'   \eqn{g} (on \eqn{n/2^j} points) uses \eqn{\delta 2^j / g}.
 #' @param standardize Standardise the columns first (default `FALSE`).
 #' @param chain Chain labels, as for [stein_thin()].
 #' @param progress Report progress on stderr (Compress++: the rows

@@ -45,7 +45,7 @@ kt_ref_split <- function(K, g, delta, u) {
     new <- list()
     for (c in seq_along(sets)) {
       off <- j * n / 2 + (c - 1) * s / 2
-      h <- kt_ref_halve(K, sets[[c]], logmult - j * 2 * log(2),
+      h <- kt_ref_halve(K, sets[[c]], logmult - j * 4 * log(2),
                         u[off + seq_len(s / 2)])
       new <- c(new, h)
     }
