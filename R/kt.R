@@ -1,8 +1,8 @@
 # Kernel thinning (KT-SPLIT + KT-SWAP) on the Stein kernel or a base
 # kernel. The coin flips are drawn here with R's generator; the halving
 # and swapping run in src/kt.c on the kernel matrix of the thinned rows.
-# Compress++ and Stein kernel thinning (issue 17) will reuse kt_rounds()
-# and kt_kernel() on groups of rows.
+# Compress++ (method = "compress++") runs in src/kt.c on the points
+# themselves (kb_compresspp), with its own random numbers from R's generator.
 
 # The number of halving rounds g and the output size m = floor(n / 2^g).
 # m = NULL: g = round(log2(n) / 2), so m is about sqrt(n). A given m must be
@@ -66,20 +66,58 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #' reference implementation (`goodpoints`); the MMD reference is then the
 #' thinned rows.
 #'
-#' Cost: the kernel matrix of the thinned rows is formed (\eqn{n^2}
-#' kernel evaluations and \eqn{8 n^2} bytes; option
+#' Cost (`method = "kt"`): the kernel matrix of the thinned rows is formed
+#' (\eqn{n^2} kernel evaluations and \eqn{8 n^2} bytes; option
 #' `kernbayes.max_memory`), KT-SPLIT and KT-SWAP then take
 #' \eqn{O(n^2)} operations. The \eqn{g n / 2} coin flips are uniforms from
 #' R's generator, so `set.seed()` reproduces a run.
 #'
+#' @section Compress++:
+#' `method = "compress++"` (Shetty, Dwivedi and Mackey, 2022) brings the
+#' cost down to \eqn{O(4^{g'} n \log n)} kernel evaluations for
+#' oversampling parameter \eqn{g'} = `oversample`, with memory for the
+#' points and one kernel matrix of at most \eqn{2^{g'+2} \sqrt n} points.
+#' The sample is cut to \eqn{N = 2^k} rows (the largest power of 2 in
+#' \eqn{n}; standard thinning from the end when \eqn{N < n}, as the
+#' reference implementation does to a power of 4), split into 4 (even
+#' \eqn{k}) or 8 (odd \eqn{k}) consecutive bins of a power of 4 rows, and
+#' each bin is compressed recursively: Compress halves the concatenation of
+#' the compressed quarters of its input (a bin of \eqn{4^{g'+1}} rows is
+#' halved directly), so a bin of \eqn{s} rows leaves
+#' \eqn{2^{g'}\sqrt s}. Each halving is one round of kernel halving on the
+#' node's kernel matrix with failure probability \eqn{\delta_c s^2 /
+#' (4^{g'+1} (\log_2(s_b)/2 - g') N)} (\eqn{s_b} the bin size), then, with
+#' `swap`, the better of that half and every second point (by MMD to the
+#' node's points), improved by swaps with the other half, and finally the
+#' half or its complement with probability 1/2 each (a four-point node
+#' takes its best pairing directly). The concatenated bin outputs are
+#' thinned to `m` by kernel thinning (KT-SPLIT and KT-SWAP over them, with
+#' failure probability \eqn{\delta_t}); \eqn{\delta} is split between
+#' the stages as in the reference implementation. `m` is a power of 2, at
+#' most \eqn{2^{\lfloor k/2 \rfloor}} (the default). With a score the
+#' final swap targets the target (KSD); without one it targets the
+#' compressed points' empirical measure, and `mmd` is the MMD to them (the
+#' MMD to all \eqn{N} rows would cost \eqn{N^2} evaluations). Larger
+#' `oversample` is closer to full kernel thinning and \eqn{4^{g'}}
+#' slower; the default 1 thins \eqn{n = 2^{20}} points in 4 dimensions in
+#' about 4 seconds on one thread. Bins too small for the oversampling
+#' (\eqn{N / \mathrm{bins} < 4^{g'+1}}) fall back to kernel thinning of
+#' the \eqn{N} rows. Random numbers: R's uniforms, drawn in C in a fixed
+#' order (the node halvings depth first, then the final thinning's).
+#'
 #' @inheritParams stein_kernel_matrix
 #' @param score `NULL` (MMD to the sample with a base kernel) or the score
 #'   of the target, as for [stein_thin()] (KSD with the Stein kernel).
-#' @param m The number of points, \eqn{\lfloor n / 2^g \rfloor}; `NULL`
-#'   (default): about \eqn{\sqrt n} (see Details).
+#' @param m The number of points: for `"kt"` \eqn{\lfloor n / 2^g
+#'   \rfloor}, for `"compress++"` a power of 2 up to
+#'   \eqn{2^{\lfloor k/2 \rfloor}}; `NULL` (default): about \eqn{\sqrt n}
+#'   (see Details).
 #' @param kernel A base kernel; `NULL` (default): [imq_kernel()] with a
 #'   score, `gaussian_kernel(precon = "med")` without.
-#' @param method `"kt"` (the only method so far; Compress++ will follow).
+#' @param method `"kt"` (kernel thinning, default) or `"compress++"`
+#'   (near-linear time; see the section Compress++).
+#' @param oversample Compress++'s oversampling parameter \eqn{g' \ge 0}
+#'   (default 1; ignored by `"kt"`).
 #' @param swap Run KT-SWAP (default `TRUE`); `FALSE` returns KT-SPLIT's
 #'   first coreset. With \eqn{g = 0} (`m = nrow(x)`) the whole sample is
 #'   returned unchanged, as in the reference implementation.
@@ -90,8 +128,11 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #' @return A `kb_thin` (see [stein_thin()]) with `method` "kernel
 #'   thinning", the path `ksd` (with a score) or `mmd` (without) of the
 #'   first \eqn{j} selected points, and `rounds` (\eqn{g}), `used` (the
-#'   number of thinned rows), `swap`, `delta`, `coresets` (KT-SPLIT's
-#'   \eqn{2^g} candidates, an \eqn{m \times 2^g} matrix of row indices).
+#'   number of thinned rows), `swap`, `delta`, `kt_method`, and for
+#'   `"kt"` `coresets` (KT-SPLIT's \eqn{2^g} candidates, an \eqn{m \times
+#'   2^g} matrix of row indices), for `"compress++"` `oversample` and
+#'   `compress` (the rows Compress kept, which the final thinning chose
+#'   from; absent when it fell back to kernel thinning).
 #' @references Dwivedi, R. and Mackey, L. (2021). Kernel thinning. *COLT*
 #'   (*JMLR* 2024). Dwivedi, R. and Mackey, L. (2022). Generalized kernel
 #'   thinning. *ICLR*.
@@ -105,14 +146,19 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #' u <- x[sample(1024, 32), ]
 #' c(kt = ksd(kt$points, tg), uniform = ksd(u, tg))
 #' kernel_thin(x, m = 64)            # MMD to the sample, Gaussian kernel
+#' y <- sample_target(tg, 2^14)
+#' kernel_thin(y, tg, method = "compress++")   # 128 points, near-linear time
 #' @export
 kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
-                        method = "kt", swap = TRUE, delta = 0.5,
-                        standardize = FALSE, nthreads = NULL, chain = NULL) {
-  method <- check_choice(method, "kt", "method")
+                        method = c("kt", "compress++"), swap = TRUE,
+                        delta = 0.5, oversample = 1L, standardize = FALSE,
+                        nthreads = NULL, chain = NULL) {
+  method <- check_choice(method, c("kt", "compress++"), "method")
   swap <- check_flag(swap, "swap")
   delta <- check_number(delta, "delta", 0, 1, lower_open = TRUE,
                         upper_open = TRUE)
+  oversample <- check_count(oversample, "oversample", min = 0L)
+  if (oversample > 12L) stop_arg("oversample", "must be at most 12")
   standardize <- check_flag(standardize, "standardize")
   if (!is.null(m)) m <- check_count(m, "m")
   nthreads <- resolve_nthreads(nthreads)
@@ -126,9 +172,15 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
   x <- smp$x
   n <- nrow(x)
   if (n < 1L) stop_arg("x", "must have at least one row")
-  size <- kt_rounds(m, n)
-  used <- size$m * 2^size$g
-  check_memory(8 * 1.1 * used^2, "x", "the kernel matrix of kernel thinning")
+  if (method == "compress++") {
+    size <- cpp_size(m, n, oversample)
+    used <- size$N
+  } else {
+    size <- kt_rounds(m, n)
+    used <- size$m * 2^size$g
+  }
+  kmax <- if (method == "kt" || size$direct) used else size$M
+  check_memory(8 * 1.1 * kmax^2, "x", "the kernel matrix of kernel thinning")
   if (stein) {
     setup <- stein_setup(x, smp$score, kernel, standardize,
                          rows = heuristic_rows(smp))
@@ -137,17 +189,82 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
     rk <- resolve_kernel(kernel, xs, rows = heuristic_rows(smp))
     setup <- list(x = in_basis(xs, rk), kernel = rk)
   }
-  km <- kt_kernel(setup, seq_len(used), stein, nthreads)
-  u <- stats::runif(size$g * used / 2)
-  res <- .Call(C_kb_kernel_thin, km$K, size$g, delta, u, km$mu, swap)
-  index <- res$index
-  path <- kt_path(km$K, km$mu, index)
-  new_thin(index, x, path, if (stein) "ksd" else "mmd", "kernel thinning",
+  extra <- list()
+  if (method == "kt" || size$direct) {
+    keep <- if (method == "kt") seq_len(used) else size$keep
+    km <- kt_kernel(setup, keep, stein, nthreads)
+    u <- stats::runif(size$g * used / 2)
+    res <- .Call(C_kb_kernel_thin, km$K, size$g, delta, u, km$mu, swap)
+    index <- keep[res$index]
+    path <- kt_path(km$K, km$mu, res$index)
+    extra$coresets <- matrix(keep[res$coresets], nrow(res$coresets))
+  } else {
+    keep <- size$keep
+    ctl <- list(g = oversample, r = size$r, delta = delta, swap = swap,
+                nthreads = nthreads)
+    res <- .Call(C_kb_compresspp, setup$x[keep, , drop = FALSE],
+                 if (stein) setup$s[keep, , drop = FALSE], setup$kernel, ctl)
+    index <- keep[res$index]
+    extra$compress <- keep[res$compress]
+    path <- kt_sel_path(setup, index, extra$compress, stein, nthreads)
+  }
+  new_thin(index, x, path, if (stein) "ksd" else "mmd",
+           if (method == "kt") "kernel thinning" else "Compress++ (kernel thinning)",
            if (stein) setup else setup$kernel,
            c(list(standardize = standardize, unique = FALSE, swap = swap,
                   delta = delta, rounds = size$g, used = used,
-                  coresets = res$coresets),
-             sample_labels(smp, index)))
+                  kt_method = method,
+                  oversample = if (method == "compress++") oversample),
+             extra, sample_labels(smp, index)))
+}
+
+# Compress++ sizes: N = 2^k rows kept by standard thinning from the end
+# (goodpoints keeps a power of 4; a power of 2 drops at most half), 4 bins
+# (k even) or 8 (k odd) of N / nb rows, m = 2^floor(k/2) / 2^r; `direct`:
+# bins smaller than 4^(oversample + 1), so plain KT of the N rows (g
+# rounds); M: the size of Compress's output.
+cpp_size <- function(m, n, oversample) {
+  if (n < 4L) stop_arg("x", "must have at least 4 rows for Compress++")
+  k <- floor(log2(n) + 1e-9)
+  N <- as.integer(2^k)
+  m0 <- as.integer(2^(k %/% 2))
+  if (is.null(m)) m <- m0
+  r <- match(m, m0 %/% 2^(0:(k %/% 2))) - 1L
+  if (is.na(r)) {
+    stop_arg("m", sprintf(paste0(
+      "must be a power of 2 at most %d for Compress++ (2^floor(k/2), where ",
+      "N = 2^k = %d is the largest power of 2 in nrow(x) = %d)"), m0, N, n))
+  }
+  keep <- if (N == n) seq_len(n)
+          else rev(as.integer(seq(n - 1, 0, length.out = N))) + 1L
+  nb <- if (k %% 2L == 0L) 4L else 8L
+  bin <- N %/% nb
+  M <- as.integer(nb * 2^oversample * sqrt(bin))
+  list(N = N, r = r, m = as.integer(m), keep = keep,
+       g = as.integer(round(log2(N / m))), direct = bin < 4^(oversample + 1),
+       M = M)
+}
+
+# KSD (Stein) of the first j selected points, or (base kernel) their MMD to
+# the reference rows `ref` (Compress++: its intermediate coreset, whose
+# empirical measure the final KT-SWAP targets; the MMD to all N rows would
+# cost N^2 kernel evaluations).
+kt_sel_path <- function(setup, index, ref, stein, nthreads) {
+  xs <- setup$x[index, , drop = FALSE]
+  if (stein) {
+    K <- .Call(C_kb_stein_matrix, xs, setup$s[index, , drop = FALSE],
+               setup$kernel, nthreads)
+    return(kt_path(K, NULL, seq_along(index)))
+  }
+  xr <- setup$x[ref, , drop = FALSE]
+  Kr <- .Call(C_kb_gram, xr, xr, setup$kernel, nthreads)
+  G <- .Call(C_kb_gram, xr, xs, setup$kernel, nthreads)
+  K <- .Call(C_kb_gram, xs, xs, setup$kernel, nthreads)
+  j <- seq_along(index)
+  lower <- K
+  lower[upper.tri(lower, diag = TRUE)] <- 0
+  S <- cumsum(2 * rowSums(lower) + diag(K))
+  sqrt(pmax(S / j^2 - 2 * cumsum(colMeans(G)) / j + mean(Kr), 0))
 }
 
 # KSD (mu NULL) or MMD of the first j selected points, j = 1..m.

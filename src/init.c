@@ -38,6 +38,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_goodwin_logpost, 8),
     CALLDEF(kb_assign, 1),
     CALLDEF(kb_kernel_thin, 6),
+    CALLDEF(kb_compresspp, 4),
     {NULL, NULL, 0}
 };
 

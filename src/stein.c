@@ -298,9 +298,10 @@ typedef struct {
     unsigned char *bad;    /* bad[j]: column j has a non-finite value */
 } matrix_ctx;
 
-/* column j, rows 0..j; the strict upper part is mirrored into row j.
- * v - v is 0 for a finite v and NaN otherwise: summed while the column is
- * still in cache, it flags overflow without a second pass over memory. */
+/* column j, rows 0..j (the strict lower part is mirrored afterwards, in
+ * tiles, by mirror_upper()).  v - v is 0 for a finite v and NaN otherwise:
+ * summed while the column is still in cache, it flags overflow without a
+ * second pass over memory. */
 static void matrix_row(const stein_rows *h, R_xlen_t j, const double *xj,
                        const double *sj)
 {
@@ -308,13 +309,28 @@ static void matrix_row(const stein_rows *h, R_xlen_t j, const double *xj,
     R_xlen_t nn = q->n;
     double *col = q->out + j * nn, z = 0.0;
     kb_stein_row(h->K, xj, sj, &h->P, 0, j + 1, col);
-    for (R_xlen_t i = 0; i < j; i++) {
-        double v = col[i];
-        q->out[i * nn + j] = v;
-        z += v - v;
-    }
-    z += col[j] - col[j];
+    for (R_xlen_t i = 0; i <= j; i++)
+        z += col[i] - col[i];
     q->bad[j] = !(z == 0.0);
+}
+
+/* out[j, i] = out[i, j] for i < j (column-major n x n), tile by tile so
+ * that both the reads and the writes stay in cache. */
+static void mirror_upper(double *out, R_xlen_t n)
+{
+    const R_xlen_t B = 64;
+    for (R_xlen_t jb = 0; jb < n; jb += B) {
+        R_xlen_t je = jb + B < n ? jb + B : n;
+        for (R_xlen_t ib = 0; ib <= jb; ib += B) {
+            R_xlen_t ie = ib + B < n ? ib + B : n;
+            for (R_xlen_t j = jb; j < je; j++) {
+                const double *cj = out + j * n;
+                R_xlen_t iend = ie < j ? ie : j;
+                for (R_xlen_t i = ib; i < iend; i++)
+                    out[i * n + j] = cj[i];
+            }
+        }
+    }
 }
 
 static R_xlen_t matrix_check(void *ctx, R_xlen_t j0, R_xlen_t j1)
@@ -338,6 +354,17 @@ static kb_points stein_args(SEXP x, SEXP s, SEXP kern, int *n, kb_kernel *K)
     return P;
 }
 
+R_xlen_t kb_stein_matrix_fill(const kb_kernel *K, const kb_points *P,
+                              R_xlen_t n, int nthreads, double *out)
+{
+    unsigned char *flags = (unsigned char *) R_alloc((size_t) n + 1, 1);
+    matrix_ctx q = {{K, *P, matrix_row}, n, out, flags};
+    R_xlen_t bad = visit_rows(&q.h, 0, n, nthreads, matrix_check);
+    if (bad < 0)
+        mirror_upper(out, n);
+    return bad;
+}
+
 SEXP kb_stein_matrix(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
 {
     int n;
@@ -345,9 +372,7 @@ SEXP kb_stein_matrix(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
     kb_points P = stein_args(x, s, kern, &n, &K);
     int nt = kb_nthreads(nthreads);
     SEXP ans = PROTECT(Rf_allocMatrix(REALSXP, n, n));
-    unsigned char *flags = (unsigned char *) R_alloc((size_t) n + 1, 1);
-    matrix_ctx q = {{&K, P, matrix_row}, n, REAL(ans), flags};
-    R_xlen_t bad = visit_rows(&q.h, 0, n, nt, matrix_check);
+    R_xlen_t bad = kb_stein_matrix_fill(&K, &P, n, nt, REAL(ans));
     if (bad >= 0) {
         /* the diagonal first, then the rows above it */
         const double *col = REAL(ans) + bad * (R_xlen_t) n;

@@ -24,6 +24,14 @@ double kb_stein_row_sum(const kb_kernel *K, const double *x, const double *s,
                         const kb_points *P, R_xlen_t j0, R_xlen_t j1,
                         const double *w);
 
+/* The n x n Stein kernel matrix of the first n points of P into out
+ * (column-major; entry (i, j), i <= j, computed with x_j as the row point
+ * and mirrored, so a matrix of sorted subsets agrees with the full one
+ * entry by entry), threads over columns.  Returns -1, or a column with a
+ * non-finite value. */
+R_xlen_t kb_stein_matrix_fill(const kb_kernel *K, const kb_points *P,
+                              R_xlen_t n, int nthreads, double *out);
+
 /* k_p(x, x) = |s|^2 phi(0) - 2 phi'(0) tr L. */
 double kb_stein_diag(const kb_kernel *K, const double *s);
 
