@@ -16,6 +16,9 @@
 #              store_K = True) (KT-SPLIT with G halving rounds on the
 #              kernel k itself, i.e. target KT, then KT-SWAP to the sample,
 #              unique = False), floor(n / 2^G) points;
+#            "split": goodpoints.kt.split(X, G, k, delta, seed,
+#              store_K = True)[0] (KT-SPLIT alone, its first coreset, as
+#              kernel_thin(swap = FALSE) returns);
 #            "compresspp": goodpoints.compress.compresspp_kt(X, b"gaussian",
 #              k_params = [K_PARAM], g = G, num_bins = 4, delta, seed),
 #              sqrt(n') points (n' the largest power of 4 <= n)
@@ -58,6 +61,9 @@ def main(argv):
         if method == "kt":
             idx = kt.thin(X, g, gauss, gauss, delta=delta, seed=seed,
                           store_K=True)
+        elif method == "split":
+            idx = kt.split(X, g, gauss, delta=delta, seed=seed,
+                           store_K=True)[0]
         elif method == "compresspp":
             idx = compress.compresspp_kt(X, b"gaussian",
                                          k_params=np.array([k_param]), g=g,
