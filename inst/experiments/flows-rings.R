@@ -2,19 +2,34 @@
 # mean discrepancy gradient flow": DrMMD flow against MMD flow.
 #
 # Usage: Rscript flows-rings.R [n_iter] [output-directory] [config-regex]
+#                              [snapshots]
 #   n_iter     iterations per run (default 30000; the paper runs 1e5)
 #   output     directory for flows-rings.csv (default ".")
 #   regex      run only the configurations whose label matches; their rows
 #              replace those of the same configurations in an existing
 #              output file (e.g. to extend two runs to 1e5 iterations)
+#   snapshots  comma-separated iterations (e.g. "0,100,1000,10000,30000"):
+#              also write flows-rings-snapshots.csv, the particles of every
+#              long configuration run (not the 5000-iteration ones) at
+#              those iterations (columns config, iter, x1, x2, to 0.001);
+#              rows of configurations not run are kept from an existing
+#              file, as for flows-rings.csv
 #
 # Target: 300 points equally spaced on three circles of radius 0.3 centred
 # at (0, 0), (0, -0.75), (0, -1.5) (100 per circle, as in the authors'
 # code). Start: 300 particles from N((0, -0.3), 0.01^2 I). Gaussian kernel
 # exp(-|x - y|^2 / (2 s^2)) with the authors' s = 0.15, and with the
 # package's median heuristic (s = 0.73 here). Plain gradient steps; for
-# DrMMD the authors' learning rate lr is scaled by lambda, step_size = lr *
-# lambda (see ?dmmd_flow). Every `every` iterations the particles are
+# DrMMD the authors' learning rate lr is scaled by lambda up to lambda = 1,
+# step_size = lr * min(lambda, 1), as their run.py does for this data set
+# (`args.step_size *= min(args.lmbda, 1.0)`; see ?dmmd_flow). So lambda =
+# 1e-5 and 1e-4 take the steps 1e-6 and 1e-5 (the update grows like
+# 1/lambda for small lambda, so the step must shrink with it), and lambda =
+# 100 takes step 0.1: its update, 2 (1 + lambda) / lambda times the MMD
+# witness gradient, is then about twice the MMD flow's at step 0.1, where
+# lr * lambda = 10 would be 200 times it (a probe: W2 to the target points
+# 11.8 after 1000 iterations, particles thrown up to 25 units away). Every
+# `every` iterations the particles are
 # compared with the target:
 #   w2_fresh   W2 (exact, wasserstein2) to fresh uniform samples of the
 #              rings, 300 points each, averaged over 5 samples
@@ -26,22 +41,36 @@
 # place of the particles (w2_fresh, mmd2_fresh), and the target points
 # themselves.
 #
-# Two more configurations, with ten times larger steps for the narrow kernel,
-# run for at most 5000 iterations.
+# Three more configurations run for at most 5000 iterations: ten times
+# larger steps for the narrow kernel, and lambda = 1e-5 with the step of
+# lambda = 1e-3 (lr = 10).
 #
 # Writes flows-rings.csv: one row per configuration and checkpoint.
 # inst/extdata/flows-rings.csv came from `Rscript flows-rings.R` (13.5 min
 # on a shared two-core machine) followed by `Rscript flows-rings.R 100000 .
-# '^s=0.15 (MMD step=0.1|DrMMD lambda=0.001 lr=0.1)$'` (7 min).
+# '^s=0.15 (MMD step=0.1|DrMMD lambda=0.001 lr=0.1)$'` (7 min). The lambda
+# extremes came from `Rscript flows-rings.R 30000 inst/extdata '^s=0.15
+# DrMMD lambda=(1e-05|1e-04|100) lr=0.1$' 0,100,1000,10000,30000` (3.6 min),
+# then the particle snapshots of the MMD flow and of DrMMD with lambda =
+# 1e-3 from the same call with regex '^s=0.15 (MMD step=0.1|DrMMD
+# lambda=0.001 lr=0.1)$' and output /tmp/rings-snap, so as not to replace
+# their 1e5-iteration rows (1.8 min; its rows equal those rows up to 30000
+# iterations), its snapshots appended to the file in inst/extdata; last
+# `Rscript flows-rings.R 100000 inst/extdata '^s=0.15 DrMMD
+# lambda=(1e-05|1e-04) lr=(0.1|10)$' 0,100,1000,10000,30000,100000` (12.2
+# min, the machine busier). All single-threaded.
 local({  # the shared helpers, next to this script (or installed)
   f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
   source(file.path(if (length(f)) dirname(f[1L]) else
     system.file("experiments", package = "kernbayes"), "common.R"))
 })
-a <- exp_args(n_iter = "30000", out = ".", only = "")
+a <- exp_args(n_iter = "30000", out = ".", only = "", snapshots = "")
 n_iter <- as.integer(a$n_iter)
 out <- exp_start(a$out)
 only <- a$only
+snaps <- if (nzchar(a$snapshots)) {
+  sort(unique(as.integer(strsplit(a$snapshots, ",")[[1L]])))
+} else integer()
 every <- if (n_iter >= 20000L) 1000L else max(1L, n_iter %/% 20L)
 
 rings_grid <- function(m) {
@@ -89,6 +118,13 @@ cfgs <- list(
        lambda = 0.1, step_size = 1e-2, noise = 0),
   list(label = "s=0.15 DrMMD lambda=1 lr=0.1", flow = "DrMMD", s = 0.15,
        lambda = 1, step_size = 0.1, noise = 0),
+  # the extremes of the authors' sweep (step lr * min(lambda, 1))
+  list(label = "s=0.15 DrMMD lambda=1e-05 lr=0.1", flow = "DrMMD", s = 0.15,
+       lambda = 1e-5, step_size = 1e-6, noise = 0),
+  list(label = "s=0.15 DrMMD lambda=1e-04 lr=0.1", flow = "DrMMD", s = 0.15,
+       lambda = 1e-4, step_size = 1e-5, noise = 0),
+  list(label = "s=0.15 DrMMD lambda=100 lr=0.1", flow = "DrMMD", s = 0.15,
+       lambda = 100, step_size = 0.1, noise = 0),
   list(label = "s=median MMD step=1", flow = "MMD", s = s_med, lambda = NA,
        step_size = 1, noise = 0),
   list(label = "s=median DrMMD lambda=0.001 lr=1", flow = "DrMMD", s = s_med,
@@ -98,12 +134,15 @@ cfgs <- list(
   list(label = "s=0.15 MMD step=1", flow = "MMD", s = 0.15, lambda = NA,
        step_size = 1, noise = 0, max_iter = 5000L),
   list(label = "s=0.15 DrMMD lambda=0.001 lr=1", flow = "DrMMD", s = 0.15,
-       lambda = 1e-3, step_size = 1e-3, noise = 0, max_iter = 5000L))
+       lambda = 1e-3, step_size = 1e-3, noise = 0, max_iter = 5000L),
+  # is lambda = 1e-5 slow only for its step? the step of lambda = 1e-3
+  list(label = "s=0.15 DrMMD lambda=1e-05 lr=10", flow = "DrMMD", s = 0.15,
+       lambda = 1e-5, step_size = 1e-4, noise = 0, max_iter = 5000L))
 if (nzchar(only)) cfgs <- Filter(function(cf) grepl(only, cf$label), cfgs)
 
 row_of <- function(cf, iter, m, secs) {
   data.frame(config = cf$label, flow = cf$flow, bandwidth = signif(cf$s, 4),
-             lambda = cf$lambda, step_size = cf$step, noise = cf$noise,
+             lambda = cf$lambda, step = cf$step_size, noise = cf$noise,
              iter = iter, w2_fresh = signif(m[["w2_fresh"]], 5),
              w2_target = signif(m[["w2_target"]], 5),
              mmd2_fresh = signif(m[["mmd2_fresh"]], 5), stray = m[["stray"]],
@@ -130,6 +169,16 @@ if (nzchar(only) && file.exists(out_file)) {
   res <- c(res, split(old[keep, ], factor(old$config[keep],
                                           unique(old$config[keep]))))
 }
+snap_file <- file.path(out, "flows-rings-snapshots.csv")
+snap_res <- list()
+if (length(snaps) && nzchar(only) && file.exists(snap_file)) {
+  old <- utils::read.csv(snap_file)
+  snap_res <- list(old[!old$config %in% vapply(cfgs, `[[`, "", "label"), ])
+}
+snap_rows <- function(cf, iter, x) {  # 0.001: far below a plotted pixel
+  data.frame(config = cf$label, iter = iter, x1 = round(x[, 1], 3),
+             x2 = round(x[, 2], 3))
+}
 t_all <- proc.time()[["elapsed"]]
 for (cf in cfgs) {
   n_run <- min(n_iter, if (is.null(cf$max_iter)) n_iter else cf$max_iter)
@@ -142,18 +191,23 @@ for (cf in cfgs) {
   x <- x0
   t0 <- proc.time()[["elapsed"]]
   rows <- list(row_of(cf, 0, metrics(x), 0))
+  # snapshots of the long runs only
+  snap_at <- if (is.null(cf$max_iter)) snaps else integer()
+  snap_cf <- if (0L %in% snap_at) list(snap_rows(cf, 0L, x)) else list()
   done <- 0L
   status <- "ok"
-  # chunks of `every` iterations: these plain-step flows keep no state but
-  # the particles, so the chunks continue the run exactly
+  # chunks of `every` iterations, cut at the snapshot iterations: these
+  # plain-step flows keep no state but the particles, so the chunks continue
+  # the run exactly
   while (done < n_run) {
-    k <- min(every, n_run - done)
+    nxt <- c(snap_at[snap_at > done], (done %/% every + 1L) * every, n_run)
+    k <- min(nxt) - done
     fit <- tryCatch(
       if (cf$flow == "DrMMD") {
         dmmd_flow(x, y, lambda = cf$lambda, kernel = kern, n_iter = k,
-                  step_size = cf$step, progress = FALSE)
+                  step_size = cf$step_size, progress = FALSE)
       } else {
-        mmd_flow(x, y, kernel = kern, n_iter = k, step_size = cf$step,
+        mmd_flow(x, y, kernel = kern, n_iter = k, step_size = cf$step_size,
                  noise = noise, progress = FALSE)
       }, error = function(e) e)
     if (inherits(fit, "error")) {
@@ -163,6 +217,10 @@ for (cf in cfgs) {
     }
     x <- fit$x
     done <- done + k
+    if (done %in% snap_at) {
+      snap_cf[[length(snap_cf) + 1L]] <- snap_rows(cf, done, x)
+    }
+    if (done %% every != 0L && done != n_run) next
     m <- metrics(x)
     secs <- proc.time()[["elapsed"]] - t0
     rows[[length(rows) + 1L]] <- row_of(cf, done, m, secs)
@@ -176,6 +234,10 @@ for (cf in cfgs) {
   }
   res[[length(res) + 1L]] <- do.call(rbind, rows)
   exp_write(list("flows-rings.csv" = do.call(rbind, res)), out)
+  if (length(snap_cf)) {
+    snap_res[[length(snap_res) + 1L]] <- do.call(rbind, snap_cf)
+    exp_write(list("flows-rings-snapshots.csv" = do.call(rbind, snap_res)), out)
+  }
 }
 tab <- do.call(rbind, res)
 last <- do.call(rbind, lapply(split(tab, tab$config), function(d) d[nrow(d), ]))
