@@ -155,7 +155,8 @@ authors_ksdt <- function(x, sx, type = "imq", m = 5L, rule = "authors",
                          slip = TRUE, first = "draw", f = function(s) 0) {
   off <- if (first == "draw") 1L else m
   nb <- (nrow(x) - off) %/% m
-  b <- if (first == "draw") 1L else which.min(stein_self(sx[1:m, , drop = FALSE]))
+  b <- if (first == "draw") 1L else
+    which.min(stein_self(sx[seq_len(m), , drop = FALSE]))
   P <- x[b, , drop = FALSE]
   G <- sx[b, , drop = FALSE]
   rs <- ct <- stein_self(G)

@@ -140,7 +140,9 @@ small <- small[order(small$method, small$kernel, small$alpha, small$t),
                c("method", "kernel", "alpha", "t", "runs", "size_mean",
                  "ksd_mean", "ksd_min", "ksd_max")]
 small$size_mean <- round(small$size_mean, 1)
-for (v in c("ksd_mean", "ksd_min", "ksd_max")) small[[v]] <- signif(small[[v]], 4)
+for (v in c("ksd_mean", "ksd_min", "ksd_max")) {
+  small[[v]] <- signif(small[[v]], 4)
+}
 written <- exp_write(list("ksdt-growth-alpha-results.csv" = res,
                           "ksdt-growth-alpha.csv" = small), out,
                      extdata = "ksdt-growth-alpha.csv")
