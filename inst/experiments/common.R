@@ -118,3 +118,86 @@ gauss_toy <- function(d, seed) {
     post_mean = function(y) t(P %*% t(B) %*% solve(Se, t(y - 1)))
   )
 }
+
+# The KSDT authors' PruningContainer (colehawkins/KSD-Thinning,
+# ksdp/pruning_container.py with full_mat = False, as toy/main.py runs it),
+# transcribed in plain R for ksdt-mixtures-authors.R and ksdt-growth-alpha.R,
+# with its bookkeeping slip as an option.  Not part of the package, whose
+# ksdt() is exact (the scripts check that the corrected transcription
+# returns ksdt()'s dictionary).
+# Stein kernel k_p(y_i, p_j) of the rows of Y (scores SY) against the rows
+# of P (scores G): IMQ (1 + r^2)^(-1/2) or RBF exp(-r^2 / 2)
+stein_cross <- function(Y, SY, P, G, type) {
+  D1 <- outer(Y[, 1], P[, 1], "-")
+  D2 <- outer(Y[, 2], P[, 2], "-")
+  r2 <- D1 * D1 + D2 * D2
+  ss <- tcrossprod(SY, G)
+  dsy <- D1 * SY[, 1] + D2 * SY[, 2]                     # (y - p) . s_y
+  dsx <- sweep(D1, 2L, G[, 1], "*") + sweep(D2, 2L, G[, 2], "*")  # . s_p
+  if (type == "imq") {
+    k <- 1 / sqrt(1 + r2)
+    q <- k / (1 + r2)
+    ss * k + q * (dsy - dsx) + 2 * q - 3 * q * r2 / (1 + r2)
+  } else {
+    k <- exp(-r2 / 2)
+    ss * k + k * (dsy - dsx) + k * (2 - r2)
+  }
+}
+stein_self <- function(SY) rowSums(SY * SY) + 2  # both kernels, d = 2
+
+# KSDT over blocks of m rows of x (scores sx). rule "authors": candidate
+# criterion k_p(c, c) + sum_D k_p(c, x); "sp": k_p(c, c) + 2 sum_D.
+# slip = TRUE: a removed point's row is subtracted once from the others'
+# contributions. first = "draw": the first row is the first point and
+# blocks start at row 2 (toy/main.py); "block": the first block's best row
+# by k_p(c, c) (the package). min size max(f(step), 10), step = 0, 1, ...
+authors_ksdt <- function(x, sx, type = "imq", m = 5L, rule = "authors",
+                         slip = TRUE, first = "draw", f = function(s) 0) {
+  off <- if (first == "draw") 1L else m
+  nb <- (nrow(x) - off) %/% m
+  b <- if (first == "draw") 1L else
+    which.min(stein_self(sx[seq_len(m), , drop = FALSE]))
+  P <- x[b, , drop = FALSE]
+  G <- sx[b, , drop = FALSE]
+  rs <- ct <- stein_self(G)
+  size <- ksd2 <- numeric(nb)
+  for (s in seq_len(nb) - 1L) {
+    r <- off + s * m + seq_len(m)
+    Y <- x[r, , drop = FALSE]
+    SY <- sx[r, , drop = FALSE]
+    Kc <- stein_cross(Y, SY, P, G, type)
+    dg <- stein_self(SY)
+    crit <- dg + (if (rule == "authors") 1 else 2) * rowSums(Kc)
+    b <- which.min(crit)
+    row <- Kc[b, ]
+    ct <- c(ct + 2 * row, 2 * sum(row) + dg[b])
+    rs <- c(rs + row, sum(row) + dg[b])
+    P <- rbind(P, Y[b, ])
+    G <- rbind(G, SY[b, ])
+    mn <- max(f(s), 10)
+    n <- nrow(P)
+    if (n > mn) {  # prune_to_cutoff(cutoff = 0, min_samples = mn)
+      init <- sum(rs) / n^2
+      k2 <- init
+      repeat {
+        if (n - 1 < mn) break
+        i <- which.max(ct)
+        k2 <- (n^2 * k2 - ct[i]) / (n - 1)^2
+        if (k2 > init) break
+        rem <- drop(stein_cross(P[i, , drop = FALSE], G[i, , drop = FALSE],
+                                P, G, type))
+        ct <- ct - (if (slip) 1 else 2) * rem
+        rs <- rs - rem
+        P <- P[-i, , drop = FALSE]
+        G <- G[-i, , drop = FALSE]
+        ct <- ct[-i]
+        rs <- rs[-i]
+        n <- n - 1L
+      }
+    }
+    size[s + 1L] <- n
+    ksd2[s + 1L] <- sum(rs) / n^2
+  }
+  list(points = P, size = size, ksd = sqrt(pmax(ksd2, 0)))
+}
+
