@@ -57,29 +57,31 @@
 # inst/extdata/kt-goodpoints.csv.
 #
 # Results (R 4.2.2, goodpoints 56062e9 built with Debian's numpy 1.24.2
-# and Cython 0.29.32; one thread on a shared two-core machine at load 4-6:
-# full run 21.5 min wall, 12.9 min CPU; quick 1.1 min). Median MMD
-# (kernbayes / goodpoints; uniform subsample), Wilcoxon p:
-#   d = 2, n = 1024:  kt .0108/.0119 p .66; cpp_g0 .0340/.0332 p .37;
-#                     cpp_g4 = kt (falls back to KT); uniform .097
-#   d = 2, n = 4096:  kt .00505/.00494 p .97; cpp_g0 .0185/.0179 p .84;
-#                     cpp_g4 .00553/.00563 p .95; uniform .076
-#   d = 2, n = 16384: kt .00305/.00273 p .65 (8 seeds); cpp_g0 .0099/.0087
-#                     p .13; cpp_g4 .00298/.00280 p .51; uniform .050
-#   d = 4, n = 1024:  kt .0207/.0207 p .62; cpp_g0 .0431/.0403 p .21
-#   d = 4, n = 4096:  kt .0103/.0102 p .36; cpp_g0 .0246/.0242 p .57;
-#                     cpp_g4 .0108/.0108 p .80
-#   d = 4, n = 16384: kt .00525/.00550 p .38; cpp_g0 .0144/.0149 p .64;
-#                     cpp_g4 .00617/.00590 p .025 (60 seeds each:
-#                     .00607/.00590, p .009; the Compress stage agrees,
-#                     the gap is in the final KT, see finding 1 below)
-#   kt_split (no swap), all four cells: kernbayes' median 12-19% higher
-#   (p .11-.41 each). Finding 1: kernel_thin's KT-SPLIT threshold in
-#   round j is 2 log(2 n g / (delta 2^j)), goodpoints' 2 log(2 n g /
-#   (delta 4^j)) (exact check on the same coin flips); it makes the
-#   KT-SPLIT coresets 8-11% worse in MMD, and KT-SWAP removes most of it.
-# Seconds (median): kt 0.7 / 0.6 at n = 4096, 19-25 / 24-36 at 16384;
-# cpp_g4 at 16384 2.7-3.1 / 3.4-3.8; cpp_g0 below 0.06 in both.
+# and Cython 0.29.32; one thread on a shared two-core machine at load 3-6;
+# full run 26.5 min wall (1588 s); quick 1.1 min), after the KT-SPLIT
+# threshold fix (round j at delta 2^j / g on n / 2^j points, goodpoints'
+# split_K). Median MMD (kernbayes / goodpoints), Wilcoxon p, 20 seeds (KT
+# at n = 16384: 8):
+#   d = 2, n = 1024:  kt .0106/.0119 p .36; kt_split .0677/.0644 p .80;
+#                     cpp_g0 .0316/.0332 p .84; cpp_g4 = kt (falls back)
+#   d = 2, n = 4096:  kt .00469/.00494 p .99; kt_split .0359/.0371 p .93;
+#                     cpp_g0 .0185/.0179 p .66; cpp_g4 .00514/.00563 p .38
+#   d = 2, n = 16384: kt .00276/.00273 p .96; cpp_g0 .0093/.0087 p .41;
+#                     cpp_g4 .00292/.00280 p .62
+#   d = 4, n = 1024:  kt .0208/.0207 p .99; kt_split .0753/.0721 p .78;
+#                     cpp_g0 .0449/.0403 p .014
+#   d = 4, n = 4096:  kt .00996/.0102 p .90; kt_split .0457/.0460 p .97;
+#                     cpp_g0 .0240/.0242 p 1.0; cpp_g4 .0106/.0108 p .64
+#   d = 4, n = 16384: kt .00542/.00550 p .80; cpp_g0 .0147/.0149 p .66;
+#                     cpp_g4 .00595/.00590 p .53
+#   Uniform subsample: .045-.101. One p below .05 in 21 comparisons (cpp_g0
+#   at d = 4, n = 1024), about what chance gives. Before the threshold fix
+#   (the streaming split_X's 2^j): kt_split 12-19% worse than goodpoints in
+#   every cell and cpp_g4 at d = 4, n = 16384 3% worse (p .009, 60 seeds).
+# Seconds (median, kernbayes / goodpoints): kt 1.7-2.7 / 1.2-2.2 at n =
+# 4096 and 18-20 / 15-51 at 16384 (kernbayes includes forming the kernel
+# matrix and the MMD path); cpp_g4 at 16384 2.3-4.3 / 1.8-2.5; cpp_g0 below
+# 0.07 in both.
 here <- tryCatch(dirname(normalizePath(sys.frame(1)$ofile)),
                  error = function(e) NULL)
 if (is.null(here)) {
