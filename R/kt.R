@@ -167,14 +167,10 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
                         standardize = FALSE,
                         nthreads = NULL, chain = NULL,
                         progress = interactive()) {
-  method <- check_choice(method, c("kt", "compress++"), "method")
+  a <- kt_check_args(method, delta, oversample, standardize, progress)
+  method <- a$method; delta <- a$delta; oversample <- a$oversample
+  standardize <- a$standardize; progress <- a$progress
   swap <- check_flag(swap, "swap")
-  delta <- check_number(delta, "delta", 0, 1, lower_open = TRUE,
-                        upper_open = TRUE)
-  oversample <- check_count(oversample, "oversample", min = 0L)
-  if (oversample > 12L) stop_arg("oversample", "must be at most 12")
-  standardize <- check_flag(standardize, "standardize")
-  progress <- check_flag(progress, "progress")
   if (!is.null(m)) m <- check_count(m, "m")
   nthreads <- resolve_nthreads(nthreads)
   stein <- !is.null(score)
@@ -237,6 +233,18 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
                   kt_method = method,
                   oversample = if (method == "compress++") oversample),
              extra, sample_labels(smp, index)))
+}
+
+# The checks kernel_thin() and stein_kernel_thin() share.
+kt_check_args <- function(method, delta, oversample, standardize, progress) {
+  oversample <- check_count(oversample, "oversample", min = 0L)
+  if (oversample > 12L) stop_arg("oversample", "must be at most 12")
+  list(method = check_choice(method, c("kt", "compress++"), "method"),
+       delta = check_number(delta, "delta", 0, 1, lower_open = TRUE,
+                            upper_open = TRUE),
+       oversample = oversample,
+       standardize = check_flag(standardize, "standardize"),
+       progress = check_flag(progress, "progress"))
 }
 
 # Compress++ sizes: N = 2^k rows kept by standard thinning from the end

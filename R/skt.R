@@ -94,14 +94,10 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
                               nthreads = NULL, chain = NULL,
                               progress = interactive()) {
   debias <- check_choice(debias, c("simplex", "stein"), "debias")
-  method <- check_choice(method, c("kt", "compress++"), "method")
+  a <- kt_check_args(method, delta, oversample, standardize, progress)
+  method <- a$method; delta <- a$delta; oversample <- a$oversample
+  standardize <- a$standardize; progress <- a$progress
   weighted <- check_flag(weighted, "weighted")
-  delta <- check_number(delta, "delta", 0, 1, lower_open = TRUE,
-                        upper_open = TRUE)
-  oversample <- check_count(oversample, "oversample", min = 0L)
-  if (oversample > 12L) stop_arg("oversample", "must be at most 12")
-  standardize <- check_flag(standardize, "standardize")
-  progress <- check_flag(progress, "progress")
   if (missing(score)) stop_arg("score", "is missing: give the target's score")
   if (!is.null(m)) m <- check_count(m, "m")
   nthreads <- resolve_nthreads(nthreads)
