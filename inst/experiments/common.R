@@ -59,7 +59,10 @@ exp_secs <- function(x) attr(x, "seconds")
 exp_write <- function(tables, out, extdata = character()) {
   files <- file.path(out, names(tables))
   for (i in seq_along(tables)) {
-    utils::write.csv(tables[[i]], files[i], row.names = FALSE)
+    # a name ending in .gz is written gzip-compressed (read.csv reads it)
+    con <- if (grepl("[.]gz$", files[i])) gzfile(files[i], "w") else files[i]
+    utils::write.csv(tables[[i]], con, row.names = FALSE)
+    if (inherits(con, "connection")) close(con)
   }
   ext <- file.path("inst", "extdata")
   if (length(extdata) && dir.exists(file.path("inst", "experiments")) &&

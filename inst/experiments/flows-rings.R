@@ -9,7 +9,7 @@
 #              replace those of the same configurations in an existing
 #              output file (e.g. to extend two runs to 1e5 iterations)
 #   snapshots  comma-separated iterations (e.g. "0,100,1000,10000,30000"):
-#              also write flows-rings-snapshots.csv, the particles of every
+#              also write flows-rings-snapshots.csv.gz (gzip), the particles of every
 #              long configuration run (not the 5000-iteration ones) at
 #              those iterations (columns config, iter, x1, x2, to 0.001);
 #              rows of configurations not run are kept from an existing
@@ -169,7 +169,7 @@ if (nzchar(only) && file.exists(out_file)) {
   res <- c(res, split(old[keep, ], factor(old$config[keep],
                                           unique(old$config[keep]))))
 }
-snap_file <- file.path(out, "flows-rings-snapshots.csv")
+snap_file <- file.path(out, "flows-rings-snapshots.csv.gz")
 snap_res <- list()
 if (length(snaps) && nzchar(only) && file.exists(snap_file)) {
   old <- utils::read.csv(snap_file)
@@ -236,7 +236,7 @@ for (cf in cfgs) {
   exp_write(list("flows-rings.csv" = do.call(rbind, res)), out)
   if (length(snap_cf)) {
     snap_res[[length(snap_res) + 1L]] <- do.call(rbind, snap_cf)
-    exp_write(list("flows-rings-snapshots.csv" = do.call(rbind, snap_res)), out)
+    exp_write(list("flows-rings-snapshots.csv.gz" = do.call(rbind, snap_res)), out)
   }
 }
 tab <- do.call(rbind, res)
