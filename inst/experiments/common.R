@@ -204,3 +204,15 @@ authors_ksdt <- function(x, sx, type = "imq", m = 5L, rule = "authors",
   list(points = P, size = size, ksd = sqrt(pmax(ksd2, 0)))
 }
 
+# The Goodwin posterior of the KSDT and compression experiments (and of
+# vignette("online-thinning")): theta = (1, 3, 2, 0.5), both species at
+# t = 41..80 with noise sd 0.1, data drawn after set.seed(1) (so the global
+# random stream continues as if the lines were written out in the script).
+exp_goodwin <- function() {
+  theta0 <- c(a1 = 1, a2 = 3, k1 = 2, alpha = 0.5)
+  times <- 41:80
+  set.seed(1)
+  y <- goodwin_simulate(theta0, times, sd = 0.1)
+  list(theta0 = theta0, times = times, y = y,
+       target = goodwin_target(y, times, sd = 0.1), x0 = log(theta0))
+}

@@ -194,12 +194,12 @@ n_ref <- if (full) 5e4 else 1.25e4   # per reference chain
 n_ref_chains <- 4L
 rwm_step <- 0.1228
 kgood <- imq_kernel(precon = 1.47692^2)
-theta0 <- c(a1 = 1, a2 = 3, k1 = 2, alpha = 0.5)
-times <- 41:80
-set.seed(1)
-y <- goodwin_simulate(theta0, times, sd = 0.1)
-target <- goodwin_target(y, times, sd = 0.1)
-x0 <- log(theta0)
+gw <- exp_goodwin()
+theta0 <- gw$theta0
+times <- gw$times
+y <- gw$y
+target <- gw$target
+x0 <- gw$x0
 x_start <- x0 + c(2, -2, 2, -2)
 
 say("(b) Goodwin: reference, %d MALA chains of %d states", n_ref_chains,

@@ -67,12 +67,12 @@ coef_sqrt <- 1
 m_cand <- 10L
 say <- exp_logger()
 
-theta0 <- c(a1 = 1, a2 = 3, k1 = 2, alpha = 0.5)
-times <- 41:80
-set.seed(1)
-y <- goodwin_simulate(theta0, times, sd = 0.1)
-target <- goodwin_target(y, times, sd = 0.1)
-x0 <- log(theta0)
+gw <- exp_goodwin()
+theta0 <- gw$theta0
+times <- gw$times
+y <- gw$y
+target <- gw$target
+x0 <- gw$x0
 
 # KSDT over a stream with budget 0 and the "linear" or "sqrt" minimum size
 # (coefficient min_coef(rule)), timed
