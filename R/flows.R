@@ -845,10 +845,28 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 #' @param eps Mollifier scale \eqn{\epsilon \ge 0} (pairs \eqn{i = j} are
 #'   excluded, so 0 is allowed while particles are distinct).
 #' @param optimizer `"adam"` (default) or `"sgd"`.
+#' @param constraint `NULL` (default: unconstrained) or a
+#'   [mied_constraint()]: an inequality \eqn{g(x) \le 0} or an equality
+#'   \eqn{h(x) = 0} that the particles are driven to satisfy by the dynamic
+#'   barrier of Gong and Liu (2021), as in Li et al. (2023, Sec. 4). The
+#'   target is then the restriction of `target`'s density to the
+#'   constraint set (on an equality, to the surface, with its area
+#'   measure); `target` must be defined on the whole space (or at least
+#'   wherever the particles go). With an equality the particles live on a
+#'   set of dimension \eqn{d - 1}, so `s` must exceed \eqn{d - 1} and
+#'   defaults to \eqn{d - 1 + 10^{-4}} (the authors' choice: the
+#'   dimension of the constraint set).
 #' @return A `kb_particles` object (see [svgd()]) with `objective` the log
-#'   energy at each iteration, before its update.
+#'   energy at each iteration, before its update. With a constraint, also
+#'   `violation`: its violation (largest \eqn{\max(g, 0)}, or largest
+#'   \eqn{|h|}, over the particles) before each iteration and, last, at
+#'   the final particles (`n_iter + 1` values); `settings$constraint` holds
+#'   the constraint.
 #' @references Li, L., Liu, Q., Korba, A., Yurochkin, M. and Solomon, J.
 #'   (2023). Sampling with mollified interaction energy descent. *ICLR*.
+#'
+#'   Gong, C. and Liu, X. (2021). Bi-objective trade-off with dynamic
+#'   barrier gradient descent. *NeurIPS*.
 #' @examples
 #' set.seed(4)
 #' tg <- gaussian_target(c(0, 0), diag(c(1, 0.25)))
@@ -856,10 +874,22 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 #'             progress = FALSE)
 #' colMeans(fit$x)
 #' cov(fit$x)
+#'
+#' # von Mises-Fisher on the unit circle: exp(2 x_1) restricted to |x| = 1
+#' vmf <- kb_target(function(x) 2 * x[, 1],
+#'                  function(x) cbind(2, 0 * x[, 2]), dim = 2,
+#'                  vectorized = TRUE)
+#' circle <- mied_constraint(function(x) rowSums(x^2) - 1,
+#'                           function(x) 2 * x, type = "eq")
+#' fc <- mied(matrix(rnorm(100), 50), vmf, n_iter = 200, step_size = 0.02,
+#'            constraint = circle, progress = FALSE)
+#' fc$violation[201]   # largest | |x| - 1 | at the end
+#' mean(fc$x[, 1])     # exact: besselI(2, 1) / besselI(2, 0) = 0.698
 #' @export
 mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
                  eps = 1e-8, optimizer = c("adam", "sgd"), keep_every = 0,
-                 progress = interactive(), nthreads = NULL, step) {
+                 progress = interactive(), nthreads = NULL, step,
+                 constraint = NULL) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
   if (is_stan_fit(target)) target <- stan_target(target)
   if (!missing(step)) {
@@ -875,8 +905,11 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
   }
   n_iter <- check_count(n_iter, "n_iter")
   step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
-  s <- if (is.null(s)) ncol(x) + 1e-4 else
-    check_number(s, "s", lower = ncol(x), lower_open = TRUE)
+  con <- check_constraint(constraint, ncol(x))
+  # the dimension of the set the particles live on: one less on an equality
+  dm <- ncol(x) - as.integer(!is.null(con) && con$type == "eq")
+  s <- if (is.null(s)) dm + 1e-4 else
+    check_number(s, "s", lower = dm, lower_open = TRUE)
   eps <- check_number(eps, "eps", lower = 0)
   optimizer <- check_choice(optimizer, c("adam", "sgd"), "optimizer")
   keep_every <- check_keep(keep_every)
@@ -887,11 +920,18 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
   pb <- progress_reporter(n_iter, "MIED", progress)
   on.exit(pb$done())
   obj <- numeric(n_iter)
+  viol <- if (is.null(con)) NULL else numeric(n_iter + 1L)
   for (t in seq_len(n_iter)) {
     ld <- mied_log_density(target, x, t)
     r <- .Call(C_kb_mied_grad, x, -ld, target_score(target, x), s, eps, nt)
     obj[t] <- r$value
-    x <- flow_move(x, x - step * opt(r$grad, t), r$grad, t, list(
+    dir <- r$grad
+    if (!is.null(con)) {
+      ce <- constraint_eval(con, x, t)
+      viol[t] <- ce$violation
+      dir <- barrier_direction(dir, ce, con$alpha)
+    }
+    x <- flow_move(x, x - step * opt(dir, t), dir, t, list(
       name = "MIED gradient",
       detail = function() sprintf("particles within [%s, %s]",
                                   format(min(x), digits = 3),
@@ -899,10 +939,15 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
     tr$add(x, t, force = t == n_iter)
     pb$tick(t)
   }
+  settings <- list(step = step, s = s, eps = eps, optimizer = optimizer)
+  if (is.null(con)) {
+    return(new_particles(x, tr, obj, "log energy", "MIED", n_iter,
+                         settings = settings, target = target))
+  }
+  viol[n_iter + 1L] <- constraint_eval(con, x, n_iter)$violation
   new_particles(x, tr, obj, "log energy", "MIED", n_iter,
-                settings = list(step = step, s = s, eps = eps,
-                                optimizer = optimizer),
-                target = target)
+                settings = c(settings, list(constraint = con)),
+                target = target, violation = viol)
 }
 
 # ---- methods -----------------------------------------------------------------
@@ -919,6 +964,11 @@ print.kb_particles <- function(x, ...) {
                 format(ob[length(ob)], digits = 4)))
   }
   if (identical(x$objective_name, "KSD^2")) cat(particles_ksd_kernel(x), "\n")
+  if (!is.null(x$violation)) {
+    cat(sprintf("  constraint violation: %s at the start, %s at the end\n",
+                format(x$violation[1L], digits = 3),
+                format(x$violation[length(x$violation)], digits = 3)))
+  }
   if (!is.null(x$trace)) {
     cat(sprintf("  trace: %d iterates kept\n", dim(x$trace)[3L]))
   }

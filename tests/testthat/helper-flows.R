@@ -284,8 +284,10 @@ ref_mied_value_loop <- function(x, logd_mat, s, eps, alpha = 0.5) {
 }
 
 # Descent on log E: sgd x -= step g, or adam as in svgd with x -= ...
+# `correct(g, x)`, if given, replaces the gradient before the step (the
+# constraint's barrier in test-flow-constraint.R).
 ref_mied <- function(x0, logd_mat, score_mat, n_iter, step, s = NULL,
-                     eps = 1e-8, optimizer = "adam") {
+                     eps = 1e-8, optimizer = "adam", correct = NULL) {
   x <- as.matrix(x0)
   if (is.null(s)) s <- ncol(x) + 1
   obj <- numeric(n_iter)
@@ -294,6 +296,7 @@ ref_mied <- function(x0, logd_mat, score_mat, n_iter, step, s = NULL,
     o <- ref_mied_objective(x, logd_mat, score_mat, s, eps)
     obj[t] <- o$value
     g <- o$gradient
+    if (!is.null(correct)) g <- correct(g, x)
     if (optimizer == "sgd") {
       x <- x - step * g
     } else {

@@ -1300,8 +1300,43 @@ bi_add("mied", c(bi_flow_common("mied", list(target = quote(tg2))), list(
     bi_any(bi_arg("x0", "row"), bi_err("kb_error_callback", "'log_density'.*row"),
            bi_num("log density is -Inf at particle [0-9]"))),
   C("particles_coincide", Q(mied(Xsame, tg2, n_iter = 2, progress = FALSE)),
-    bi_any(bi_ok(function(v) all(is.finite(v$x))), bi_arg("x0")))
+    bi_any(bi_ok(function(v) all(is.finite(v$x))), bi_arg("x0"))),
+  C("constraint_list", Q(mied(X, tg2, constraint = list(fun = sum))),
+    bi_arg("constraint")),
+  C("constraint_edited", Q(mied(X, tg2, constraint = structure(
+    list(fun = sum, grad = sum, type = "both", alpha = 1), class = "kb_constraint"))),
+    bi_arg("constraint")),
+  C("constraint_eq_d1", Q(mied(X1, tg1, constraint = mied_constraint(
+    function(x) x[, 1], function(x) 1 + 0 * x, "eq"))), bi_arg("constraint")),
+  C("constraint_eq_s", Q(mied(X, tg2, s = 1, constraint = mied_constraint(
+    function(x) rowSums(x^2) - 1, function(x) 2 * x, "eq"))), bi_arg("s")),
+  C("constraint_fun_err", Q(mied(X, tg2, n_iter = 2, progress = FALSE,
+                                 constraint = mied_constraint(sc_err, function(x) x))),
+    bi_cb("constraint", "boom")),
+  C("constraint_fun_len", Q(mied(X, tg2, n_iter = 2, progress = FALSE,
+                                 constraint = mied_constraint(sum, function(x) x))),
+    bi_cb("constraint", "20 numbers")),
+  C("constraint_fun_NA", Q(mied(X, tg2, n_iter = 2, progress = FALSE,
+                                constraint = mied_constraint(
+                                  function(x) rep(NA_real_, nrow(x)), function(x) x))),
+    bi_cb("constraint", "non-finite")),
+  C("constraint_grad_dim", Q(mied(X, tg2, n_iter = 2, progress = FALSE,
+                                  constraint = mied_constraint(
+                                    function(x) x[, 1], function(x) x[, 1]))),
+    bi_cb("constraint", "20 x 2"))
 )))
+
+bi_add("mied_constraint", list(
+  C("fun_missing", Q(mied_constraint()), bi_arg("fun")),
+  C("fun_number", Q(mied_constraint(1, function(x) x)), bi_arg("fun")),
+  C("grad_missing", Q(mied_constraint(function(x) x[, 1])), bi_arg("grad")),
+  C("type_bad", Q(mied_constraint(sum, sum, type = "le")), bi_arg("type")),
+  C("alpha_0", Q(mied_constraint(sum, sum, alpha = 0)), bi_arg("alpha")),
+  C("alpha_NA", Q(mied_constraint(sum, sum, alpha = NA)), bi_arg("alpha")),
+  C("alpha_Inf", Q(mied_constraint(sum, sum, alpha = Inf)), bi_arg("alpha")),
+  C("value", Q(mied_constraint(sum, sum, "eq", 2)),
+    bi_ok(function(v) inherits(v, "kb_constraint") && v$type == "eq" && v$alpha == 2))
+))
 
 # ---- kernel Bayes' rule ---------------------------------------------------------
 
