@@ -105,7 +105,7 @@
 # thinning, -0.0071 (0.0013) vs the raw chain's first 183 states).
 # Along the way (T = 600): the raw chain needs 440 states for TV 0.0063,
 # ksdt-sqrt 27 points (0.0059); raw at 145 states has agreement 0.992,
-# ksdt-sqrt 0.991 with 14 points. (The summary printout of this run
+# ksdt-sqrt 0.991 with 14 points. (The printout of that run, since fixed,
 # lacked the method column; the tables above are read from the CSV.)
 local({  # the shared helpers, next to this script (or installed)
   f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
