@@ -86,9 +86,10 @@
 # of which the reference 94 s, the RWM chains 56-95 s each, the six
 # streams 9-16 s each, the yardsticks 50-81 s each (mostly the whole
 # chain's KSD), Stein thinning 1-2 s each; an earlier run without the sd
-# ratio gave the same numbers in 950 s at load 6.7 to 11.8). RWM step 0.567-0.644, acceptance
-# 0.073-0.111, 88.9-92.7% of the states repeat their predecessor (7.3 to
-# 11.1 distinct states per block of 100; the paper: about 10). Reference
+# ratio gave the same numbers in 950 s at load 6.7 to 11.8). RWM step
+# 0.567-0.644, acceptance 0.073-0.111, 88.9-92.7% of the states repeat
+# their predecessor (7.3 to 11.1 distinct states per block of 100; the
+# paper: about 10). Reference
 # Monte Carlo error of the means <= 0.018 posterior sd (norm over the 37
 # coefficients 0.057). At the end (1e5 states, 1000 blocks), mean over the
 # 5 chains (standard errors in inst/extdata/ksdt-calcium-standin.csv):
