@@ -65,9 +65,11 @@
 # the errors agree with the full path's (to 3e-7 at T = 200, 500, 1000).
 # The "kbr" form with delta = 1e-7 is ill-conditioned: in a check at T =
 # 200 and 400 (one pilot seed per case) the low-rank filtered states
-# differed from the full path's by up to 0.11 at single steps (RMS 0.016),
-# while the error changed by at most 0.0002 (0.4%); a tighter tol (1e-8,
-# 1e-10) moved them no closer in case a.
+# differed from the full path's by up to 0.11 at single steps (RMS 0.016,
+# case a, T = 200), while the error changed by at most 0.0002 (0.3%). A
+# tighter tol brought them closer in case b (to 2e-5 at 1e-8) and at T =
+# 400 in case a (0.018 at 1e-10), but not at T = 200 in case a (0.33 at
+# 1e-8, 0.19 at 1e-10).
 # Seeds: repeat r of case c uses set.seed(10000 c + r).
 #
 # Writes to outdir: kbr-rotation-filter-results.csv.gz (one row per case,
