@@ -15,11 +15,13 @@
 #   KBR_CAMERA_RANK (cap on the low-rank factors, default 60; another cap
 #   names the outputs kbr-camera-rank<cap>*.csv), KBR_CAMERA_TS and
 #   KBR_CAMERA_NOISE (comma-separated subsets of the grids; the seeds stay
-#   those of the full grid) give the rank check below:
-#   KBR_CAMERA_RANK=150 KBR_CAMERA_TS=1800 KBR_CAMERA_NOISE=1e-3.
+#   those of the full grid, so with 1800 the largest T the walks are the
+#   same) give the rank check below: KBR_CAMERA_RANK=150
+#   KBR_CAMERA_TS=1800 KBR_CAMERA_NOISE=1e-3 KBR_CAMERA_REPS=4.
 #
-# The paper's Sec. 5.3 text could not be read in this session (the stored
-# copies of the JMLR paper end before it), so every setting below is ours
+# The paper's Sec. 5.3 text could not be read in this session (the search
+# tools return only the openings of the stored copies of the paper, and the
+# shared extract stops in Sec. 4.3), so every setting below is ours
 # unless marked; Table 1's layout (KBR with a Gaussian and with a trace
 # kernel on rotation matrices, Kalman filters on 9-d vectors and on
 # quaternions, two noise levels, 10 runs) is as we recall the paper.
