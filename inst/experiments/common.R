@@ -216,3 +216,24 @@ exp_goodwin <- function() {
   list(theta0 = theta0, times = times, y = y,
        target = goodwin_target(y, times, sd = 0.1), x0 = log(theta0))
 }
+
+# The moment errors of a point set under exp_goodwin()'s posterior, against
+# the reference moments compression.R stores (4 MALA chains of 5e4 states,
+# inst/extdata/compression-goodwin-ref.csv, read from the package sources
+# when run there, else installed): a function of an n x 4 matrix giving
+# mean_err = |(mean - mean_ref) / sd_ref| and sd_err = |sd / sd_ref - 1|
+# (Euclidean norms over the 4 log-parameters; sd_err NA for one point).
+exp_goodwin_moments <- function() {
+  f <- file.path("inst", "extdata", "compression-goodwin-ref.csv")
+  if (!file.exists(f)) {
+    f <- system.file("extdata", "compression-goodwin-ref.csv",
+                     package = "kernbayes")
+  }
+  ref <- utils::read.csv(f)
+  stopifnot(nrow(ref) == 4L)
+  function(p) {
+    c(mean_err = sqrt(sum(((colMeans(p) - ref$mean) / ref$sd)^2)),
+      sd_err = if (nrow(p) > 1L)
+        sqrt(sum((apply(p, 2, stats::sd) / ref$sd - 1)^2)) else NA_real_)
+  }
+}

@@ -36,7 +36,12 @@
 # and checkpoint, 100 log-spaced checkpoints), ksdt-goodwin-runs.csv (step,
 # acceptance rate and seconds of each run) and ksdt-goodwin.csv (40
 # checkpoints per curve), which is also copied to inst/extdata/ when the
-# script is run from the package's source directory.
+# script is run from the package's source directory, and
+# ksdt-goodwin-moments.csv (also copied): the KSD-free yardstick, posterior
+# mean and sd errors of every final point set against the reference
+# moments of compression.R (exp_goodwin_moments() in common.R; the same
+# posterior), with as many equally spaced states of the stream as each
+# KSDT dictionary holds ("thin-") and the whole stream ("raw").
 #
 # Results (R 4.2.2, 2 cores shared with other jobs, one thread; wall time
 # 16 min = 961 s, of which raw-chain KSD paths 477 s, chains 89 s, KSDT over
@@ -53,6 +58,21 @@
 #   0.0741 [3.31], sqrt 0.160 [3.38]; SP-MALA linear 0.166 [7.41], sqrt
 #   0.263 [5.56]. Wall time 967 s on a machine shared with other jobs.
 #   Acceptance: RWM 0.251 (step 0.1228), MALA 0.600 (step 0.06554).
+# Rerun with the moments (issue 18): 2356 s wall (39 min; load average 7
+#   to 12, with ksdt-goodwin-fig3.R running alongside), KSDs identical to
+#   the above. That run computed the "thin-linear" chain rows as NA (an
+#   integer overflow in the equally spaced indices, 20000 x 2e5, now
+#   fixed); the shipped values come from the same chains regenerated with
+#   the fixed line (same seeds; steps and acceptance identical).
+# Moment errors [mean error / sd error, in reference posterior sds; the
+#   reference's own standard error of the mean is about 0.07 as such a
+#   norm]: RWM raw 0.109/0.058, KSDT linear 0.116/0.041, sqrt 0.106/0.040,
+#   thin linear 0.109/0.058, thin sqrt 0.109/0.064; MALA raw 0.148/0.067,
+#   KSDT 0.102/0.048, 0.100/0.049, thin 0.148/0.066, 0.142/0.061; SP-RWM raw
+#   0.096/0.057, KSDT over the output 0.113/0.065, 0.120/0.064, SP rule
+#   inside 0.092/0.056, 0.104/0.085; SP-MALA raw 0.109/0.044, KSDT over
+#   the output 0.102/0.058, 0.102/0.086, SP rule inside 0.131/0.076,
+#   0.141/0.154.
 local({  # the shared helpers, next to this script (or installed)
   f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
   source(file.path(if (length(f)) dirname(f[1L]) else
@@ -93,6 +113,20 @@ thin_ksd <- function(x, s, sizes, at, kernel) {
     ksd(x[idx, , drop = FALSE], s[idx, , drop = FALSE], kernel)
   }, 0)
 }
+# the KSD-free yardstick: moment errors of the final point sets (named
+# list `sets`, `x` the whole stream for the equally spaced ones)
+moment_err <- exp_goodwin_moments()
+final_moments <- function(sampler, x, sets) {
+  spaced <- function(k) {
+    x[ceiling(seq_len(k) * as.numeric(nrow(x)) / k), , drop = FALSE]
+  }
+  sets <- c(list(raw = x), sets,
+            list(`thin-linear` = spaced(nrow(sets$`ksdt-linear`)),
+                 `thin-sqrt` = spaced(nrow(sets$`ksdt-sqrt`))))
+  data.frame(sampler = sampler, method = names(sets),
+             points = vapply(sets, nrow, 0L),
+             t(vapply(sets, moment_err, numeric(2))), row.names = NULL)
+}
 curve_rows <- function(sampler, method, t, size, ksd) {
   data.frame(sampler = sampler, method = method, t = t, size = size,
              ksd = ksd, nksd = ksd * sqrt(size))
@@ -132,6 +166,7 @@ kernel <- imq_kernel(precon = med^2)
 say("kernel: IMQ, L = I / med^2 with med = %.6g", med)
 
 res <- list()
+moments <- list()
 for (smp in c("RWM", "MALA")) {
   ch <- chains[[smp]]
   path <- exp_timed(ksd_path(ch$x, ch$score, kernel))
@@ -141,6 +176,8 @@ for (smp in c("RWM", "MALA")) {
   sq <- ksdt_run(ch$x, ch$score, "sqrt", kernel)
   say("%s: KSDT linear keeps %d (%.0f s), sqrt keeps %d (%.0f s)", smp,
       length(lin$index), exp_secs(lin), length(sq$index), exp_secs(sq))
+  moments[[smp]] <- final_moments(smp, ch$x, list(`ksdt-linear` = lin$points,
+                                                  `ksdt-sqrt` = sq$points))
   t0 <- proc.time()[["elapsed"]]
   res[[smp]] <- five_curves(smp, path$ksd, lin, sq, ch$x, ch$score, n_chain,
                             kernel)
@@ -183,6 +220,9 @@ for (smp in c("RWM", "MALA")) {
             "the rule inside %d / %d (%.0f s, %.0f s)"),
       nm, length(lin$index), length(sq$index), length(lin_in$index),
       length(sq_in$index), exp_secs(lin_in), exp_secs(sq_in))
+  moments[[nm]] <- final_moments(nm, sp$points, list(
+    `ksdt-linear` = lin$points, `ksdt-sqrt` = sq$points,
+    `sp-ksdt-linear` = lin_in$points, `sp-ksdt-sqrt` = sq_in$points))
   a <- checkpoints(n_sp)
   res[[nm]] <- rbind(
     five_curves(nm, sp$ksd, lin, sq, sp$points, sp$score, n_sp, kernel),
@@ -200,6 +240,10 @@ for (smp in c("RWM", "MALA")) {
 res <- do.call(rbind, res)
 rownames(res) <- NULL
 runs <- do.call(rbind, runs)
+moments <- do.call(rbind, moments)
+rownames(moments) <- NULL
+moments$mean_err <- signif(moments$mean_err, 4)
+moments$sd_err <- signif(moments$sd_err, 4)
 keep <- unlist(lapply(split(seq_len(nrow(res)),
                             paste(res$sampler, res$method)), function(i) {
   i[unique(round(seq(1, length(i), length.out = 40L)))]
@@ -209,8 +253,10 @@ small$ksd <- signif(small$ksd, 5)
 small$nksd <- signif(small$nksd, 5)
 written <- exp_write(list("ksdt-goodwin-results.csv" = res,
                           "ksdt-goodwin-runs.csv" = runs,
-                          "ksdt-goodwin.csv" = small), out,
-                     extdata = "ksdt-goodwin.csv")
+                          "ksdt-goodwin.csv" = small,
+                          "ksdt-goodwin-moments.csv" = moments), out,
+                     extdata = c("ksdt-goodwin.csv",
+                                 "ksdt-goodwin-moments.csv"))
 
 cat("\nAt the end of each run (KSD with the fixed kernel;",
     "nKSD = KSD x sqrt(points)):\n")
@@ -221,6 +267,9 @@ last <- last[order(match(last$sampler,
 print(data.frame(sampler = last$sampler, method = last$method, t = last$t,
                  points = last$size, KSD = signif(last$ksd, 4),
                  nKSD = signif(last$nksd, 4)), row.names = FALSE)
+cat("\nMoment errors of the final point sets against the reference",
+    "(in reference sds):\n")
+print(moments, row.names = FALSE)
 cat("\nRuns:\n")
 print(runs, row.names = FALSE, digits = 4)
 say("done; wrote %s", paste(written, collapse = ", "))
