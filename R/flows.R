@@ -58,6 +58,7 @@ flow_score_fun <- function(score, d, arg = "score") {
 # A kernel for the flows: resolved once on ref, and isotropic (the C layer
 # uses L = lam I without a rotation).
 flow_kernel <- function(kernel, ref, ref_arg = "x0") {
+  if (is_user_kernel(kernel)) return(kernel)
   rk <- tryCatch(resolve_kernel(kernel, ref), kb_error_arg = function(e) {
     # a median heuristic that fails is the data's fault, not 'precon''s
     if (!identical(e$arg, "precon") || !is.character(kernel$precon)) stop(e)
@@ -538,7 +539,22 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
 
 # ---- MMD and DrMMD flows -----------------------------------------------------
 
-cross_kernel <- function(z, x, w, rk, nt) .Call(C_kb_cross_kernel, z, x, w, rk, nt)
+# For each row z_i of z: sum_j w_j k(z_i, x_j) and its gradient in z_i;
+# a user_kernel() in R, the built-in kernels in C.
+cross_kernel <- function(z, x, w, rk, nt) {
+  if (is_user_kernel(rk)) return(user_cross(rk, z, x, w))
+  .Call(C_kb_cross_kernel, z, x, w, rk, nt)
+}
+
+flow_gram <- function(rk, y, nt) {
+  if (is_user_kernel(rk)) user_gram(rk, y, y) else gram(rk, y, y, nt)
+}
+
+# How a flow's error message describes its kernel.
+describe_flow_kernel <- function(rk) {
+  if (is_user_kernel(rk)) return(sprintf("user kernel \"%s\"", rk$name))
+  sprintf("kernel bandwidth %s", format(1 / sqrt(rk$lambda[1L]), digits = 3))
+}
 
 # The MMD witness f(z) = mean_j k(z, x_j) - mean_m k(z, y_m) and its
 # gradient (tests and mmd_flow).
@@ -564,7 +580,7 @@ dmmd_witness <- function(z, x, y, lambda, kernel, nthreads = NULL) {
 
 dmmd_setup <- function(y, lambda, rk, nt) {
   M <- nrow(y)
-  Kyy <- gram(rk, y, y, nt)
+  Kyy <- flow_gram(rk, y, nt)
   A <- Kyy
   diag(A) <- diag(A) + M * lambda
   R <- tryCatch(chol(A), error = function(e) {
@@ -620,8 +636,9 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
     stop_arg("y", sprintf("must have %d columns, like x0; it has %d",
                           ncol(x), ncol(y)))
   }
-  if (!inherits(kernel, "kb_kernel")) {
-    stop_arg("kernel", "must be a kernel object such as gaussian_kernel()")
+  if (!inherits(kernel, "kb_kernel") && !is_user_kernel(kernel)) {
+    stop_arg("kernel", "must be a kernel object such as gaussian_kernel() ",
+             "or user_kernel()")
   }
   n_iter <- check_count(n_iter, "n_iter")
   step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
@@ -672,8 +689,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
     if (!is.null(lambda)) grad <- 2 * (1 + lambda) / lambda * grad
     x <- flow_move(x, x - step * grad, grad, t, list(
       name = if (is.null(lambda)) "MMD witness gradient" else "DrMMD witness gradient",
-      detail = function() sprintf("kernel bandwidth %s",
-                                  format(1 / sqrt(rk$lambda[1L]), digits = 3))),
+      detail = function() describe_flow_kernel(rk)),
       step_label)
     tr$add(x, t, force = t == n_iter)
     pb$tick(t)
@@ -720,7 +736,8 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #' @param y The target sample, `M x d` (`d` is that of `x0`; see
 #'   'Points and samples' in [kernbayes-package]), or a Stan fit (its
 #'   unconstrained draws).
-#' @param kernel The kernel, [gaussian_kernel()] by default (isotropic).
+#' @param kernel The kernel, [gaussian_kernel()] by default (isotropic), or
+#'   a [user_kernel()] (R functions; its gradient is taken from its `grad`).
 #' @param noise Noise injection level \eqn{\beta_0 \ge 0}, or a function
 #'   of the iteration \eqn{t} returning \eqn{\beta_t}.
 #' @param lambda The DrMMD regulariser, \eqn{\lambda > 0}.

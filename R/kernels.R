@@ -168,6 +168,10 @@ sym_eigen <- function(A, what) .Call(C_kb_eigen_sym, A, what)
 # A kernel object as imq_kernel() or gaussian_kernel() make it (an edited
 # one is rejected naming the argument); no data needed.
 check_kernel <- function(kernel) {
+  if (inherits(kernel, "kb_user_kernel")) {
+    stop_arg("kernel", "is a user_kernel(), which only mmd_flow() and ",
+             "dmmd_flow() take; use imq_kernel() or gaussian_kernel()")
+  }
   if (!inherits(kernel, "kb_kernel")) {
     stop_arg("kernel", "must be a kernel object such as imq_kernel() or ",
              "gaussian_kernel()")

@@ -1285,6 +1285,39 @@ bi_add("dmmd_flow", c(bi_flow_common("dmmd_flow", list(y = quote(X))), list(
   C("step_size_0", Q(dmmd_flow(X, X, step_size = 0)), bi_arg("step_size"))
 )))
 
+local(envir = bi_env, {
+  uk_fun <- function(x, y) exp(-pmax(outer(rowSums(x^2), rowSums(y^2), "+") -
+                                       2 * tcrossprod(x, y), 0) / 2)
+  uk_grad <- function(x, y, w) {
+    Kw <- uk_fun(x, y) * rep(w, each = nrow(x))
+    Kw %*% y - rowSums(Kw) * x
+  }
+  uk <- user_kernel(uk_fun, uk_grad)
+})
+bi_add("user_kernel", list(
+  C("fun_missing", Q(user_kernel(grad = uk_grad)), bi_arg("fun")),
+  C("fun_number", Q(user_kernel(1, uk_grad)), bi_arg("fun")),
+  C("fun_one_arg", Q(user_kernel(function(x) x, uk_grad)), bi_arg("fun")),
+  C("grad_missing", Q(user_kernel(uk_fun)), bi_arg("grad")),
+  C("grad_chr", Q(user_kernel(uk_fun, "grad")), bi_arg("grad")),
+  C("name_NA", Q(user_kernel(uk_fun, uk_grad, name = NA_character_)), bi_arg("name")),
+  C("fun_error", Q(mmd_flow(X, X + 1, kernel = user_kernel(function(x, y) stop("boom"), uk_grad),
+                            n_iter = 2, progress = FALSE)),
+    bi_cb("fun", "boom")),
+  C("fun_NA", Q(mmd_flow(X, X + 1, kernel = user_kernel(function(x, y)
+    uk_fun(x, y) * NA, uk_grad), n_iter = 2, progress = FALSE)),
+    bi_err("kb_error_callback", "'kernel' fun\\(x, y\\) returned a non-finite")),
+  C("grad_dims", Q(dmmd_flow(X, X + 1, kernel = user_kernel(uk_fun, function(x, y, w)
+    t(uk_grad(x, y, w))), n_iter = 2, progress = FALSE)),
+    bi_err("kb_error_callback", "'kernel' grad\\(x, y, w\\) returned")),
+  C("in_ksd", Q(ksd(X, S, kernel = uk)), bi_arg("kernel", "user_kernel")),
+  C("in_mmd_thin", Q(mmd_thin(X, 3, kernel = uk)), bi_arg("kernel")),
+  C("value_gaussian", Q(mmd_flow(X, X + 1, kernel = uk, n_iter = 3, progress = FALSE)),
+    bi_ok(function(v) bi_near(v$x, mmd_flow(bi_env$X, bi_env$X + 1,
+                                             kernel = gaussian_kernel(bandwidth = 1),
+                                             n_iter = 3, progress = FALSE)$x)))
+))
+
 bi_add("mied", c(bi_flow_common("mied", list(target = quote(tg2))), list(
   C("target_bad", Q(mied(X, function(x) -x)), bi_arg("target")),
   C("target_dim", Q(mied(X, tg1)), bi_arg("target")),
