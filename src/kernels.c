@@ -13,6 +13,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if KB_AVX2
+#include <immintrin.h>
+#endif
 
 /* Kernel types, and the names the R layer gives them (resolve_kernel()),
  * in the same order. */
@@ -69,6 +72,29 @@ void kb_kernel_gaussian(kb_kernel *K, int d, const double *lam)
     K->trL = kernel_trace(K);
 }
 
+#if KB_AVX2
+/* The beta = -1/2 loop of imq_block() four at a time (AVX2); returns the
+ * number of values done (a multiple of 4). */
+KB_TARGET_AVX2 static int imq_half_avx2(double c, double b1, double b2,
+                                        int m, const double *r, double *p0,
+                                        double *p1, double *p2)
+{
+    const __m256d one = _mm256_set1_pd(1.0), cc = _mm256_set1_pd(c),
+        bb1 = _mm256_set1_pd(b1), bb2 = _mm256_set1_pd(b2);
+    int j = 0;
+    for (; j + 4 <= m; j += 4) {
+        __m256d it = _mm256_div_pd(one, _mm256_add_pd(cc,
+                                                      _mm256_loadu_pd(r + j)));
+        __m256d ph = _mm256_sqrt_pd(it);
+        __m256d pit = _mm256_mul_pd(ph, it);
+        _mm256_storeu_pd(p0 + j, ph);
+        _mm256_storeu_pd(p1 + j, _mm256_mul_pd(bb1, pit));
+        _mm256_storeu_pd(p2 + j, _mm256_mul_pd(bb2, _mm256_mul_pd(pit, it)));
+    }
+    return j;
+}
+#endif
+
 /* IMQ: phi = t^beta with t = c + r; phi' = beta phi / t;
  * phi'' = beta (beta - 1) phi / t^2; phi''' = (beta - 2) phi'' / t.
  * The default beta = -1/2 avoids pow(). */
@@ -86,6 +112,10 @@ static void imq_block(double c, double beta, int m, const double *r,
         return;
     }
     int j = 0;
+#if KB_AVX2
+    if (kb_have_avx2())
+        j = imq_half_avx2(c, b1, b2, m, r, p0, p1, p2);
+#endif
 #if defined(__SSE2__)
     const __m128d one = _mm_set1_pd(1.0), cc = _mm_set1_pd(c),
         bb1 = _mm_set1_pd(b1), bb2 = _mm_set1_pd(b2);

@@ -8,8 +8,10 @@
 /* k_p(x, X_j) for m <= KB_BLOCK consecutive points j0.. of X.  With
  * u = x - y and v = s_y - s_x the four radial ingredients are
  * r = u'Lu, a = u'Lv, b = u'L^2u and s_x's_y; L is diagonal here. */
-static void stein_block(const kb_kernel *K, const double *x, const double *s,
-                        const kb_points *P, R_xlen_t j0, int m, double *out)
+static KB_ALWAYS_INLINE void stein_block_body(const kb_kernel *K,
+                                             const double *x, const double *s,
+                                             const kb_points *P, R_xlen_t j0,
+                                             int m, double *out)
 {
     const double *X = P->X, *S = P->S;
     const R_xlen_t ld = P->ld;
@@ -61,6 +63,29 @@ static void stein_block(const kb_kernel *K, const double *x, const double *s,
     for (int t = 0; t < m; t++)
         out[t] = sd[t] * p0[t] + 2.0 * p1[t] * (a[t] - trL) -
             4.0 * p2[t] * b[t];
+}
+
+#if KB_AVX2
+/* stein_block() in AVX2 (kernels.h: the same results) */
+KB_TARGET_AVX2 static void stein_block_avx2(const kb_kernel *K,
+                                            const double *x, const double *s,
+                                            const kb_points *P, R_xlen_t j0,
+                                            int m, double *out)
+{
+    stein_block_body(K, x, s, P, j0, m, out);
+}
+#endif
+
+static void stein_block(const kb_kernel *K, const double *x, const double *s,
+                        const kb_points *P, R_xlen_t j0, int m, double *out)
+{
+#if KB_AVX2
+    if (kb_have_avx2()) {
+        stein_block_avx2(K, x, s, P, j0, m, out);
+        return;
+    }
+#endif
+    stein_block_body(K, x, s, P, j0, m, out);
 }
 
 void kb_stein_row(const kb_kernel *K, const double *x, const double *s,

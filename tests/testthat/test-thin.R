@@ -134,6 +134,24 @@ test_that("stein_thin() across the C block size (n = 300 > 256), with 1 and 2 th
   expect_true(any(want > 256))
 })
 
+test_that("stein_thin() at every vector width (blocks of 4, 2 and 1 points left), both kernels, 1 and 2 threads", {
+  # n = 1031 = 4 * 256 + 7: the last block of the kernel loop has 7 points,
+  # done 4, 2 and 1 at a time by the vectorised IMQ loop (AVX2 on x86-64)
+  set.seed(205)
+  smp <- thin_sample(1031, 3)
+  for (kn in names(thin_kernels)) {
+    ks <- thin_kernels[[kn]]
+    for (pc in c("med", "smpcov")) {
+      K <- ref_stein(smp$x, smp$s, ks$type, ks$c, ks$beta, pc, TRUE)
+      want <- ref_greedy(K, 30)
+      for (nt in 1:2) {
+        th <- stein_thin(smp$x, smp$s, 30, kernel = ks$make(pc), nthreads = nt)
+        expect_identical(th$index, want, label = paste(kn, pc, nt))
+      }
+    }
+  }
+})
+
 test_that("stein_thin() breaks ties by the first index, also across the threads' ranges", {
   set.seed(204)
   smp <- thin_sample(30, 2)
