@@ -546,6 +546,12 @@ cross_kernel <- function(z, x, w, rk, nt) {
   .Call(C_kb_cross_kernel, z, x, w, rk, nt)
 }
 
+# cross_kernel(x, x, w, rk, nt), each pair's kernel terms computed once in C.
+self_kernel <- function(x, w, rk, nt) {
+  if (is_user_kernel(rk)) return(user_cross(rk, x, x, w))
+  .Call(C_kb_self_kernel, x, w, rk, nt)
+}
+
 flow_gram <- function(rk, y, nt) {
   if (is_user_kernel(rk)) user_gram(rk, y, y) else gram(rk, y, y, nt)
 }
@@ -657,7 +663,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
   wx <- rep(1 / n, n)
   wy <- rep(1 / M, M)
   st <- if (is.null(lambda)) {
-    list(kyy = mean(cross_kernel(y, y, wy, rk, nt)$value))
+    list(kyy = mean(self_kernel(y, wy, rk, nt)$value))
   } else {
     dmmd_setup(y, lambda, rk, nt)
   }
@@ -666,7 +672,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
   on.exit(pb$done())
   obj <- numeric(n_iter)
   for (t in seq_len(n_iter)) {
-    ax <- cross_kernel(x, x, wx, rk, nt)
+    ax <- self_kernel(x, wx, rk, nt)
     if (!is.null(lambda)) {
       w <- dmmd_weights(x, y, st, rk, nt)
       ay <- cross_kernel(x, y, w$wy, rk, nt)

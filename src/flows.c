@@ -239,6 +239,19 @@ static double svgd_median_h(const double *X, R_xlen_t n, int d, double *P,
 
 /* ---- SVGD: the direction ---------------------------------------------- */
 
+/* Tile number -> (I, J), I <= J, row-major over the upper triangle of T x T
+ * tiles. */
+static void upper_tile(R_xlen_t T, R_xlen_t tile, R_xlen_t *I, R_xlen_t *J)
+{
+    R_xlen_t i = 0, rem = tile;
+    while (rem >= T - i) {
+        rem -= T - i;
+        i++;
+    }
+    *I = i;
+    *J = i + rem;
+}
+
 /* The n^2 pairs are visited in tiles of the upper triangle, each kernel
  * value computed once and added to both of its rows.  A thread's slice of
  * acc: the trace term and a pad (the sums stay 16-byte aligned), then its
@@ -316,16 +329,12 @@ static double svgd_row(const svgd_ctx *q, R_xlen_t i, R_xlen_t j0, int m,
     return diag ? sums[1] : 2.0 * sums[1];
 }
 
-/* Tile number -> (I, J), I <= J, row-major over the upper triangle. */
 static void svgd_tile(void *ctx, R_xlen_t tile, double *acc)
 {
     const svgd_ctx *q = (const svgd_ctx *) ctx;
-    R_xlen_t I = 0, rem = tile;
-    while (rem >= q->T - I) {
-        rem -= q->T - I;
-        I++;
-    }
-    R_xlen_t J = I + rem, i0 = I * SVGD_TILE, j0 = J * SVGD_TILE,
+    R_xlen_t I, J;
+    upper_tile(q->T, tile, &I, &J);
+    R_xlen_t i0 = I * SVGD_TILE, j0 = J * SVGD_TILE,
         i1 = i0 + SVGD_TILE < q->n ? i0 + SVGD_TILE : q->n,
         j1 = j0 + SVGD_TILE < q->n ? j0 + SVGD_TILE : q->n;
     double trl = 0.0, *tb = kb_scratch_mine(q->tb);
@@ -484,6 +493,25 @@ static void cross_row(void *ctx, R_xlen_t i, double *r)
         q->grad[i + (size_t) k * q->nz] = g[k];
 }
 
+/* The isotropic kernel of a flow's kernel sums. */
+static void flow_iso_kernel(SEXP kern, int d, kb_kernel *K)
+{
+    kb_kernel_from_sexp(kern, d, K);
+    if (!K->iso)
+        KB_INTERNAL("flows need an isotropic kernel");
+}
+
+/* list(value = numeric(n), grad = n x d), unprotected. */
+static SEXP value_grad_list(int n, int d)
+{
+    const char *nms[] = {"value", "grad", ""};
+    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SET_VECTOR_ELT(ans, 0, Rf_allocVector(REALSXP, n));
+    SET_VECTOR_ELT(ans, 1, Rf_allocMatrix(REALSXP, n, d));
+    UNPROTECT(1);
+    return ans;
+}
+
 /* .Call entry: for each row z_i of z, sum_j w_j k(z_i, x_j) and its
  * gradient in z_i, sum_j w_j 2 phi'(r_ij) lam (z_i - x_j), for an
  * isotropic kernel.  Returns list(value, grad). */
@@ -494,21 +522,157 @@ SEXP kb_cross_kernel(SEXP z, SEXP x, SEXP w, SEXP kern, SEXP nthreads)
     const double *W = kb_arg_vector(w, "w", nx);
     int nt = kb_nthreads(nthreads);
     kb_kernel K;
-    kb_kernel_from_sexp(kern, d, &K);
-    if (!K.iso)
-        KB_INTERNAL("flows need an isotropic kernel");
-    const char *nms[] = {"value", "grad", ""};
-    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
-    SEXP val = Rf_allocVector(REALSXP, nz);
-    SET_VECTOR_ELT(ans, 0, val);
-    SEXP grad = Rf_allocMatrix(REALSXP, nz, d);
-    SET_VECTOR_ELT(ans, 1, grad);
+    flow_iso_kernel(kern, d, &K);
+    SEXP ans = PROTECT(value_grad_list(nz, d)),
+        val = VECTOR_ELT(ans, 0), grad = VECTOR_ELT(ans, 1);
     cross_ctx q = {&K, REAL(z), REAL(x), W, nz, nx, REAL(val), REAL(grad)};
     kb_check_interrupt();
     kb_loop L = {.nt = nt, .cost0 = (double) nx * KB_KERNEL_WORK(d),
                  .scratch = kb_scratch_alloc((size_t) 2 * d + 4 * KB_BLOCK, nt),
                  .item = cross_row, .ctx = &q};
     kb_loop_run(&L, 0, nz);
+    UNPROTECT(1);
+    return ans;
+}
+
+/* ---- the particles' own kernel sums (x against x), by symmetry --------- */
+
+/* kb_cross_kernel() with z = x, each pair's phi and phi' computed once: the
+ * pairs are visited in SELF_TILE x SELF_TILE tiles (I, J), I <= J, of the
+ * upper triangle.  A tile writes its row sums (block I) and column sums
+ * (block J) to its own slot of a batch buffer; after each batch the slots
+ * are added to the totals in tile order, so the sums do not depend on the
+ * number of threads or the schedule.  Per point the sums are the value
+ * sum_j w_j phi, c1 = sum_j w_j c_ij and cx_k = sum_j w_j c_ij x_jk with
+ * c = 2 lam phi'; the gradient is x_i c1 - cx (as cross_row). */
+#define SELF_TILE 64
+#define SELF_NS(d) ((size_t) (d) + 2)     /* sums per point */
+
+typedef struct {
+    const kb_kernel *K;
+    const double *X, *W;
+    R_xlen_t n, T, t0;        /* points, tiles per side, the batch's first */
+    double *slots;            /* per tile: 2 SELF_TILE SELF_NS sums */
+    double phi00;             /* phi(0) */
+} self_ctx;
+
+/* One tile into its slot: rows (layout: sum s of row a at s SELF_TILE + a)
+ * then columns, both SELF_NS(d) x SELF_TILE. */
+static void self_tile(void *ctx, R_xlen_t tile, double *buf)
+{
+    const self_ctx *q = (const self_ctx *) ctx;
+    const int d = q->K->d;
+    const size_t ns = SELF_NS(d);
+    const double lam = q->K->lam[0], *W = q->W, *X = q->X;
+    const R_xlen_t n = q->n;
+    R_xlen_t I, J;
+    upper_tile(q->T, tile, &I, &J);
+    R_xlen_t i0 = I * SELF_TILE, j0 = J * SELF_TILE,
+        i1 = i0 + SELF_TILE < n ? i0 + SELF_TILE : n,
+        j1 = j0 + SELF_TILE < n ? j0 + SELF_TILE : n;
+    double *rows = q->slots + (size_t) (tile - q->t0) * 2 * ns * SELF_TILE,
+        *cols = rows + ns * SELF_TILE;
+    memset(rows, 0, 2 * ns * SELF_TILE * sizeof(double));
+    double *r = buf, *p0 = r + SELF_TILE, *p1 = p0 + SELF_TILE,
+        *p2 = p1 + SELF_TILE, *xi = p2 + SELF_TILE;
+    for (R_xlen_t i = i0; i < i1; i++) {
+        /* on a diagonal tile, the pairs j > i only */
+        R_xlen_t js = I == J ? i + 1 : j0;
+        int m = (int) (j1 - js), a = (int) (i - i0), o = (int) (js - j0);
+        double wi = W[i], v = 0.0, c1 = 0.0;
+        if (I == J)
+            rows[a] += wi * q->phi00;
+        if (m <= 0)
+            continue;
+        kb_get_row(X, n, i, d, xi);
+        kb_dist_block(q->K, xi, X, n, js, m, r);
+        kb_phi_block(q->K, m, r, p0, p1, p2);
+        double *cv = cols + o, *cc = cols + SELF_TILE + o;
+#pragma omp simd reduction(+:v, c1)
+        for (int t = 0; t < m; t++) {
+            double wj = W[js + t], c = 2.0 * lam * p1[t];
+            v += wj * p0[t];
+            c1 += wj * c;
+            cv[t] += wi * p0[t];
+            p1[t] = c;                    /* c_ij, unweighted */
+            cc[t] += wi * c;
+        }
+        rows[a] += v;
+        rows[SELF_TILE + a] += c1;
+        for (int k = 0; k < d; k++) {
+            const double *xk = X + (size_t) k * n + js, *wj = W + js;
+            double *ck = cols + (2 + (size_t) k) * SELF_TILE + o, acc = 0.0,
+                wxi = wi * xi[k];
+#pragma omp simd reduction(+:acc)
+            for (int t = 0; t < m; t++) {
+                acc += wj[t] * p1[t] * xk[t];
+                ck[t] += wxi * p1[t];
+            }
+            rows[(2 + (size_t) k) * SELF_TILE + a] += acc;
+        }
+    }
+}
+
+/* .Call entry: kb_cross_kernel(x, x, w, kern, nthreads) by symmetry (the
+ * same list(value, grad); sums in another order). */
+SEXP kb_self_kernel(SEXP x, SEXP w, SEXP kern, SEXP nthreads)
+{
+    int n = kb_arg_matrix(x, "x", -1, -1), d = Rf_ncols(x);
+    const double *W = kb_arg_vector(w, "w", n);
+    int nt = kb_nthreads(nthreads);
+    kb_kernel K;
+    flow_iso_kernel(kern, d, &K);
+    SEXP ans = PROTECT(value_grad_list(n, d)),
+        val = VECTOR_ELT(ans, 0), grad = VECTOR_ELT(ans, 1);
+    const size_t ns = SELF_NS(d), per_tile = 2 * ns * SELF_TILE;
+    R_xlen_t T = ((R_xlen_t) n + SELF_TILE - 1) / SELF_TILE,
+        ntile = T * (T + 1) / 2;
+    /* a batch's slots: about 4 MB */
+    R_xlen_t batch = (R_xlen_t) ((1 << 19) / per_tile);
+    if (batch < 4 * nt)
+        batch = 4 * nt;
+    if (batch > ntile)
+        batch = ntile;
+    double *tot = (double *) R_alloc(ns * (size_t) n, sizeof(double));
+    memset(tot, 0, ns * (size_t) n * sizeof(double));
+    self_ctx q = {&K, REAL(x), W, n, T, 0,
+                  (double *) R_alloc(per_tile * (size_t) batch, sizeof(double)),
+                  kb_phi_zero(&K)};
+    kb_check_interrupt();
+    kb_loop L = {.nt = nt, .dynamic = 1,
+                 .cost0 = (double) SELF_TILE * SELF_TILE * (KB_KERNEL_WORK(d) + 2.0 * d),
+                 .scratch = kb_scratch_alloc((size_t) d + 4 * SELF_TILE, nt),
+                 .item = self_tile, .ctx = &q};
+    for (R_xlen_t t0 = 0; t0 < ntile; t0 += batch) {
+        R_xlen_t t1 = t0 + batch < ntile ? t0 + batch : ntile;
+        q.t0 = t0;
+        kb_loop_run(&L, t0, t1);
+        for (R_xlen_t tile = t0; tile < t1; tile++) {
+            R_xlen_t I, J;
+            upper_tile(T, tile, &I, &J);
+            const double *rows = q.slots + (size_t) (tile - t0) * per_tile,
+                *cols = rows + ns * SELF_TILE;
+            R_xlen_t i0 = I * SELF_TILE, j0 = J * SELF_TILE;
+            int mi = (int) (n - i0 < SELF_TILE ? n - i0 : SELF_TILE),
+                mj = (int) (n - j0 < SELF_TILE ? n - j0 : SELF_TILE);
+            for (size_t s = 0; s < ns; s++) {
+                double *ts = tot + s * (size_t) n;
+                for (int a = 0; a < mi; a++)
+                    ts[i0 + a] += rows[s * SELF_TILE + a];
+                for (int a = 0; a < mj; a++)
+                    ts[j0 + a] += cols[s * SELF_TILE + a];
+            }
+        }
+    }
+    double *V = REAL(val), *G = REAL(grad);
+    const double *c1 = tot + (size_t) n, *X = REAL(x);
+    memcpy(V, tot, (size_t) n * sizeof(double));
+    for (int k = 0; k < d; k++) {
+        const double *cx = tot + (2 + (size_t) k) * n, *xk = X + (size_t) k * n;
+        double *gk = G + (size_t) k * n;
+        for (R_xlen_t i = 0; i < n; i++)
+            gk[i] = xk[i] * c1[i] - cx[i];
+    }
     UNPROTECT(1);
     return ans;
 }

@@ -1,7 +1,9 @@
 # Particle flows: seconds per iteration at n = 1000 particles, d = 2 and 50,
 # for svgd, mmd_flow and ksd_descent on 1 and 2 threads, the ratio of
 # svgd against a vectorised plain-R SVGD update measured in the same run,
-# and mmd_flow with a user_kernel() (the Gaussian in R) against the built-in.
+# mmd_flow with a user_kernel() (the Gaussian in R) against the built-in, and
+# one mmd_flow step at n = M = 2000 (d = 2, 10) with the particles' own sums
+# by symmetry against the previous cross sums of x against x.
 # Run: Rscript inst/bench/bench-flows.R  (KB_BENCH_THREADS=1 skips 2 threads)
 suppressMessages(library(kernbayes))
 elapsed <- function(expr) {
@@ -79,4 +81,58 @@ for (d in c(2L, 50L)) {
   cat(sprintf(paste0("d = %d, n = M = %d: mmd_flow built-in Gaussian %.4f s/it ",
                      "(1 thread), user_kernel() in R %.4f s/it (%.1fx the ",
                      "built-in)\n"), d, n, t_c, t_u, t_u / t_c))
+}
+
+# One mmd_flow step at n = M = 2000: the particles' own kernel sums by
+# symmetry (each pair's phi, phi' once; what mmd_flow() runs) against the
+# previous way, the cross sums of x against x (every pair twice), both with
+# the same cross sums against y; and the x-x sums alone. Per call, the best
+# of 7 repeats of 4 calls each, the two ways alternating (so that the load
+# of a shared machine falls on both); results checked equal.
+step_old <- function(x, y, rk, nt) {
+  ax <- kernbayes:::cross_kernel(x, x, rep(1 / nrow(x), nrow(x)), rk, nt)
+  ay <- kernbayes:::cross_kernel(x, y, rep(1 / nrow(y), nrow(y)), rk, nt)
+  x - (ax$grad - ay$grad)
+}
+step_new <- function(x, y, rk, nt) {
+  ax <- kernbayes:::self_kernel(x, rep(1 / nrow(x), nrow(x)), rk, nt)
+  ay <- kernbayes:::cross_kernel(x, y, rep(1 / nrow(y), nrow(y)), rk, nt)
+  x - (ax$grad - ay$grad)
+}
+best2 <- function(f_new, f_old, reps = 7L, calls = 4L) {
+  tm <- vapply(seq_len(reps), function(r) {
+    c(elapsed(for (k in seq_len(calls)) f_new()),
+      elapsed(for (k in seq_len(calls)) f_old())) / calls
+  }, numeric(2))
+  apply(tm, 1L, min)
+}
+n2 <- 2000L
+for (d in c(2L, 10L)) {
+  set.seed(3)
+  x0 <- matrix(stats::rnorm(n2 * d), n2)
+  y <- matrix(stats::rnorm(n2 * d, 1), n2)
+  for (kern in list(gaussian_kernel(), imq_kernel())) {
+    rk <- kernbayes:::flow_kernel(kern, y)
+    for (nt in threads) {
+      xo <- step_old(x0, y, rk, nt)
+      xn <- step_new(x0, y, rk, nt)
+      stopifnot(max(abs(xo - xn)) < 1e-12 * max(abs(x0 - xo)) + 1e-15)
+      w <- rep(1 / n2, n2)
+      s <- best2(function() kernbayes:::self_kernel(x0, w, rk, nt),
+                 function() kernbayes:::cross_kernel(x0, x0, w, rk, nt))
+      s_n <- s[1]
+      s_o <- s[2]
+      s <- best2(function() step_new(x0, y, rk, nt),
+                 function() step_old(x0, y, rk, nt))
+      t_n <- s[1]
+      t_o <- s[2]
+      t_f <- elapsed(mmd_flow(x0, y, kern, n_iter = 5L, progress = FALSE,
+                              nthreads = nt)) / 5
+      cat(sprintf(paste0("d = %2d, n = M = %d, %-8s %d thread%s: x-x sums %.4f s ",
+                         "(symmetric) vs %.4f s (cross): %.2fx; mmd_flow step ",
+                         "%.4f vs %.4f s: %.2fx; mmd_flow %.4f s/it\n"),
+                  d, n2, rk$type, nt, if (nt > 1L) "s" else " ", s_n, s_o,
+                  s_o / s_n, t_n, t_o, t_o / t_n, t_f))
+    }
+  }
 }

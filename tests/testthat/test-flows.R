@@ -310,6 +310,61 @@ test_that("mmd_flow() and dmmd_flow() equal the plain-R flows; one noiseless ste
                tolerance = 1e-12)
 })
 
+test_that("the particles' own kernel sums (by symmetry) equal a plain-R flow step, the cross path and 1 vs 2 threads", {
+  # one noiseless step from the formulas: x - eps (mean_j grad k(x_i, x_j) -
+  # mean_m grad k(x_i, y_m)), objective mean K_xx - 2 mean K_xy + mean K_yy;
+  # n = 300 (five tiles a side, the last partial): enough work for 2 threads
+  set.seed(620)
+  n <- 300
+  d <- 3
+  x0 <- matrix(rnorm(n * d), n)
+  y <- matrix(rnorm(120 * d, 1), 120)
+  sq <- function(a, b) outer(rowSums(a^2), rowSums(b^2), "+") - 2 * tcrossprod(a, b)
+  kerns <- list(
+    gaussian = list(k = gaussian_kernel(bandwidth = 0.8),
+                    phi = function(r) exp(-r / (2 * 0.8^2)),
+                    dphi = function(r) -exp(-r / (2 * 0.8^2)) / (2 * 0.8^2)),
+    imq = list(k = imq_kernel(c = 1.5, beta = -0.6),
+               phi = function(r) (1.5 + r)^-0.6,
+               dphi = function(r) -0.6 * (1.5 + r)^-1.6))
+  # sum over columns of w_j 2 phi'(|a_i - b_j|^2) (a_i - b_j), divided by nb
+  mean_grad <- function(kf, a, b) {
+    C <- 2 * kf$dphi(pmax(sq(a, b), 0)) / nrow(b)
+    a * rowSums(C) - C %*% b
+  }
+  for (nm in names(kerns)) {
+    kf <- kerns[[nm]]
+    grad <- mean_grad(kf, x0, x0) - mean_grad(kf, x0, y)
+    obj <- mean(kf$phi(pmax(sq(x0, x0), 0))) - 2 * mean(kf$phi(pmax(sq(x0, y), 0))) +
+      mean(kf$phi(pmax(sq(y, y), 0)))
+    f1 <- mmd_flow(x0, y, kernel = kf$k, n_iter = 1, step_size = 0.3,
+                   progress = FALSE, nthreads = 1)
+    f2 <- mmd_flow(x0, y, kernel = kf$k, n_iter = 1, step_size = 0.3,
+                   progress = FALSE, nthreads = 2)
+    expect_lt(rel_err(f1$x, x0 - 0.3 * grad), 1e-12, label = nm)
+    expect_equal(f1$objective, obj, tolerance = 1e-12, label = nm)
+    expect_identical(f2$x, f1$x, label = nm)
+    expect_identical(f2$objective, f1$objective, label = nm)
+    # the symmetric sums against the cross sums of z = x, weighted
+    rk <- kernbayes:::flow_kernel(kf$k, y)
+    w <- runif(n)
+    for (m in c(1, 2, 64, 65, n)) {
+      xm <- x0[seq_len(m), , drop = FALSE]
+      cr <- kernbayes:::cross_kernel(xm, xm, w[seq_len(m)], rk, 1L)
+      s1 <- kernbayes:::self_kernel(xm, w[seq_len(m)], rk, 1L)
+      expect_lt(rel_err(s1$value, cr$value), 1e-12, label = paste(nm, m))
+      expect_lt(max(abs(s1$grad - cr$grad)), 1e-12 * max(1, abs(cr$grad)),
+                label = paste(nm, m))
+      expect_identical(kernbayes:::self_kernel(xm, w[seq_len(m)], rk, 2L), s1)
+    }
+    d1 <- dmmd_flow(x0, y, lambda = 0.1, kernel = kf$k, n_iter = 2,
+                    step_size = 0.05, progress = FALSE, nthreads = 1)
+    d2 <- dmmd_flow(x0, y, lambda = 0.1, kernel = kf$k, n_iter = 2,
+                    step_size = 0.05, progress = FALSE, nthreads = 2)
+    expect_identical(d2$x, d1$x, label = nm)
+  }
+})
+
 test_that("mmd_flow() / dmmd_flow() with noise use N(0, 1) draws from R's generator", {
   pr <- rings_problem(n = 20)
   y <- pr$y
