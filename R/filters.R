@@ -26,13 +26,31 @@
 #'   form with small regularisers can diverge when the observations leave
 #'   the range of the training trajectory; the default stays stable there
 #'   (measurements in the package's NEWS).
+#' @param rank Which path: `NULL` (default) chooses; `Inf` forces the full
+#'   path; a whole number from 1 to `T` takes the low-rank path with factors
+#'   of at most that many columns. The full path factorises a `T x T` matrix
+#'   at every step (\eqn{O(T^3)} per step); the low-rank path uses pivoted
+#'   incomplete Cholesky factors of rank \eqn{r} of \eqn{G_X} and
+#'   \eqn{G_Y} (Nystrom approximations) and costs \eqn{O(T r^2 + r^3)} per
+#'   step (one \eqn{r \times r} cross-product and eigendecomposition; the rest is
+#'   \eqn{O(T r)}). With `NULL`, the low-rank path is taken when `T > 300`
+#'   and factors of at most `min(200, T %/% 8)` columns reach `tol`, the full
+#'   path otherwise (smaller `T`, or a kernel too narrow for a small rank).
+#'   Measured on a noisy rotation (factors of rank 30-40; package NEWS,
+#'   `inst/bench/bench-kbr.R`), the low-rank path was faster from `T = 200`
+#'   (method `"iw"`) or `T = 100` (`"kbr"`), 4-19 times at `T = 300` and
+#'   17-110 times at `T = 1000`-`2000`; it agreed with the full path to
+#'   about the tolerance (filtered means within 4e-5).
+#' @param tol Tolerance of the incomplete Cholesky (largest residual
+#'   diagonal), in \eqn{[0, 1)}; also the accuracy the automatic choice asks
+#'   of the factors.
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]):
 #'   the time steps of the low-rank path; the full path is one call.
 #'   Default `interactive()`.
 #' @return An object of class `kb_filter`: `mean` (filtered states, one row
 #'   per observation), `weights` (the `T x n_obs` posterior weights on the
-#'   training states; `NULL` on the low-rank path), settings; `print` and
-#'   `plot` methods.
+#'   training states), `path` (`"full"` or `"lowrank"`), settings; `print`
+#'   and `plot` methods.
 #' @seealso [kalman_filter()] for linear Gaussian models.
 #' @examples
 #' set.seed(1)
@@ -74,21 +92,38 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   X <- x[seq_len(T), , drop = FALSE]
   Xp <- x[1L + seq_len(T), , drop = FALSE]
   Y <- y[seq_len(T), , drop = FALSE]
-  if (!is.null(rank)) rank <- check_count(rank, "rank", max = T)
+  auto <- is.null(rank)
+  if (!auto) {
+    if (!is.numeric(rank) || length(rank) != 1L || is.na(rank)) {
+      stop_arg("rank", paste0("must be NULL (automatic), Inf (the full path) ",
+                              "or a whole number from 1 to the number of ",
+                              "transitions"))
+    }
+    if (!identical(as.double(rank), Inf)) rank <- check_count(rank, "rank", max = T)
+  }
   nthreads <- resolve_nthreads(nthreads)
-  if (is.null(rank)) {
+  rkx <- resolve_data_kernel(kernel_x, X, "kernel_x", "x_train")
+  rky <- resolve_data_kernel(kernel_y, Y, "kernel_y", "y_train")
+  if (auto && T > kbr_filter_crossover) {
+    # the low-rank path when factors of at most min(200, T / 8) columns
+    # reach the tolerance; otherwise (a narrow kernel) the full path
+    rmax <- min(kbr_filter_auto_rank, T %/% 8L)
+    Lx <- incomplete_cholesky(rkx, X, tol, rmax)
+    Ly <- incomplete_cholesky(rky, Y, tol, rmax)
+    if (max(attr(Lx, "residual"), attr(Ly, "residual")) <= tol) rank <- rmax
+  }
+  full <- is.null(rank) || identical(as.double(rank), Inf)
+  if (full) {
     # G_X, G_XX+, G_Y, a copy for the Cholesky factor and two for the
     # weights' factorisation, all T x T
     check_memory(8 * (6 * T^2 + 2 * T * nrow(yo)), "x_train",
                  sprintf("the full KBR filter with %d transitions", T),
                  "give 'rank' for the low-rank path")
   }
-  rkx <- resolve_data_kernel(kernel_x, X, "kernel_x", "x_train")
-  rky <- resolve_data_kernel(kernel_y, Y, "kernel_y", "y_train")
   Ky <- gram(rky, Y, yo, nthreads)
   warn_far(Ky)
   a0 <- rep(1 / T, T)
-  if (is.null(rank)) {
+  if (full) {
     prog <- progress_reporter(1, "KBR filter (full path, one solve per step)",
                               progress)
     on.exit(prog$done())
@@ -103,8 +138,10 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
                                   "at step %d; increase 'eps' or 'delta'"), t))
     }
   } else {
-    Lx <- incomplete_cholesky(rkx, X, tol, rank)
-    Ly <- incomplete_cholesky(rky, Y, tol, rank)
+    if (!auto) {
+      Lx <- incomplete_cholesky(rkx, X, tol, rank)
+      Ly <- incomplete_cholesky(rky, Y, tol, rank)
+    }
     # Nystrom features: k(X_i, X_{j+1}) ~ Lx[i, ] Fp[, j], k_Y(Y_i, y_t) ~
     # Ly[i, ] Fo[, t]; every step then stays in the spans of the factors
     warn_coarse(c(x = attr(Lx, "residual"), y = attr(Ly, "residual")),
@@ -112,8 +149,9 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
     Fp <- lowrank_features(rkx, X, Lx, Xp, nthreads)
     Fo <- lowrank_features(rky, Y, Ly, yo, nthreads)
     sx <- svd(Lx)
-    ridge_x <- function(B) {     # (Lx Lx' + T eps I)^{-1} Lx B
-      sx$u %*% ((sx$d / (sx$d^2 + T * eps)) * crossprod(sx$v, B))
+    dx <- sx$d / (sx$d^2 + T * eps)
+    ridge_x <- function(b) {     # (Lx Lx' + T eps I)^{-1} Lx b, O(T r)
+      drop(sx$u %*% (dx * crossprod(sx$v, b)))
     }
     W <- matrix(0, T, nrow(yo))
     a <- a0
@@ -122,8 +160,8 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
     for (t in seq_len(nrow(yo))) {
       prog$tick(t - 1)
       v <- ridge_x(crossprod(Lx, a))          # (G_X + T eps I)^{-1} G_X a
-      mu <- drop(T * ridge_x(Fp %*% v))       # T (G_X + T eps I)^{-1} G_XX+ v
-      a <- drop(lowrank_operator(Ly, mu, delta, method) %*% Fo[, t])
+      mu <- T * ridge_x(Fp %*% v)             # T (G_X + T eps I)^{-1} G_XX+ v
+      a <- lowrank_step(Ly, mu, delta, method, Fo[, t])
       # posterior weights sum to about 1; a low-rank factor that misses
       # much of G_X makes mu, and then the weights, grow geometrically
       if (!all(is.finite(a)) || sum(abs(a)) > 1e6) {
@@ -140,16 +178,43 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   }
   mean <- crossprod(W, X)
   colnames(mean) <- colnames(x)
-  structure(list(mean = mean, weights = if (is.null(rank)) W else NULL,
-                 method = sprintf("KBR filter (%s%s)", method,
-                                  if (is.null(rank)) "" else
-                                    sprintf(", rank %d", ncol(Lx))),
+  structure(list(mean = mean, weights = W,
+                 method = sprintf("KBR filter (%s, %s)", method,
+                                  if (full) "full path" else
+                                    sprintf("low rank %d/%d", ncol(Lx), ncol(Ly))),
                  eps = eps, delta = delta, T_train = T,
-                 rank_x = if (is.null(rank)) NULL else ncol(Lx),
-                 rank_y = if (is.null(rank)) NULL else ncol(Ly),
-                 residual = if (is.null(rank)) NULL else
+                 path = if (full) "full" else "lowrank",
+                 rank_x = if (full) NULL else ncol(Lx),
+                 rank_y = if (full) NULL else ncol(Ly),
+                 residual = if (full) NULL else
                    c(x = attr(Lx, "residual"), y = attr(Ly, "residual"))),
             class = "kb_filter")
+}
+
+# The automatic choice of kbr_filter(): the low-rank path above this many
+# transitions (measured: inst/bench/bench-kbr.R, NEWS), when factors of rank
+# at most min(kbr_filter_auto_rank, T / 8) reach the tolerance.
+kbr_filter_crossover <- 300L
+kbr_filter_auto_rank <- 200L
+
+# One low-rank filter step: the posterior weights lowrank_operator(Ly, mu,
+# delta, method) %*% f for one observation's features f, without forming
+# the T x r operator: one r x r crossprod of the factor weighted by mu
+# (O(T r^2) in BLAS), its eigendecomposition (O(r^3)), and O(T r) to apply
+# the factors to vectors. With M = Ly' diag(w) Ly = V diag(e) V':
+# "kbr" (w = mu): mu * Ly V diag(e / (e^2 + T^2 delta)) V' f;
+# "iw" (w = max(mu, 0) = s^2, H = s Ly, H'H = M): s (H H' + T delta I)^{-1}
+#   H f = s H (H'H + T delta I)^{-1} f = w * Ly V diag(1 / (e + T delta)) V' f.
+# Both factors stay bounded as delta -> 0 on the directions that matter (e /
+# (e^2 + c) <= 1 / (2 sqrt(c)); in "iw", H V diag(1 / (e + c)) has column
+# norms sqrt(e) / (e + c), the SVD form's s / (s^2 + c)).
+lowrank_step <- function(Ly, mu, delta, method, f) {
+  n <- nrow(Ly)
+  w <- if (method == "kbr") mu else pmax(mu, 0)
+  e <- eigen(crossprod(Ly, w * Ly), symmetric = TRUE)
+  h <- if (method == "kbr") e$values / (e$values^2 + n^2 * delta) else
+    1 / (pmax(e$values, 0) + n * delta)
+  w * drop(Ly %*% (e$vectors %*% (h * crossprod(e$vectors, f))))
 }
 
 #' Kalman filter

@@ -2,7 +2,8 @@
 # n = 2000 against a plain-R implementation with solve() (ratio), the split
 # between our code (Gram matrices) and the LAPACK solves, the low-rank path
 # for n = 2000, 4000, 8000 at rank 100 (time should grow about linearly in
-# n), and one KBR-filter step for T = 1000 with and without low rank.
+# n), and the KBR filter per step, full vs low-rank path, for T = 100 to
+# 2000 with the crossover.
 suppressPackageStartupMessages(library(kernbayes))
 set.seed(1)
 elapsed <- function(expr) {
@@ -76,17 +77,41 @@ for (nn in c(2000L, 4000L, 8000L)) {
   prev <- t_l
 }
 
-# one filter step, T = 1000: a linear Gaussian state-space model
-A <- matrix(c(0.9, 0.1, -0.1, 0.9), 2)
-sim <- function(T) {
+# The KBR filter, full vs low-rank path, on the noisy rotation of
+# Fukumizu et al. (2013, Sec. 5.3, case a; inst/experiments/kbr-rotation-filter.R)
+# with median bandwidths and the default tol (factors of rank ~30-40): time
+# per step for T = 100 ... 2000 training transitions, both methods, and the
+# crossover (the smallest T of the grid from which the low-rank path is
+# faster at every larger T). kbr_filter() picks the low-rank path by
+# default above T = 300.
+rot <- function(T) {
+  g <- function(th) cbind(cos(th), sin(th))
   x <- matrix(0, T, 2)
-  x[1, ] <- stats::rnorm(2, sd = 0.5)
-  for (t in 2:T) x[t, ] <- A %*% x[t - 1, ] + stats::rnorm(2, sd = sqrt(0.1))
-  list(x = x, y = x + matrix(stats::rnorm(2 * T, sd = sqrt(0.2)), T))
+  x[1, ] <- g(stats::runif(1, -pi, pi)) + stats::rnorm(2, sd = 0.2)
+  for (t in 2:T) x[t, ] <- g(atan2(x[t - 1, 2], x[t - 1, 1]) + 0.3) + stats::rnorm(2, sd = 0.2)
+  list(x = x, y = x + matrix(stats::rnorm(2 * T, sd = 0.2), T))
 }
-tr <- sim(1001)
-te <- sim(20)
-t_full <- elapsed(kbr_filter(tr$x, tr$y, te$y)) / 20
-t_low <- elapsed(kbr_filter(tr$x, tr$y, te$y, rank = 100)) / 20
-cat(sprintf("KBR filter, T = 1000: %.3f s per step (full), %.4f s per step (rank 100): ratio %.0fx\n",
-            t_full, t_low, t_full / t_low))
+te <- rot(20)
+Ts <- c(100L, 200L, 300L, 500L, 1000L, 2000L)
+cat("KBR filter, noisy rotation, 20 steps: seconds per step\n")
+ratios <- list()
+for (method in c("iw", "kbr")) {
+  ratios[[method]] <- numeric(0)
+  for (T in Ts) {
+    tr <- rot(T + 1L)
+    # fewer steps for the slow full path at large T (its cost per step is flat)
+    nf <- if (T >= 1000L) 4L else 20L
+    t_full <- elapsed(f0 <- kbr_filter(tr$x, tr$y, te$y[seq_len(nf), ],
+                                       method = method, rank = Inf)) / nf
+    t_low <- elapsed(f1 <- kbr_filter(tr$x, tr$y, te$y, method = method,
+                                      rank = min(200L, T))) / 20
+    ratios[[method]] <- c(ratios[[method]], t_full / t_low)
+    cat(sprintf("  %-3s T = %4d: full %.4f, low rank %.4f (ranks %d/%d): ratio %.1fx; max |mean diff| %.1e\n",
+                method, T, t_full, t_low, f1$rank_x, f1$rank_y, t_full / t_low,
+                max(abs(f1$mean[seq_len(nf), ] - f0$mean))))
+  }
+  win <- ratios[[method]] > 1
+  k <- if (all(win)) 1L else if (!win[length(win)]) NA else max(which(!win)) + 1L
+  cat(sprintf("  %s: low rank faster from T = %s of the grid on\n", method,
+              if (is.na(k)) "none" else Ts[k]))
+}

@@ -90,8 +90,9 @@ test_that("low-rank filter with r = T and tol = 0 equals the full filter", {
                      method = method)
     f1 <- kbr_filter(x, y, yo, kx, ky, eps = 1e-3, delta = 1e-2,
                      method = method, rank = 40, tol = 0)
-    expect_match(f1$method, "rank")
-    expect_null(f1$weights)
+    expect_match(f1$method, "low rank [0-9]+/[0-9]+")
+    expect_identical(f1$path, "lowrank")
+    expect_identical(dim(f1$weights), c(40L, 10L))
     expect_lt(rel_err(f1$mean, f0$mean), 1e-8)
   }
 })
@@ -151,6 +152,71 @@ test_that("a coarse low-rank filter equals the Nystrom formulas, stays bounded a
     rs <- ref_lowrank_filter(xs, ys, matrix(ys[1:6]), 0.5, 1e-3, 1e-8, method, 15)
     expect_lt(rel_err(fs$mean, rs), 1e-6, label = method)
   }
+})
+
+# One low-rank step from the formulas with plain solves on the T x T
+# Nystrom matrix G = Ly Ly' (the package's path never forms it): "kbr" W =
+# L G ((L G)^2 + T^2 delta I)^{-1} L k, L = diag(mu); "iw" W = s (s G s +
+# T delta I)^{-1} s k, s = sqrt(max(mu, 0)); k = Ly f.
+ref_lowrank_step <- function(Ly, mu, delta, method, f) {
+  n <- nrow(Ly)
+  G <- tcrossprod(Ly)
+  k <- drop(Ly %*% f)
+  if (method == "kbr") {
+    LG <- mu * G
+    drop(LG %*% solve(LG %*% LG + n^2 * delta * diag(n), mu * k))
+  } else {
+    s <- sqrt(pmax(mu, 0))
+    s * drop(solve(s * t(s * G) + n * delta * diag(n), s * k))
+  }
+}
+
+test_that("the O(T r) low-rank step equals the plain T x T formulas and the old operator", {
+  set.seed(111)
+  n <- 80
+  Ly <- matrix(rnorm(n * 6), n) / 3
+  f <- rnorm(6)
+  for (mu in list(runif(n, 0.2, 2), rnorm(n))) {   # positive; signs mixed
+    for (method in c("iw", "kbr")) {
+      for (delta in c(1e-2, 1e-5)) {
+        a <- kernbayes:::lowrank_step(Ly, mu, delta, method, f)
+        lab <- sprintf("%s, delta %g, min(mu) %.2f", method, delta, min(mu))
+        expect_lt(rel_err(a, ref_lowrank_step(Ly, mu, delta, method, f)), 1e-9,
+                  label = lab)
+        # the former path: the T x r operator times f
+        old <- drop(kernbayes:::lowrank_operator(Ly, mu, delta, method) %*% f)
+        expect_lt(rel_err(a, old), 1e-10, label = lab)
+      }
+    }
+  }
+})
+
+test_that("kbr_filter() chooses the low-rank path above T = 300 when the factors converge", {
+  set.seed(112)
+  T <- 400
+  th <- cumsum(rep(0.3, T + 1)) + rnorm(T + 1, sd = 0.05)
+  x <- cbind(cos(th), sin(th)) + matrix(rnorm(2 * (T + 1), sd = 0.1), T + 1)
+  y <- x + matrix(rnorm(2 * (T + 1), sd = 0.2), T + 1)
+  yo <- y[1:8, ]
+  fa <- kbr_filter(x, y, yo)                      # median bandwidths: smooth
+  expect_identical(fa$path, "lowrank")
+  expect_lte(max(fa$rank_x, fa$rank_y), T %/% 8)
+  expect_lte(max(fa$residual), 1e-6)
+  fl <- kbr_filter(x, y, yo, rank = T %/% 8)
+  expect_identical(fa$weights, fl$weights)
+  ff <- kbr_filter(x, y, yo, rank = Inf)         # forced full path
+  expect_identical(ff$path, "full")
+  expect_match(ff$method, "full path")
+  expect_lt(max(abs(fa$mean - ff$mean)), 1e-3)
+  # at T = 300 and below: the full path
+  fs <- kbr_filter(x[1:301, ], y[1:301, ], yo)
+  expect_identical(fs$path, "full")
+  expect_identical(fs$weights, kbr_filter(x[1:301, ], y[1:301, ], yo,
+                                          rank = Inf)$weights)
+  # a kernel too narrow for rank T / 8: the full path
+  k <- gaussian_kernel(bandwidth = 0.02)
+  fn <- kbr_filter(x, y, yo, k, k, eps = 1e-2, delta = 1e-2)
+  expect_identical(fn$path, "full")
 })
 
 # ---- the KBR filter on a linear Gaussian state-space model -------------------
@@ -236,6 +302,13 @@ test_that("kbr_filter() and kalman_filter() reject bad input", {
   expect_error(kbr_filter(x, y, 1:3, rank = 30), "'rank' must be at most 29",
                fixed = TRUE)
   expect_error(kbr_filter(x, y, 1:3, rank = 0), "'rank'", fixed = TRUE)
+  for (bad in list(-Inf, NA, "full", c(5, 10), TRUE, 2.5)) {
+    expect_error(kbr_filter(x, y, 1:3, rank = bad), "'rank'", fixed = TRUE,
+                 class = "kb_error_arg")
+  }
+  expect_error(kbr_filter(x, y, 1:3, rank = "full"),
+               "NULL (automatic), Inf (the full path) or a whole number",
+               fixed = TRUE)
   expect_error(kbr_filter(x, y, 1:3, method = "kf"), "'method'", fixed = TRUE)
   expect_error(kalman_filter(1:3, A = 0.9, C = 1, Q = 0.1, R = NA),
                "'R' must be a finite numeric matrix", fixed = TRUE)
