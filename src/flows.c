@@ -6,6 +6,7 @@
  * from stein.c.  Kernels reaching the kernel-layer entries are isotropic:
  * L = lam I.  Each entry checks for an interrupt on entry, for one that
  * arrived while R code (a score closure) ran. */
+#include <float.h>
 #include <math.h>
 #include "stein.h"
 #include "args.h"
@@ -298,7 +299,9 @@ static double med_select(med_ctx *c, int nt, R_xlen_t r, double *next)
         if (r == lo + c->hist[k] - 1)
             return c->bmax[k];
         c->a = c->bmin[k];
-        c->b = c->bmax[k];
+        /* an overflowed distance (Inf) stays above the next interval,
+         * which then has bins */
+        c->b = c->bmax[k] < DBL_MAX ? c->bmax[k] : DBL_MAX;
     }
 }
 
