@@ -45,6 +45,10 @@ test_that("the median equals plain R's, bit for bit: odd and even n, ties, few p
     x <- median_cases()[[nm]]
     r <- ref_median_sq(x)
     expect_identical(med_c(x), r, label = nm)
+    # and, to rounding (dist() takes a square root), the median of dist()^2
+    n <- nrow(x)
+    expect_equal(med_c(x), stats::median(c(rep(0, n), rep(as.vector(stats::dist(x))^2, 2))),
+                 tolerance = 1e-12, label = nm)
     # the bandwidth svgd() uses, from the same median
     expect_identical(svgd_h(x), sqrt(0.5 * r / log(nrow(x) + 1)), label = nm)
   }
