@@ -13,7 +13,8 @@ SEXP kb_assign(SEXP);
 SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP, SEXP);
 
 /* flows.c */
-SEXP kb_svgd_phi(SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_svgd_phi(SEXP, SEXP, SEXP, SEXP);
+SEXP kb_svgd_median(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_cross_kernel(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_self_kernel(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksd_grad(SEXP, SEXP, SEXP, SEXP);

@@ -6,7 +6,7 @@
  * from stein.c.  Kernels reaching the kernel-layer entries are isotropic:
  * L = lam I.  Each entry checks for an interrupt on entry, for one that
  * arrived while R code (a score closure) ran. */
-#include <limits.h>
+#include <float.h>
 #include <math.h>
 #include "stein.h"
 #include "args.h"
@@ -30,16 +30,12 @@ static R_xlen_t row_total_add(void *ctx, R_xlen_t i0, R_xlen_t i1)
     return -1;
 }
 
-/* ---- SVGD: the median bandwidth --------------------------------------- */
+/* ---- SVGD: the median bandwidth ---------------------------------------
+ * The median of all n^2 squared distances (zero diagonal included), exact,
+ * without keeping the n (n - 1) / 2 pair distances: a sampled bracket, then
+ * passes over the rows that recompute the distances (svgd_median). */
 
 #define SVGD_TILE 64
-
-/* Row-packed strict upper triangle of the squared distances: row i holds
- * j = i+1..n-1 from offset i n - i (i + 1) / 2. */
-static inline size_t pk_off(R_xlen_t i, R_xlen_t n)
-{
-    return (size_t) i * n - (size_t) i * (i + 1) / 2;
-}
 
 /* The q-th smallest (0-based) of v[0..m-1] by quickselect (Hoare
  * partition, median-of-three pivot); reorders v so that v[q] is in place
@@ -125,111 +121,242 @@ static void median_bracket(const double *X, R_xlen_t n, int d, R_xlen_t qa,
         *hi = a > 0 ? pick_rank(smp + a, ms - a, b - a) : pick_rank(smp, ms, b);
 }
 
-/* The packing pass: row i of the pair distances into P, counting the
- * values below the bracket and collecting those inside it (per thread: a
- * buffer of cap + 1 values, the last one a spare slot). */
+/* The selection passes.  The distance of pair i < j is the row-i value of
+ * kb_sqdist_block, as the SVGD direction computes it.  Each pass looks at
+ * an interval
+ * [a, b] known to hold pair rank qa, counts the values below it, collects
+ * the values inside it while they fit, and builds a histogram of them
+ * (MED_BINS bins, with each bin's smallest and largest value).  When the
+ * values inside were all collected, a quickselect finishes; otherwise the
+ * bin holding rank qa becomes the next interval.  The first interval is the
+ * sampled bracket; when it misses, the side of it that holds the rank
+ * follows.  Memory a thread: the histogram, 3 MED_BINS numbers, and at
+ * most MED_COLLECT collected values (8 MB). */
+
+#define MED_BINS 4096
+#define MED_COLLECT ((R_xlen_t) 1 << 20)
+
 typedef struct {
     const double *X;
-    R_xlen_t n;
-    int d;
-    double *P, lo, hi;
-    R_xlen_t cap, *below, *nb, *over;   /* per thread */
-} pack_ctx;
+    R_xlen_t n, cap;          /* cap: values a thread may collect */
+    int d, nb;                /* nb bins: MED_BINS, or 1 when b = Inf */
+    double a, b, s1, scale;   /* bin of v: (v - a) s1 scale, cut to nb - 1 */
+    /* per thread: */
+    R_xlen_t *below, *above, *ncol, *hist;
+    double *bmin, *bmax, *col;
+} med_ctx;
 
-static void pack_row(void *ctx, R_xlen_t i, double *bt)
+/* The bin of v in [a, b]: nondecreasing in v (each step rounds
+ * monotonically), so a bin's values are those between its smallest and
+ * largest. */
+static inline int med_bin(const med_ctx *q, double v)
 {
-    const pack_ctx *q = (const pack_ctx *) ctx;
-    const int tid = kb_thread_id(), m = (int) (q->n - 1 - i);
-    double *row = q->P + pk_off(i, q->n);
-    kb_sqdist_block(q->d, q->X + i, q->n, q->X, q->n, i + 1, m, row);
-    R_xlen_t bl = q->below[tid], k = q->nb[tid];
-    for (int t = 0; t < m; t++) {
-        double v = row[t];
-        bl += v < q->lo;
-        bt[k] = v;
-        k += (v >= q->lo) & (v <= q->hi);
-        if (k == q->cap) {
-            q->over[tid] = 1;
-            k = q->cap - 1;
+    double u = (v - q->a) * q->s1 * q->scale;
+    return u < q->nb - 1 ? (int) u : q->nb - 1;
+}
+
+static void med_row(void *ctx, R_xlen_t i, double *r)
+{
+    const med_ctx *q = (const med_ctx *) ctx;
+    const int tid = kb_thread_id();
+    const double a = q->a, b = q->b;
+    R_xlen_t *hist = q->hist + (size_t) tid * MED_BINS, bl = 0, ab = 0,
+        nc = q->ncol[tid];
+    double *bmin = q->bmin + (size_t) tid * MED_BINS,
+        *bmax = q->bmax + (size_t) tid * MED_BINS,
+        *col = q->col + (size_t) tid * q->cap;
+    for (R_xlen_t j0 = i + 1; j0 < q->n; j0 += KB_BLOCK) {
+        int m = (int) (q->n - j0 < KB_BLOCK ? q->n - j0 : KB_BLOCK), k = 0;
+        double cb = 0.0, ca = 0.0, *c = r + KB_BLOCK;
+        kb_sqdist_block(q->d, q->X + i, q->n, q->X, q->n, j0, m, r);
+        /* counts in doubles (exact), so that the loop vectorises */
+#pragma omp simd reduction(+:cb, ca)
+        for (int t = 0; t < m; t++) {
+            cb += r[t] < a ? 1.0 : 0.0;
+            ca += r[t] > b ? 1.0 : 0.0;
+        }
+        bl += (R_xlen_t) cb;
+        ab += (R_xlen_t) ca;
+        if (cb + ca == m)
+            continue;
+        for (int t = 0; t < m; t++) {   /* without branches: few are in */
+            c[k] = r[t];
+            k += (r[t] >= a) & (r[t] <= b);
+        }
+        for (int t = 0; t < k; t++) {
+            double v = c[t];
+            int h = med_bin(q, v);
+            if (hist[h]++ == 0) {
+                bmin[h] = bmax[h] = v;
+            } else {
+                bmin[h] = v < bmin[h] ? v : bmin[h];
+                bmax[h] = v > bmax[h] ? v : bmax[h];
+            }
+            if (nc <= q->cap) {   /* cap + 1: overflowed */
+                if (nc < q->cap)
+                    col[nc] = v;
+                nc++;
+            }
         }
     }
-    q->below[tid] = bl;
-    q->nb[tid] = k;
+    q->below[tid] += bl;
+    q->above[tid] += ab;
+    q->ncol[tid] = nc;
 }
 
-/* The pair ranks qa and q1 (q1 = qa or qa + 1) from the values collected
- * in the bracket, or from a copy of P when the bracket missed. */
-static void pack_median(const pack_ctx *q, int nt, kb_scratch buf,
-                        R_xlen_t qa, R_xlen_t q1, double *v)
+/* One pass over [a, b]; the per-thread counts are merged into thread 0's
+ * slots.  Returns 1 when every value inside was collected (they are then
+ * moved to the front of col). */
+static int med_pass(med_ctx *q, int nt)
 {
-    R_xlen_t bl = 0, tot = 0, N = q->n * (q->n - 1) / 2, off = 0, m = N;
-    int overflow = 0;
-    for (int t = 0; t < nt; t++) {
-        bl += q->below[t];
-        overflow |= (int) q->over[t];
-        if (t > 0)
-            memmove(buf.base + tot, buf.base + (size_t) t * buf.per,
-                    (size_t) q->nb[t] * sizeof(double));
-        tot += q->nb[t];
+    q->nb = R_FINITE(q->b) && q->b > q->a ? MED_BINS : 1;
+    q->s1 = q->b - q->a < 1e-280 ? 0x1p+600 : 1.0;   /* keep scale finite */
+    q->scale = q->nb > 1 ? MED_BINS / ((q->b - q->a) * q->s1) : 0.0;
+    for (int t = 0; t < nt; t++)
+        q->below[t] = q->above[t] = q->ncol[t] = 0;
+    memset(q->hist, 0, (size_t) nt * MED_BINS * sizeof(R_xlen_t));
+    kb_loop L = {.nt = nt, .cost1 = -KB_KERNEL_WORK(q->d),
+                 .cost0 = (double) (q->n - 1) * KB_KERNEL_WORK(q->d) + 1.0,
+                 .dynamic = 8, .scratch = kb_scratch_alloc(2 * KB_BLOCK, nt),
+                 .item = med_row, .ctx = q};
+    kb_loop_run(&L, 0, q->n - 1);
+    int whole = q->ncol[0] <= q->cap;
+    R_xlen_t tot = q->ncol[0];
+    for (int t = 1; t < nt; t++) {
+        q->below[0] += q->below[t];
+        q->above[0] += q->above[t];
+        const R_xlen_t *h = q->hist + (size_t) t * MED_BINS;
+        const double *mn = q->bmin + (size_t) t * MED_BINS,
+            *mx = q->bmax + (size_t) t * MED_BINS;
+        for (int k = 0; k < q->nb; k++) {
+            if (!h[k])
+                continue;
+            if (!q->hist[k] || mn[k] < q->bmin[k])
+                q->bmin[k] = mn[k];
+            if (!q->hist[k] || mx[k] > q->bmax[k])
+                q->bmax[k] = mx[k];
+            q->hist[k] += h[k];
+        }
+        if (q->ncol[t] > q->cap)
+            whole = 0;
+        if (whole)
+            memmove(q->col + tot, q->col + (size_t) t * q->cap,
+                    (size_t) q->ncol[t] * sizeof(double));
+        tot += q->ncol[t];
     }
-    double *w = buf.base;
-    if (!overflow && bl <= qa && q1 < bl + tot) {
-        off = bl;
-        m = tot;
-    } else {
-        w = (double *) R_alloc((size_t) N, sizeof(double));
-        memcpy(w, q->P, (size_t) N * sizeof(double));
-    }
-    v[0] = v[1] = pick_rank(w, m, qa - off);
-    if (q1 != qa) {
-        v[1] = R_PosInf;      /* the smallest after the partition point */
-        for (R_xlen_t t = qa - off + 1; t < m; t++)
-            if (w[t] < v[1])
-                v[1] = w[t];
+    q->ncol[0] = tot;
+    return whole;
+}
+
+/* The value of pair rank r, starting from the interval [c->a, c->b]
+ * (moved as the passes narrow it).  *next: the value of rank r + 1 when
+ * these passes show it (it is in the same interval), else NaN. */
+static double med_select(med_ctx *c, int nt, R_xlen_t r, double *next)
+{
+    const R_xlen_t N = c->n * (c->n - 1) / 2;
+    *next = R_NaN;
+    for (int stage = 0;; stage++) {
+        if (stage == 200)
+            KB_INTERNAL("the median selection does not converge");
+        int whole = med_pass(c, nt);
+        R_xlen_t lo = c->below[0], in = N - lo - c->above[0], hs = 0;
+        for (int k = 0; k < c->nb; k++)
+            hs += c->hist[k];
+        if (hs != in)
+            kb_error_numeric(_("the particles' pair distances are not all "
+                               "numbers: the flow diverged"));
+        if (r < lo) {         /* the interval missed: the side below */
+            c->b = nextafter(c->a, 0.0);
+            c->a = 0.0;
+            continue;
+        }
+        if (r >= lo + in) {   /* the side above */
+            c->a = nextafter(c->b, R_PosInf);
+            c->b = R_PosInf;
+            continue;
+        }
+        if (whole) {
+            double v = pick_rank(c->col, in, r - lo);
+            if (r - lo + 1 < in) {   /* the smallest after the partition */
+                *next = R_PosInf;
+                for (R_xlen_t t = r - lo + 1; t < in; t++)
+                    *next = c->col[t] < *next ? c->col[t] : *next;
+            }
+            return v;
+        }
+        int k = 0;
+        while (r >= lo + c->hist[k])
+            lo += c->hist[k++];
+        int j = k + 1;        /* the next bin with values */
+        while (j < c->nb && !c->hist[j])
+            j++;
+        if (r + 1 < lo + c->hist[k])
+            *next = c->bmin[k] == c->bmax[k] ? c->bmin[k] : R_NaN;
+        else if (j < c->nb)
+            *next = c->bmin[j];
+        if (r == lo || c->bmin[k] == c->bmax[k])
+            return c->bmin[k];   /* the first of its bin, or ties */
+        if (r == lo + c->hist[k] - 1)
+            return c->bmax[k];
+        c->a = c->bmin[k];
+        /* an overflowed distance (Inf) stays above the next interval,
+         * which then has bins */
+        c->b = c->bmax[k] < DBL_MAX ? c->bmax[k] : DBL_MAX;
     }
 }
 
-/* Fill P (row-packed pair distances) and return the median of all n^2
- * squared distances.  The two middle order statistics are bracketed by
- * order statistics of a sample of pairs; the packing pass counts the
- * values below the bracket and collects those inside it, and a
- * quickselect inside the bracket finishes.  If the bracket misses, a
- * quickselect on a copy of P gives the same exact answer. */
-static double svgd_median(const double *X, R_xlen_t n, int d, double *P,
-                          int nt)
+/* The median of all n^2 squared distances: the mean of the entries of
+ * ranks n^2 / 2 and n^2 / 2 + 1 (n even), or of rank (n^2 + 1) / 2.  cap:
+ * values a thread may collect (0: the default); br: a first interval
+ * instead of the sampled bracket, or NULL (the tests steer the passes with
+ * both). */
+static double svgd_median(const double *X, R_xlen_t n, int d, int nt,
+                                 R_xlen_t cap, const double *br)
 {
     R_xlen_t N = n * (n - 1) / 2, q[2];
     median_ranks(n, q);
-    R_xlen_t qa = q[0] < 0 ? q[1] : q[0], cap = N / 8 / nt + 1024;
-    pack_ctx pc = {X, n, d, P, R_NegInf, R_PosInf, cap,
-                   (R_xlen_t *) R_alloc((size_t) nt * 3, sizeof(R_xlen_t)),
-                   NULL, NULL};
-    pc.nb = pc.below + nt;
-    pc.over = pc.nb + nt;
-    for (int t = 0; t < 3 * nt; t++)
-        pc.below[t] = 0;
-    if (qa >= 0)
-        median_bracket(X, n, d, qa, &pc.lo, &pc.hi);
-    kb_scratch buf = kb_scratch_alloc((size_t) cap + 1, nt);
-    /* row i holds n - 1 - i pairs */
-    kb_loop L = {.nt = nt, .cost1 = -KB_KERNEL_WORK(d),
-                 .cost0 = (double) (n - 1) * KB_KERNEL_WORK(d) + 1.0,
-                 .dynamic = 8, .scratch = buf, .item = pack_row, .ctx = &pc};
-    kb_loop_run(&L, 0, n - 1);
-    if (qa < 0)
-        return 0.0;
-    double v[2];
-    pack_median(&pc, nt, buf, qa, q[1], v);
+    R_xlen_t qa = q[0] < 0 ? q[1] : q[0], q1 = q[1];
+    if (cap <= 0)
+        cap = MED_COLLECT;
+    med_ctx c = {.X = X, .n = n, .d = d, .cap = N + 1 < cap ? N + 1 : cap};
+    R_xlen_t *cnt = (R_xlen_t *) R_alloc((size_t) nt * (3 + MED_BINS),
+                                         sizeof(R_xlen_t));
+    double *buf = (double *) R_alloc((size_t) nt * (2 * MED_BINS + c.cap),
+                                     sizeof(double));
+    c.below = cnt;
+    c.above = cnt + nt;
+    c.ncol = cnt + 2 * nt;
+    c.hist = cnt + 3 * nt;
+    c.bmin = buf;
+    c.bmax = buf + (size_t) nt * MED_BINS;
+    c.col = c.bmax + (size_t) nt * MED_BINS;
+    if (br) {
+        c.a = br[0];
+        c.b = br[1];
+    } else {
+        median_bracket(X, n, d, qa, &c.a, &c.b);
+    }
+    if (!(c.a > 0.0))
+        c.a = 0.0;            /* distances are >= 0 */
+    double v1, v0 = med_select(&c, nt, qa, &v1);
     if (q[0] < 0)
-        v[0] = 0.0;
-    return 0.5 * (v[0] + v[1]);
+        return 0.5 * v0;
+    if (q1 == qa)
+        return v0;
+    if (ISNAN(v1)) {          /* rank q1: the smallest value above v0 */
+        c.a = nextafter(v0, R_PosInf);
+        c.b = R_PosInf;
+        double nx;
+        v1 = med_select(&c, nt, q1, &nx);
+    }
+    return 0.5 * (v0 + v1);
 }
 
-/* The median heuristic h = sqrt(0.5 med / log(n + 1)), filling P. */
-static double svgd_median_h(const double *X, R_xlen_t n, int d, double *P,
-                            int nt)
+/* The median heuristic h = sqrt(0.5 med / log(n + 1)). */
+static double svgd_median_h(const double *X, R_xlen_t n, int d, int nt)
 {
-    double h = sqrt(0.5 * svgd_median(X, n, d, P, nt) / log((double) n + 1.0));
+    double h = sqrt(0.5 * svgd_median(X, n, d, nt, 0, NULL) /
+                    log((double) n + 1.0));
     if (!(h > 0.0))
         kb_error_numeric(_("the median heuristic gives a zero bandwidth: "
                            "the particles coincide; give a numeric "
@@ -262,7 +389,6 @@ typedef struct {
     const double *X, *S;
     R_xlen_t n;
     int d, nt;
-    const double *P;          /* packed pair distances, or NULL */
     const kb_kernel *K;       /* Gaussian, lam = 1 / h^2 */
     R_xlen_t T;               /* tiles per side */
     size_t nacc;              /* per-thread sums, after SVGD_HEAD */
@@ -270,26 +396,6 @@ typedef struct {
     kb_scratch tb;            /* a tile row's distances and values */
     double tr;                /* the trace term over finished chunks */
 } svgd_ctx;
-
-/* Squared distances of particle i to j0..j0+m-1 (diag: a tile on the
- * diagonal, where j may be below i). */
-static void svgd_dists(const svgd_ctx *q, R_xlen_t i, R_xlen_t j0, int m,
-                       int diag, double *d2)
-{
-    const R_xlen_t n = q->n;
-    if (!q->P) {
-        kb_sqdist_block(q->d, q->X + i, n, q->X, n, j0, m, d2);
-    } else if (!diag) {
-        memcpy(d2, q->P + pk_off(i, n) + (j0 - i - 1),
-               (size_t) m * sizeof(double));
-    } else {
-        for (int t = 0; t < m; t++) {
-            R_xlen_t j = j0 + t;
-            d2[t] = j > i ? q->P[pk_off(i, n) + (j - i - 1)] :
-                j < i ? q->P[pk_off(j, n) + (i - j - 1)] : 0.0;
-        }
-    }
-}
 
 /* Row i of a tile against j0..j0+m-1: adds to the sums in acc; returns the
  * row's trace term (twice it off the diagonal, for the mirrored pairs).
@@ -300,7 +406,9 @@ static double svgd_row(const svgd_ctx *q, R_xlen_t i, R_xlen_t j0, int m,
     const R_xlen_t n = q->n;
     double *kv = d2 + SVGD_TILE, sums[2], *rs = acc + SVGD_HEAD,
         *KS = rs + n, *KX = KS + (size_t) q->d * n;
-    svgd_dists(q, i, j0, m, diag, d2);
+    /* on a diagonal tile j may be below i: |x_i - x_j|^2 is the same
+     * number either way (no contraction into FMA here) */
+    kb_sqdist_block(q->d, q->X + i, n, q->X, n, j0, m, d2);
     kb_phi0_iso_sums(q->K, m, d2, kv, sums);
     rs[i] += sums[0];
     if (!diag)
@@ -414,29 +522,20 @@ static double svgd_direction(svgd_ctx *q, double h, double *phi)
  * the bandwidth, or a non-positive value for the median heuristic h^2 =
  * 0.5 med / log(n + 1).  Returns list(phi, h, ksd2): phi = (K S + rep) / n
  * and the V-statistic KSD^2 of the particles with the same Gaussian
- * kernel.  ws: a double vector of length n (n - 1) / 2 the distances may
- * be written to (a workspace the R caller allocates once), or NULL;
- * memory: 4 n^2 bytes for the distances when the median is needed. */
-SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP ws, SEXP nthreads)
+ * kernel.  Nothing of size n^2 is kept: the median's passes and the
+ * direction's tiles each compute the pair distances. */
+SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP nthreads)
 {
     int n, d;
     kb_arg_points(x, s, "x", "score", &n, &d);
     int nt = kb_nthreads(nthreads);
     double h = kb_scalar_real(h_, "h");
-    R_xlen_t N = (R_xlen_t) n * (n - 1) / 2;
-    if (n < 2 || (!(h > 0.0) && N > INT_MAX))
-        kb_error_class("kb_error_arg", _("SVGD needs at least 2 particles, "
-                                         "and at most 65536 with the median "
-                                         "bandwidth"));
+    if (n < 2)
+        kb_error_class("kb_error_arg", _("SVGD needs at least 2 particles"));
     kb_check_interrupt();
     svgd_ctx q = {.X = REAL(x), .S = REAL(s), .n = n, .d = d, .nt = nt};
-    if (!(h > 0.0)) {
-        /* the caller's workspace (kept across iterations: no fresh pages) */
-        double *P = TYPEOF(ws) == REALSXP && XLENGTH(ws) == N ? REAL(ws) :
-            (double *) R_alloc((size_t) N, sizeof(double));
-        h = svgd_median_h(q.X, n, d, P, nt);
-        q.P = P;
-    }
+    if (!(h > 0.0))
+        h = svgd_median_h(q.X, n, d, nt);
     const char *nms[] = {"phi", "h", "ksd2", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP phi = Rf_allocMatrix(REALSXP, n, d);
@@ -446,6 +545,29 @@ SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP ws, SEXP nthreads)
     SET_VECTOR_ELT(ans, 2, Rf_ScalarReal(ksd2));
     UNPROTECT(1);
     return ans;
+}
+
+/* .Call entry (tests, benchmarks): the median of all n^2 squared
+ * distances of the rows of x.  cap: values a thread may collect, 0 for the
+ * default; bracket: NULL or c(lo, hi), a first interval instead of the
+ * sampled one. */
+SEXP kb_svgd_median(SEXP x, SEXP cap, SEXP bracket, SEXP nthreads)
+{
+    int n = kb_arg_matrix(x, "x", -1, -1), d = Rf_ncols(x);
+    int nt = kb_nthreads(nthreads);
+    if (n < 2)
+        kb_error_class("kb_error_arg", _("'x' must have at least 2 rows"));
+    const double *br = NULL;
+    if (!Rf_isNull(bracket)) {
+        if (TYPEOF(bracket) != REALSXP || XLENGTH(bracket) != 2)
+            kb_error_class("kb_error_arg", _("'bracket' must be NULL or two "
+                                             "numbers"));
+        br = REAL(bracket);
+    }
+    kb_check_interrupt();
+    return Rf_ScalarReal(svgd_median(REAL(x), n, d, nt,
+                                     (R_xlen_t) kb_scalar_real(cap, "cap"),
+                                     br));
 }
 
 /* ---- kernel sums and their gradients (MMD / DrMMD witnesses) ---------- */

@@ -3,7 +3,8 @@
 # svgd against a vectorised plain-R SVGD update measured in the same run,
 # mmd_flow with a user_kernel() (the Gaussian in R) against the built-in, and
 # one mmd_flow step at n = M = 2000 (d = 2, 10) with the particles' own sums
-# by symmetry against the previous cross sums of x against x.
+# by symmetry against the previous cross sums of x against x, and the SVGD
+# median bandwidth (against plain R, and its share of an iteration).
 # Run: Rscript inst/bench/bench-flows.R  (KB_BENCH_THREADS=1 skips 2 threads)
 suppressMessages(library(kernbayes))
 elapsed <- function(expr) {
@@ -135,4 +136,48 @@ for (d in c(2L, 10L)) {
                   s_o / s_n, t_n, t_o, t_o / t_n, t_f))
     }
   }
+}
+
+# The SVGD median bandwidth, selected without keeping the pair distances
+# (src/flows.c, svgd_median): (1) against a plain-R median of the n^2
+# squared distances (stats::dist(), the full matrix kept) at n = 3000,
+# d = 2, the two alternating, best of 5, CPU and elapsed time; (2) its
+# share of an SVGD iteration (the median bandwidth against a fixed one, the
+# same direction) at n = 2000 and 10000, 1 thread.
+cpu_wall <- function(expr) {
+  t <- system.time(force(expr))
+  c(cpu = t[["user.self"]], wall = t[["elapsed"]])
+}
+med_plain_r <- function(x) stats::median(as.matrix(stats::dist(x))^2)
+med_c <- function(x, nt) .Call(kernbayes:::C_kb_svgd_median, x, 0, NULL, nt)
+load_now <- function() sub(".*load average: ", "", system("uptime", intern = TRUE))
+set.seed(4)
+n3 <- 3000L
+x3 <- matrix(stats::rnorm(2 * n3), n3)
+stopifnot(abs(med_c(x3, 1L) / med_plain_r(x3) - 1) < 1e-12)
+tm <- vapply(1:5, function(r) {
+  c(cpu_wall(for (k in 1:10) med_c(x3, 1L)) / 10, cpu_wall(med_plain_r(x3)))
+}, numeric(4))
+b <- apply(tm, 1L, min)
+cat(sprintf(paste0("svgd median, n = %d, d = 2, 1 thread: %.4f s CPU (%.4f s ",
+                   "elapsed), plain R dist() + median %.3f s CPU (%.3f s): ",
+                   "%.0fx (CPU), %.0fx (elapsed); load %s\n"),
+            n3, b[1], b[2], b[3], b[4], b[3] / b[1], b[4] / b[2], load_now()))
+for (n4 in c(2000L, 10000L)) {
+  set.seed(5)
+  x4 <- matrix(stats::rnorm(2 * n4), n4)
+  h <- .Call(kernbayes:::C_kb_svgd_phi, x4, -x4, -1, 1L)$h
+  reps <- if (n4 > 5000L) 3L else 10L
+  calls <- if (n4 > 5000L) 1L else 10L
+  tm <- vapply(seq_len(reps), function(r) {
+    c(cpu_wall(for (k in seq_len(calls))
+                 .Call(kernbayes:::C_kb_svgd_phi, x4, -x4, -1, 1L)),
+      cpu_wall(for (k in seq_len(calls))
+                 .Call(kernbayes:::C_kb_svgd_phi, x4, -x4, h, 1L))) / calls
+  }, numeric(4))
+  b <- apply(tm, 1L, min)
+  cat(sprintf(paste0("svgd iteration, n = %d, d = 2, 1 thread: median bandwidth ",
+                     "%.4f s CPU (%.4f elapsed), fixed bandwidth %.4f s CPU ",
+                     "(%.4f): the median adds %.0f%% (CPU); load %s\n"),
+              n4, b[1], b[2], b[3], b[4], 100 * (b[1] / b[3] - 1), load_now()))
 }

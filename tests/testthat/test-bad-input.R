@@ -1674,9 +1674,6 @@ bi_add("subprocess: external pointers, re-entry, sizes", list(
     k <- p$kernel; k$lambda <- numeric(0)
     kernbayes:::ksd_resolved(X, S, k)", bi_any(bi_arg("kernel"), bi_state(),
                                                bi_err("kb_error", ""))),
-  bi_sub("svgd_70000_particles", "
-    svgd(matrix(rnorm(140000), 70000), tg2, n_iter = 1, progress = FALSE)",
-    bi_any(bi_arg("x0"), bi_err("kb_error", "(particles|memory|too many|large)"))),
   bi_sub("sample_target_2e9", "sample_target(tg2, 2e9)",
     bi_any(bi_arg("n"), bi_err("error", "cannot allocate"))),
   bi_sub("nthreads_max_int", "
