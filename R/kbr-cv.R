@@ -118,6 +118,18 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
       kte <- gy[tr, te, drop = FALSE]
       cross <- rowMeans(gx[tr, te, drop = FALSE])
       self <- mean(gx[te, te, drop = FALSE])
+      if (method == "kbr") {
+        # every (eps, delta) of the fold at once: one eigen-decomposition
+        # per eps, O(r^2) per delta (kb_kbr_cv_fold in src/kbr.c)
+        ue <- unique(grid$eps[rows])
+        ud <- unique(grid$delta[rows])
+        tab <- .Call(C_kb_kbr_cv_fold, Gtr, Gytr, m, gx[tr, te, drop = FALSE],
+                     kte, ue, ud, criterion == "marginal")
+        terms <- tab[cbind(match(grid$eps[rows], ue),
+                           match(grid$delta[rows], ud))]
+        return(if (criterion == "marginal") terms + self else
+          (terms + length(te)) / n)
+      }
       mus <- list()
       for (k in seq_along(rows)) {
         g <- rows[k]

@@ -96,3 +96,84 @@ void kb_lu_solve_factored(int n, int nrhs, const double *LU, const int *ipiv,
     if (info != 0)
         KB_INTERNAL("dgetrs failed");
 }
+
+void kb_crossprod(int m, int n, int k, const double *A, const double *B,
+                  double *C)
+{
+    const double one = 1.0, zero = 0.0;
+    F77_CALL(dgemm)("T", "N", &m, &n, &k, &one, A, &k, B, &k, &zero, C, &m
+                    FCONE FCONE);
+}
+
+void kb_syrk_t(int m, int k, const double *A, double sgn, int acc, double *C)
+{
+    const double beta = acc ? 1.0 : 0.0;
+    if (k > 0)
+        F77_CALL(dsyrk)("U", "T", &m, &k, &sgn, A, &k, &beta, C, &m
+                        FCONE FCONE);
+    else if (!acc)
+        memset(C, 0, (size_t) m * m * sizeof(double));
+}
+
+void kb_sym_fill(int n, double *C)
+{
+    for (int j = 0; j < n; j++)
+        for (int i = j + 1; i < n; i++)
+            C[i + (size_t) j * n] = C[j + (size_t) i * n];
+}
+
+void kb_matmul_nt(int m, int n, int k, const double *A, const double *B,
+                  double *C)
+{
+    const double one = 1.0, zero = 0.0;
+    F77_CALL(dgemm)("N", "T", &m, &n, &k, &one, A, &m, B, &n, &zero, C, &m
+                    FCONE FCONE);
+}
+
+void kb_sym_eigen_rrr(int d, const double *A, double *w, double *Q,
+                      const char *what)
+{
+    int info = 0, lwork = -1, liwork = -1, m, iwq, il = 1, iu = d;
+    double wq, vl = 0.0, vu = 0.0, abstol = 0.0;
+    double *a = (double *) R_alloc((size_t) d * d, sizeof(double));
+    int *isuppz = (int *) R_alloc((size_t) 2 * d, sizeof(int));
+    memcpy(a, A, (size_t) d * d * sizeof(double));
+    F77_CALL(dsyevr)("V", "A", "U", &d, a, &d, &vl, &vu, &il, &iu, &abstol,
+                     &m, w, Q, &d, isuppz, &wq, &lwork, &iwq, &liwork, &info
+                     FCONE FCONE FCONE);
+    if (info != 0)
+        kb_error_numeric(_("eigen-decomposition of '%s' failed (LAPACK dsyevr "
+                           "info %d)"), what, info);
+    lwork = (int) wq;
+    liwork = iwq;
+    double *work = (double *) R_alloc((size_t) lwork, sizeof(double));
+    int *iwork = (int *) R_alloc((size_t) liwork, sizeof(int));
+    F77_CALL(dsyevr)("V", "A", "U", &d, a, &d, &vl, &vu, &il, &iu, &abstol,
+                     &m, w, Q, &d, isuppz, work, &lwork, iwork, &liwork, &info
+                     FCONE FCONE FCONE);
+    if (info != 0 || m != d)
+        kb_error_numeric(_("eigen-decomposition of '%s' failed to converge "
+                           "(LAPACK dsyevr info %d)"), what, info);
+}
+
+double *kb_pivoted_chol(int n, const double *G, int *rank, const char *what)
+{
+    size_t nn = (size_t) n * n;
+    double *A = (double *) R_alloc(nn, sizeof(double)),
+        *work = (double *) R_alloc((size_t) 2 * n, sizeof(double)), tol = -1.0;
+    int *piv = (int *) R_alloc((size_t) n, sizeof(int)), info = 0, r = 0;
+    memcpy(A, G, nn * sizeof(double));
+    F77_CALL(dpstrf)("L", &n, A, &n, piv, &r, &tol, work, &info FCONE);
+    if (info < 0 || r < 0 || r > n)
+        kb_error_numeric(_("pivoted Cholesky factorisation of '%s' failed "
+                           "(LAPACK dpstrf info %d)"), what, info);
+    /* P' G P = L L' (L lower, n x r): row i of L is row piv[i] of G */
+    double *F = (double *) R_alloc((size_t) n * (r > 0 ? r : 1),
+                                   sizeof(double));
+    memset(F, 0, (size_t) n * (r > 0 ? r : 1) * sizeof(double));
+    for (int k = 0; k < r; k++)
+        for (int i = k; i < n; i++)
+            F[(piv[i] - 1) + (size_t) k * n] = A[i + (size_t) k * n];
+    *rank = r;
+    return F;
+}
