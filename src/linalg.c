@@ -130,50 +130,50 @@ void kb_matmul_nt(int m, int n, int k, const double *A, const double *B,
                     FCONE FCONE);
 }
 
-void kb_sym_eigen_rrr(int d, const double *A, double *w, double *Q,
-                      const char *what)
+int kb_chol_info(int n, double *A)
 {
-    int info = 0, lwork = -1, liwork = -1, m, iwq, il = 1, iu = d;
-    double wq, vl = 0.0, vu = 0.0, abstol = 0.0;
-    double *a = (double *) R_alloc((size_t) d * d, sizeof(double));
-    int *isuppz = (int *) R_alloc((size_t) 2 * d, sizeof(int));
-    memcpy(a, A, (size_t) d * d * sizeof(double));
-    F77_CALL(dsyevr)("V", "A", "U", &d, a, &d, &vl, &vu, &il, &iu, &abstol,
-                     &m, w, Q, &d, isuppz, &wq, &lwork, &iwq, &liwork, &info
-                     FCONE FCONE FCONE);
-    if (info != 0)
-        kb_error_numeric(_("eigen-decomposition of '%s' failed (LAPACK dsyevr "
-                           "info %d)"), what, info);
-    lwork = (int) wq;
-    liwork = iwq;
-    double *work = (double *) R_alloc((size_t) lwork, sizeof(double));
-    int *iwork = (int *) R_alloc((size_t) liwork, sizeof(int));
-    F77_CALL(dsyevr)("V", "A", "U", &d, a, &d, &vl, &vu, &il, &iu, &abstol,
-                     &m, w, Q, &d, isuppz, work, &lwork, iwork, &liwork, &info
-                     FCONE FCONE FCONE);
-    if (info != 0 || m != d)
-        kb_error_numeric(_("eigen-decomposition of '%s' failed to converge "
-                           "(LAPACK dsyevr info %d)"), what, info);
+    int info = 0;
+    F77_CALL(dpotrf)("U", &n, A, &n, &info FCONE);
+    return info;
 }
 
-double *kb_pivoted_chol(int n, const double *G, int *rank, const char *what)
+void kb_eigen_rrr_query(int d, int *lwork, int *liwork)
 {
-    size_t nn = (size_t) n * n;
-    double *A = (double *) R_alloc(nn, sizeof(double)),
-        *work = (double *) R_alloc((size_t) 2 * n, sizeof(double)), tol = -1.0;
-    int *piv = (int *) R_alloc((size_t) n, sizeof(int)), info = 0, r = 0;
-    memcpy(A, G, nn * sizeof(double));
+    int info = 0, lw = -1, liw = -1, m, iwq, il = 1, iu = d, isuppz[2];
+    double wq, vl = 0.0, vu = 0.0, abstol = 0.0, a = 0.0, w = 0.0, z = 0.0;
+    F77_CALL(dsyevr)("V", "A", "U", &d, &a, &d, &vl, &vu, &il, &iu, &abstol,
+                     &m, &w, &z, &d, isuppz, &wq, &lw, &iwq, &liw, &info
+                     FCONE FCONE FCONE);
+    *lwork = (int) wq;
+    *liwork = iwq;
+}
+
+int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,
+                 double *work, int lwork, int *iwork, int liwork)
+{
+    int info = 0, m = 0, il = 1, iu = d;
+    double vl = 0.0, vu = 0.0, abstol = 0.0;
+    F77_CALL(dsyevr)("V", "A", "U", &d, A, &d, &vl, &vu, &il, &iu, &abstol,
+                     &m, w, Q, &d, isuppz, work, &lwork, iwork, &liwork, &info
+                     FCONE FCONE FCONE);
+    return info != 0 ? info : (m != d ? -1 : 0);
+}
+
+int kb_pivoted_chol(int n, double *A, int *piv, double *work, double *F,
+                    int trans)
+{
+    int info = 0, r = 0;
+    double tol = -1.0;
     F77_CALL(dpstrf)("L", &n, A, &n, piv, &r, &tol, work, &info FCONE);
     if (info < 0 || r < 0 || r > n)
-        kb_error_numeric(_("pivoted Cholesky factorisation of '%s' failed "
-                           "(LAPACK dpstrf info %d)"), what, info);
-    /* P' G P = L L' (L lower, n x r): row i of L is row piv[i] of G */
-    double *F = (double *) R_alloc((size_t) n * (r > 0 ? r : 1),
-                                   sizeof(double));
-    memset(F, 0, (size_t) n * (r > 0 ? r : 1) * sizeof(double));
+        return -1;
+    /* row i of L is row piv[i] of the matrix; L is zero above its diagonal */
+    memset(F, 0, (size_t) n * r * sizeof(double));
     for (int k = 0; k < r; k++)
-        for (int i = k; i < n; i++)
-            F[(piv[i] - 1) + (size_t) k * n] = A[i + (size_t) k * n];
-    *rank = r;
-    return F;
+        for (int i = k; i < n; i++) {
+            size_t o = trans ? k + (size_t) (piv[i] - 1) * r :
+                (piv[i] - 1) + (size_t) k * n;
+            F[o] = A[i + (size_t) k * n];
+        }
+    return r;
 }

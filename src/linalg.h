@@ -43,16 +43,25 @@ void kb_syrk_t(int m, int k, const double *A, double sgn, int acc, double *C);
 void kb_matmul_nt(int m, int n, int k, const double *A, const double *B,
                   double *C);
 
-/* The same as kb_sym_eigen with LAPACK's dsyevr (relatively robust
- * representations: several times faster for large d); A is not changed. */
-void kb_sym_eigen_rrr(int d, const double *A, double *w, double *Q,
-                      const char *what);
+/* Thread-safe pieces (no R API: they return LAPACK's info).
+ * Eigen-decomposition of the symmetric d x d A (upper triangle; destroyed)
+ * with dsyevr (relatively robust representations: several times faster
+ * than dsyev for large d): values ascending into w, vectors into Q.
+ * Workspace: isuppz 2 d ints, work lwork doubles, iwork liwork ints, the
+ * sizes from kb_eigen_rrr_query(d, ...) (they grow with d). */
+void kb_eigen_rrr_query(int d, int *lwork, int *liwork);
+/* Cholesky factor (upper) in place; returns dpotrf's info (0: done). */
+int kb_chol_info(int n, double *A);
+int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,
+                 double *work, int lwork, int *iwork, int liwork);
 
-/* Pivoted Cholesky factor of the n x n positive semi-definite G (not
- * changed), stopped at LAPACK's tolerance n * macheps * max(diag G): G ~
- * P P' with P n x r in the rows' original order (a new R_alloc array);
- * the rank r into *rank. */
-double *kb_pivoted_chol(int n, const double *G, int *rank, const char *what);
+/* Pivoted Cholesky of the n x n positive semi-definite A (overwritten),
+ * stopped at LAPACK's tolerance n * macheps * max(diag): P' A P = L L',
+ * L n x r.  piv: n ints, work: 2 n doubles.  Returns the rank r (or -1 on
+ * an argument error) and writes the factor in the rows' original order to
+ * F, n x r (column-major) or, with trans, r x n. */
+int kb_pivoted_chol(int n, double *A, int *piv, double *work, double *F,
+                    int trans);
 
 /* Copy the upper triangle of the n x n matrix C to its lower triangle. */
 void kb_sym_fill(int n, double *C);

@@ -51,11 +51,11 @@ test_that("kbr_cv() criterion agrees with the RKHS formula; best, fit, RNG state
                               eps = grid$eps[b], delta = grid$delta[b],
                               method = method)$W), 1e-10)
   }
-  # the default grid: eps 1e-3..1e-1 by delta 1e-4..1
+  # the default grid: eps 1e-3..1e-1 by delta 1e-7..1
   cv <- kbr_cv(d$x, d$y, folds = 2)
-  expect_identical(nrow(cv$table), 15L)
+  expect_identical(nrow(cv$table), 24L)
   expect_equal(sort(unique(cv$table$eps)), 10^(-3:-1))
-  expect_equal(sort(unique(cv$table$delta)), 10^(-4:0))
+  expect_equal(sort(unique(cv$table$delta)), 10^(-7:0))
   expect_output(print(cv), "marginal criterion")
   expect_true(all(is.finite(cv$table$criterion)))
   # ... passes on to the final fit
@@ -148,6 +148,21 @@ test_that("kbr_cv(method = \"kbr\") equals the direct solves at full and low num
   }
 })
 
+test_that("kbr_cv(method = \"kbr\") gives the same table on 1 and 2 threads, and with progress", {
+  set.seed(21)
+  x <- matrix(stats::rnorm(300), 150)
+  y <- x + matrix(stats::rnorm(300, sd = 0.5), 150)
+  t1 <- kbr_cv(x, y, folds = 3, refit = FALSE, nthreads = 1)$table
+  t2 <- kbr_cv(x, y, folds = 3, refit = FALSE, nthreads = 2)$table
+  expect_identical(t1, t2)
+  msg <- capture_messages(t3 <- kbr_cv(x, y, folds = 3, refit = FALSE,
+                                       progress = TRUE)$table)
+  expect_identical(t1, t3)
+  expect_true(any(grepl("factors and eps", msg)))
+  expect_error(kbr_cv(x, y, folds = 3, refit = FALSE, nthreads = 0),
+               "'nthreads'")
+})
+
 # ---- the tuning inside kbr() -------------------------------------------------
 
 test_that("kbr() with eps/delta = NULL tunes them for the kernels it is given", {
@@ -155,7 +170,7 @@ test_that("kbr() with eps/delta = NULL tunes them for the kernels it is given", 
   # bandwidths even when kernel_x / kernel_y fix other bandwidths, so eps
   # and delta are tuned for kernels the fit does not use.
   d <- kbr_toy_1d(50, 103)
-  grid <- expand.grid(eps = 10^(-3:-1), delta = 10^(-4:0))
+  grid <- expand.grid(eps = 10^(-3:-1), delta = 10^(-7:0))
   grid$sigma_x <- 0.3
   grid$sigma_y <- 0.3
   best <- kbr_cv(d$x, d$y, grid = grid, folds = 5, criterion = "regression",
