@@ -37,6 +37,8 @@
 #' numerically low rank (smooth kernels, low dimension), and about 3-4
 #' full-size matrix products and one eigen-decomposition when they are not.
 #' A `delta` costs next to nothing, an `eps` one decomposition per fold.
+#' The (fold, `eps`) pairs run on `nthreads` threads (given in `...`, else
+#' the option `kernbayes.nthreads`), with the same result on any number.
 #' `method = "iw"` solves per fold and setting.
 #'
 #' @inheritParams kbr
@@ -300,7 +302,7 @@ kernel_bandwidth <- function(kernel, arg = "kernel") {
 # bandwidths of the user's kernels, with a message giving the cost.  Returns
 # the best row of the grid.
 kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y,
-                     progress = FALSE) {
+                     progress = FALSE, nthreads = NULL) {
   n <- nrow(x)
   if (n < 5L) {
     miss <- c("eps", "delta")[c(is.null(eps), is.null(delta))]
@@ -330,5 +332,6 @@ kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y,
   grid$sigma_x <- sigma_x
   grid$sigma_y <- sigma_y
   kbr_cv(x, y, grid = grid, folds = 5, method = method,
-         criterion = "regression", refit = FALSE, progress = progress)$best
+         criterion = "regression", refit = FALSE, progress = progress,
+         nthreads = nthreads)$best
 }
