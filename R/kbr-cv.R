@@ -32,13 +32,17 @@
 #' eigen-decomposition of \eqn{T} per `eps` then gives the criterion of
 #' every `delta` in \eqn{O(r^2)} operations. This is the same computation as
 #' a regularised solve per fold and setting, reorganised (equal to about
-#' \eqn{10^{-12}} relative; the same best row): per fold and `eps` it costs
+#' \eqn{10^{-12}} relative on the default grid, less for tiny `eps` where
+#' both are ill-conditioned; the same best row): per fold and `eps` it costs
 #' \eqn{O(n r^2)}, a fraction of one fit when the Gram matrices are
 #' numerically low rank (smooth kernels, low dimension), and about 3-4
 #' full-size matrix products and one eigen-decomposition when they are not.
 #' A `delta` costs next to nothing, an `eps` one decomposition per fold.
 #' The (fold, `eps`) pairs run on `nthreads` threads (given in `...`, else
-#' the option `kernbayes.nthreads`), with the same result on any number.
+#' the option `kernbayes.nthreads`), with the same result on any number;
+#' each calls the BLAS, so with a multi-threaded BLAS (OpenBLAS, MKL) use
+#' `nthreads = 1`. Under a parallel [future::plan()] each fold is a future
+#' on one thread instead.
 #' `method = "iw"` solves per fold and setting.
 #'
 #' @inheritParams kbr
@@ -109,7 +113,7 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   nthreads <- resolve_nthreads(list(...)$nthreads)
   # G_X and G_Y, and per fold their training blocks and the weights; for
   # "kbr" every fold's factors at once and each thread's work arrays
-  check_memory(8 * (if (method == "kbr") 4 * folds + 8 * nthreads + 2 else 5) *
+  check_memory(8 * (if (method == "kbr") 4 * folds + 9 * nthreads + 2 else 5) *
                  n^2, "x", sprintf("cross-validation with %d points", n))
   fold <- with_seed(seed, sample(rep_len(seq_len(folds), n)))
   crit <- numeric(nrow(grid))

@@ -16,9 +16,11 @@
  * regularisation) and rounding.
  *
  * Threads: first the folds' factors (one item per fold), then one item
- * per (fold, eps), each on one thread with the (single-threaded) BLAS, in
- * rounds of a few items with an interrupt check between rounds; every
- * item's arithmetic is the same on any number of threads. */
+ * per (fold, eps), each on one thread calling the BLAS and LAPACK, in
+ * rounds of a few items with an interrupt check between rounds; with R's
+ * reference BLAS (single-threaded, reentrant) every item's arithmetic is
+ * the same on any number of threads.  A multi-threaded BLAS would start
+ * its own threads inside each item: ?kbr_cv advises nthreads = 1 then. */
 #include <math.h>
 #include "linalg.h"
 #include "args.h"
@@ -116,8 +118,7 @@ static int kcv_mu(const kcv_fold *f, double eps, double *C, double *t,
             return KCV_CHOL_GX;
         for (int i = 0; i < n; i++)
             mu[i] = n * f->m[i];
-        kb_chol_solve(n, 1, C, mu);
-        return KCV_OK;
+        return kb_chol_solve_info(n, 1, C, mu) == 0 ? KCV_OK : KCV_CHOL_GX;
     }
     memcpy(C, f->PtP, (size_t) rx * rx * sizeof(double));
     for (int a = 0; a < rx; a++)
@@ -125,7 +126,8 @@ static int kcv_mu(const kcv_fold *f, double eps, double *C, double *t,
     if (kb_chol_info(rx, C) != 0)
         return KCV_CHOL_GX;
     kb_matmul(rx, 1, n, 1.0, f->Pxt, f->m, t);
-    kb_chol_solve(rx, 1, C, t);
+    if (kb_chol_solve_info(rx, 1, C, t) != 0)
+        return KCV_CHOL_GX;
     for (int i = 0; i < n; i++) {
         double s = 0.0;
         for (int a = 0; a < rx; a++)
@@ -278,8 +280,7 @@ static R_xlen_t kcv_rounds(kcv_ctx *c, int nt, double work, kb_scratch s,
             if (c->status[i] != KCV_OK)
                 return i;
         kb_check_interrupt();
-        if (prog)
-            kb_progress_report(prog, done0 + i1, size, NA_REAL, 0);
+        kb_progress_report(prog, done0 + i1, size, NA_REAL, 0);
     }
     return -1;
 }
@@ -341,6 +342,10 @@ SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
             if (sel[a] < 0 || sel[a] >= K)
                 kb_error_class("kb_error_arg", _("'only' must hold 1..%d"),
                                K);
+            for (int b = 0; b < a; b++)
+                if (sel[b] == sel[a])
+                    kb_error_class("kb_error_arg",
+                                   _("'only' must not repeat a fold"));
         }
     }
     int ne = Rf_length(eps_), nd = Rf_length(delta_);
@@ -396,12 +401,14 @@ SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
     kb_progress_init(&prog, progress);
     double n3 = (double) nmax * nmax * nmax, size = nsel + nitem;
     /* the factors: one fold per item (two pivoted Cholesky, ~n^3 / 3 each) */
+    const void *vmax = vmaxget();   /* the factors' scratch, freed below */
     kb_scratch s1 = kb_scratch_alloc((size_t) nmax * nmax + 3 * (size_t) nmax
                                      + N + 1, nt);
     R_xlen_t bad = kcv_rounds(&c, nt, n3, s1, kcv_factor, nsel, &prog, 0.0,
                               size);
     if (bad >= 0)
         kcv_fail(c.status[bad], sel[bad], 0.0);
+    vmaxset(vmax);
     int rmax = 1;
     for (int s = 0; s < nsel; s++)
         rmax = c.f[sel[s]].ry > rmax ? c.f[sel[s]].ry : rmax;

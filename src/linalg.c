@@ -137,6 +137,13 @@ int kb_chol_info(int n, double *A)
     return info;
 }
 
+int kb_chol_solve_info(int n, int nrhs, const double *U, double *B)
+{
+    int info = 0;
+    F77_CALL(dpotrs)("U", &n, &nrhs, U, &n, B, &n, &info FCONE);
+    return info;
+}
+
 void kb_eigen_rrr_query(int d, int *lwork, int *liwork)
 {
     int info = 0, lw = -1, liw = -1, m, iwq, il = 1, iu = d, isuppz[2];

@@ -35,8 +35,9 @@ void kb_matmul(int m, int n, int k, double alpha, const double *A,
 void kb_crossprod(int m, int n, int k, const double *A, const double *B,
                   double *C);
 
-/* C = A' A (k x m A, m x m C), both triangles filled (BLAS dsyrk),
- * or C += sgn A' A when acc is non-zero. */
+/* C = sgn A' A (k x m A, m x m C), or C += sgn A' A when acc is non-zero
+ * (BLAS dsyrk): only the upper triangle is written (kb_sym_fill copies it
+ * down); with k = 0 and acc = 0, C is zeroed. */
 void kb_syrk_t(int m, int k, const double *A, double sgn, int acc, double *C);
 
 /* C = A B' for column-major A (m x k), B (n x k), C (m x n). */
@@ -52,6 +53,8 @@ void kb_matmul_nt(int m, int n, int k, const double *A, const double *B,
 void kb_eigen_rrr_query(int d, int *lwork, int *liwork);
 /* Cholesky factor (upper) in place; returns dpotrf's info (0: done). */
 int kb_chol_info(int n, double *A);
+/* kb_chol_solve returning dpotrs's info instead of raising an error. */
+int kb_chol_solve_info(int n, int nrhs, const double *U, double *B);
 int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,
                  double *work, int lwork, int *iwork, int liwork);
 
