@@ -24,11 +24,32 @@
 #' narrower prior, larger `eps` and `delta` than chosen may do better
 #' (`vignette("kernel-bayes-rule")`; measurements in the package's NEWS).
 #'
+#' **Computation.** For `method = "kbr"` each fold evaluates its whole grid
+#' at once: the training Gram matrices are factored once (pivoted Cholesky,
+#' \eqn{G = P P'} with \eqn{r \le n} columns at LAPACK's tolerance), and by
+#' the push-through identity the posterior operator is
+#' \eqn{L P (T^2 + n^2\delta I)^{-1} P' L} with \eqn{T = P' L P}; one
+#' eigen-decomposition of \eqn{T} per `eps` then gives the criterion of
+#' every `delta` in \eqn{O(r^2)} operations. This is the same computation as
+#' a regularised solve per fold and setting, reorganised (equal to about
+#' \eqn{10^{-12}} relative on the default grid, less for tiny `eps` where
+#' both are ill-conditioned; the same best row): per fold and `eps` it costs
+#' \eqn{O(n r^2)}, a fraction of one fit when the Gram matrices are
+#' numerically low rank (smooth kernels, low dimension), and about 3-4
+#' full-size matrix products and one eigen-decomposition when they are not.
+#' A `delta` costs next to nothing, an `eps` one decomposition per fold.
+#' The (fold, `eps`) pairs run on `nthreads` threads (given in `...`, else
+#' the option `kernbayes.nthreads`), with the same result on any number;
+#' each calls the BLAS, so with a multi-threaded BLAS (OpenBLAS, MKL) use
+#' `nthreads = 1`. Under a parallel [future::plan()] each fold is a future
+#' on one thread instead.
+#' `method = "iw"` solves per fold and setting.
+#'
 #' @inheritParams kbr
 #' @param grid A data frame with columns `eps` and `delta`, and optionally
 #'   `sigma_x` and `sigma_y` (Gaussian bandwidths; `NA` or absent: the
 #'   median heuristic). Default: `eps` in \eqn{10^{-3}, \dots, 10^{-1}} and
-#'   `delta` in \eqn{10^{-4}, \dots, 1}, median bandwidths.
+#'   `delta` in \eqn{10^{-7}, \dots, 1}, median bandwidths (24 settings).
 #' @param folds Number of folds. The folds are evaluated with the future
 #'   framework when future.apply is installed (one task per fold, on
 #'   whatever [future::plan()] is set), otherwise in turn.
@@ -89,9 +110,11 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   refit <- check_flag(refit, "refit")
   if (!is.null(seed)) seed <- check_count(seed, "seed", min = -.Machine$integer.max)
   if (refit) check_kbr_dots(list(...), x)
-  # G_X and G_Y, and per fold their training blocks and the weights
-  check_memory(8 * 5 * n^2, "x",
-               sprintf("cross-validation with %d points", n))
+  nthreads <- resolve_nthreads(list(...)$nthreads)
+  # G_X and G_Y, and per fold their training blocks and the weights; for
+  # "kbr" every fold's factors at once and each thread's work arrays
+  check_memory(8 * (if (method == "kbr") 4 * folds + 9 * nthreads + 2 else 5) *
+                 n^2, "x", sprintf("cross-validation with %d points", n))
   fold <- with_seed(seed, sample(rep_len(seq_len(folds), n)))
   crit <- numeric(nrow(grid))
   bw_key <- paste(grid$sigma_x, grid$sigma_y)
@@ -104,8 +127,15 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
     ky <- if (is.na(sy)) gaussian_kernel() else gaussian_kernel(bandwidth = sy)
     rkx <- resolve_kernel(kx, x)
     rky <- resolve_kernel(ky, y)
-    gx <- gram(rkx, x, x)
-    gy <- gram(rky, y, y)
+    gx <- gram(rkx, x, x, nthreads)
+    gy <- gram(rky, y, y, nthreads)
+    label <- sprintf("KBR cross-validation, bandwidths %d of %d: fold",
+                     match(key, keys), length(keys))
+    if (method == "kbr") {
+      crit[rows] <- kbr_cv_grid(gx, gy, fold, folds, grid[rows, ], criterion,
+                                nthreads, label, progress)
+      next
+    }
     # one task per fold (evaluated with the future framework when available)
     fold_crit <- function(a, relay) {
       on.exit(relay(1))
@@ -139,10 +169,8 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
       }
       out
     }
-    per_fold <- progress_lapply(
-      seq_len(folds), fold_crit, folds,
-      sprintf("KBR cross-validation, bandwidths %d of %d: fold",
-              match(key, keys), length(keys)), progress)
+    per_fold <- progress_lapply(seq_len(folds), fold_crit, folds, label,
+                                progress)
     crit[rows] <- Reduce(`+`, per_fold)
   }
   grid$criterion <- crit
@@ -158,6 +186,48 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
              delta = best$delta, method = method, ...)
   structure(list(table = grid, best = best, fit = fit, folds = folds,
                  criterion = criterion), class = "kb_kbr_cv")
+}
+
+# kbr_cv()'s criterion for method "kbr" on one bandwidth setting: every
+# fold and every (eps, delta) of `grid` from kb_kbr_cv (src/kbrcv.c: the
+# folds' (fold, eps) pairs on `nthreads` threads), plus each fold's
+# constants.  Under a parallel future plan each fold is a future instead
+# (one thread each).
+kbr_cv_grid <- function(gx, gy, fold, folds, grid, criterion, nthreads,
+                        label, progress) {
+  ue <- unique(grid$eps)
+  ud <- unique(grid$delta)
+  idx <- cbind(match(grid$eps, ue), match(grid$delta, ud))
+  marginal <- criterion == "marginal"
+  n <- length(fold)
+  finish <- function(tab, a) {
+    te <- fold == a
+    terms <- tab[cbind(idx, a)]
+    if (marginal) terms + mean(gx[te, te, drop = FALSE]) else
+      (terms + sum(te)) / n
+  }
+  run <- function(only, nt, cb) {
+    .Call(C_kb_kbr_cv, gx, gy, as.integer(fold), as.integer(folds),
+          as.integer(only), as.double(ue), as.double(ud), marginal,
+          as.integer(nt), cb)
+  }
+  futures <- requireNamespace("future.apply", quietly = TRUE) &&
+    !inherits(future::plan(), "sequential")
+  if (futures) {
+    per_fold <- progress_lapply(seq_len(folds), function(a, relay) {
+      on.exit(relay(1))
+      finish(run(a, 1L, NULL), a)
+    }, folds, label, progress)
+  } else {
+    # progress counts each fold's factors and each (fold, eps) pair
+    rep <- progress_reporter(folds * (1 + length(ue)),
+                             sub(": fold$", ": folds' factors and eps", label),
+                             progress)
+    on.exit(rep$done())
+    tab <- run(integer(0), nthreads, rep$callback())
+    per_fold <- lapply(seq_len(folds), function(a) finish(tab, a))
+  }
+  Reduce(`+`, per_fold)
 }
 
 # The arguments kbr_cv() passes on to kbr() for the final fit, checked
@@ -216,7 +286,7 @@ plot.kb_kbr_cv <- function(x, ...) {
 
 
 # Default cross-validation grid (operator convention: no n in the scales).
-kbr_default_grid <- function() expand.grid(eps = 10^(-3:-1), delta = 10^(-4:0))
+kbr_default_grid <- function() expand.grid(eps = 10^(-3:-1), delta = 10^(-7:0))
 
 # A Gaussian kernel's fixed bandwidth, or NA for a heuristic.
 kernel_bandwidth <- function(kernel, arg = "kernel") {
@@ -236,7 +306,7 @@ kernel_bandwidth <- function(kernel, arg = "kernel") {
 # bandwidths of the user's kernels, with a message giving the cost.  Returns
 # the best row of the grid.
 kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y,
-                     progress = FALSE) {
+                     progress = FALSE, nthreads = NULL) {
   n <- nrow(x)
   if (n < 5L) {
     miss <- c("eps", "delta")[c(is.null(eps), is.null(delta))]
@@ -252,14 +322,20 @@ kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y,
   grid <- kbr_default_grid()
   if (!is.null(eps)) grid <- unique(data.frame(eps = eps, delta = grid$delta))
   if (!is.null(delta)) grid <- unique(data.frame(eps = grid$eps, delta = delta))
+  cost <- if (method == "kbr") {
+    sprintf("%d eigen-decompositions", 5L * length(unique(grid$eps)))
+  } else {
+    sprintf("%d solves", 5L * nrow(grid))
+  }
   message(sprintf(paste0("kbr: choosing %s by 5-fold cross-validation over ",
-                         "%d settings (about %d solves of size %d); give ",
+                         "%d settings (about %s of size %d); give ",
                          "eps and delta to skip this"),
                   paste(c("eps", "delta")[c(is.null(eps), is.null(delta))],
                         collapse = " and "),
-                  nrow(grid), 5L * nrow(grid), as.integer(0.8 * n)))
+                  nrow(grid), cost, as.integer(0.8 * n)))
   grid$sigma_x <- sigma_x
   grid$sigma_y <- sigma_y
   kbr_cv(x, y, grid = grid, folds = 5, method = method,
-         criterion = "regression", refit = FALSE, progress = progress)$best
+         criterion = "regression", refit = FALSE, progress = progress,
+         nthreads = nthreads)$best
 }

@@ -161,7 +161,8 @@ check_reg <- function(v, arg) {
 #' @param rank `NULL` (full path) or the maximum rank of the low-rank path.
 #' @param tol Tolerance of the incomplete Cholesky (largest residual
 #'   diagonal), in \eqn{[0, 1)}.
-#' @param nthreads Threads for the Gram matrices.
+#' @param nthreads Threads for the Gram matrices and the default
+#'   cross-validation (see [kbr_cv()]).
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]):
 #'   the cross-validation folds when `eps` or `delta` is chosen, then the
 #'   stages of the fit. Default `interactive()`.
@@ -217,7 +218,8 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                          nrow(U)))
   }
   if (is.null(eps) || is.null(delta)) {
-    best <- kbr_tune(x, y, eps, delta, method, kernel_x, kernel_y, progress)
+    best <- kbr_tune(x, y, eps, delta, method, kernel_x, kernel_y, progress,
+                     nthreads)
     eps <- best$eps
     delta <- best$delta
   }

@@ -263,3 +263,4 @@ SEXP kb_kbr_weights(SEXP gy, SEXP mu, SEXP delta_, SEXP method_, SEXP K)
     UNPROTECT(1);
     return W;
 }
+

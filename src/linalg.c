@@ -96,3 +96,91 @@ void kb_lu_solve_factored(int n, int nrhs, const double *LU, const int *ipiv,
     if (info != 0)
         KB_INTERNAL("dgetrs failed");
 }
+
+void kb_crossprod(int m, int n, int k, const double *A, const double *B,
+                  double *C)
+{
+    const double one = 1.0, zero = 0.0;
+    F77_CALL(dgemm)("T", "N", &m, &n, &k, &one, A, &k, B, &k, &zero, C, &m
+                    FCONE FCONE);
+}
+
+void kb_syrk_t(int m, int k, const double *A, double sgn, int acc, double *C)
+{
+    const double beta = acc ? 1.0 : 0.0;
+    if (k > 0)
+        F77_CALL(dsyrk)("U", "T", &m, &k, &sgn, A, &k, &beta, C, &m
+                        FCONE FCONE);
+    else if (!acc)
+        memset(C, 0, (size_t) m * m * sizeof(double));
+}
+
+void kb_sym_fill(int n, double *C)
+{
+    for (int j = 0; j < n; j++)
+        for (int i = j + 1; i < n; i++)
+            C[i + (size_t) j * n] = C[j + (size_t) i * n];
+}
+
+void kb_matmul_nt(int m, int n, int k, const double *A, const double *B,
+                  double *C)
+{
+    const double one = 1.0, zero = 0.0;
+    F77_CALL(dgemm)("N", "T", &m, &n, &k, &one, A, &m, B, &n, &zero, C, &m
+                    FCONE FCONE);
+}
+
+int kb_chol_info(int n, double *A)
+{
+    int info = 0;
+    F77_CALL(dpotrf)("U", &n, A, &n, &info FCONE);
+    return info;
+}
+
+int kb_chol_solve_info(int n, int nrhs, const double *U, double *B)
+{
+    int info = 0;
+    F77_CALL(dpotrs)("U", &n, &nrhs, U, &n, B, &n, &info FCONE);
+    return info;
+}
+
+void kb_eigen_rrr_query(int d, int *lwork, int *liwork)
+{
+    int info = 0, lw = -1, liw = -1, m, iwq, il = 1, iu = d, isuppz[2];
+    double wq, vl = 0.0, vu = 0.0, abstol = 0.0, a = 0.0, w = 0.0, z = 0.0;
+    F77_CALL(dsyevr)("V", "A", "U", &d, &a, &d, &vl, &vu, &il, &iu, &abstol,
+                     &m, &w, &z, &d, isuppz, &wq, &lw, &iwq, &liw, &info
+                     FCONE FCONE FCONE);
+    *lwork = (int) wq;
+    *liwork = iwq;
+}
+
+int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,
+                 double *work, int lwork, int *iwork, int liwork)
+{
+    int info = 0, m = 0, il = 1, iu = d;
+    double vl = 0.0, vu = 0.0, abstol = 0.0;
+    F77_CALL(dsyevr)("V", "A", "U", &d, A, &d, &vl, &vu, &il, &iu, &abstol,
+                     &m, w, Q, &d, isuppz, work, &lwork, iwork, &liwork, &info
+                     FCONE FCONE FCONE);
+    return info != 0 ? info : (m != d ? -1 : 0);
+}
+
+int kb_pivoted_chol(int n, double *A, int *piv, double *work, double *F,
+                    int trans)
+{
+    int info = 0, r = 0;
+    double tol = -1.0;
+    F77_CALL(dpstrf)("L", &n, A, &n, piv, &r, &tol, work, &info FCONE);
+    if (info < 0 || r < 0 || r > n)
+        return -1;
+    /* row i of L is row piv[i] of the matrix; L is zero above its diagonal */
+    memset(F, 0, (size_t) n * r * sizeof(double));
+    for (int k = 0; k < r; k++)
+        for (int i = k; i < n; i++) {
+            size_t o = trans ? k + (size_t) (piv[i] - 1) * r :
+                (piv[i] - 1) + (size_t) k * n;
+            F[o] = A[i + (size_t) k * n];
+        }
+    return r;
+}

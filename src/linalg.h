@@ -30,4 +30,42 @@ void kb_chol_packed(int n, double *AP, const char *msg);
 /* C = alpha A B for column-major A (m x k), B (k x n), C (m x n). */
 void kb_matmul(int m, int n, int k, double alpha, const double *A,
                const double *B, double *C);
+
+/* C = A' B for column-major A (k x m), B (k x n), C (m x n). */
+void kb_crossprod(int m, int n, int k, const double *A, const double *B,
+                  double *C);
+
+/* C = sgn A' A (k x m A, m x m C), or C += sgn A' A when acc is non-zero
+ * (BLAS dsyrk): only the upper triangle is written (kb_sym_fill copies it
+ * down); with k = 0 and acc = 0, C is zeroed. */
+void kb_syrk_t(int m, int k, const double *A, double sgn, int acc, double *C);
+
+/* C = A B' for column-major A (m x k), B (n x k), C (m x n). */
+void kb_matmul_nt(int m, int n, int k, const double *A, const double *B,
+                  double *C);
+
+/* Thread-safe pieces (no R API: they return LAPACK's info).
+ * Eigen-decomposition of the symmetric d x d A (upper triangle; destroyed)
+ * with dsyevr (relatively robust representations: several times faster
+ * than dsyev for large d): values ascending into w, vectors into Q.
+ * Workspace: isuppz 2 d ints, work lwork doubles, iwork liwork ints, the
+ * sizes from kb_eigen_rrr_query(d, ...) (they grow with d). */
+void kb_eigen_rrr_query(int d, int *lwork, int *liwork);
+/* Cholesky factor (upper) in place; returns dpotrf's info (0: done). */
+int kb_chol_info(int n, double *A);
+/* kb_chol_solve returning dpotrs's info instead of raising an error. */
+int kb_chol_solve_info(int n, int nrhs, const double *U, double *B);
+int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,
+                 double *work, int lwork, int *iwork, int liwork);
+
+/* Pivoted Cholesky of the n x n positive semi-definite A (overwritten),
+ * stopped at LAPACK's tolerance n * macheps * max(diag): P' A P = L L',
+ * L n x r.  piv: n ints, work: 2 n doubles.  Returns the rank r (or -1 on
+ * an argument error) and writes the factor in the rows' original order to
+ * F, n x r (column-major) or, with trans, r x n. */
+int kb_pivoted_chol(int n, double *A, int *piv, double *work, double *F,
+                    int trans);
+
+/* Copy the upper triangle of the n x n matrix C to its lower triangle. */
+void kb_sym_fill(int n, double *C);
 #endif

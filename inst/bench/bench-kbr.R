@@ -115,3 +115,57 @@ for (method in c("iw", "kbr")) {
   cat(sprintf("  %s: low rank faster from T = %s of the grid on\n", method,
               if (is.na(k)) "none" else Ts[k]))
 }
+
+# kbr() with its defaults (eps and delta chosen by 5-fold cross-validation
+# over the default grid, kb_kbr_cv_fold: one eigen-decomposition per fold
+# and eps, O(r^2) per delta) against one fit at a fixed setting, on the toy
+# y = x + N(0, 0.5^2 I) in d = 2 and 6; and, at n = 800, against the same
+# exhaustive search the way it was computed before (one regularised solve
+# per fold and setting, kb_kbr_mu + kb_kbr_weights, criterion in R), with
+# the picks compared.  Set KB_BENCH_CV_N to change the sizes (default
+# "800,2000"; n = 2000, d = 6 takes a few minutes).
+toy_d <- function(n, dim) {
+  x <- matrix(stats::rnorm(dim * n), n)
+  list(x = x, y = x + matrix(stats::rnorm(dim * n, sd = 0.5), n))
+}
+cv_direct <- function(x, y, grid, folds = 5L, seed = 1L) {
+  n <- nrow(x)
+  set.seed(seed)
+  fold <- sample(rep_len(seq_len(folds), n))
+  gx <- kernbayes:::gram(kernbayes:::resolve_kernel(gaussian_kernel(), x), x)
+  gy <- kernbayes:::gram(kernbayes:::resolve_kernel(gaussian_kernel(), y), y)
+  crit <- numeric(nrow(grid))
+  for (a in seq_len(folds)) {
+    tr <- which(fold != a)
+    te <- which(fold == a)
+    Gtr <- gx[tr, tr]
+    for (e in unique(grid$eps)) {
+      mu <- .Call(kernbayes:::C_kb_kbr_mu, Gtr, rowMeans(Gtr), e)
+      for (g in which(grid$eps == e)) {
+        W <- .Call(kernbayes:::C_kb_kbr_weights, gy[tr, tr], mu,
+                   grid$delta[g], "kbr", gy[tr, te])
+        crit[g] <- crit[g] + (sum(W * (Gtr %*% W)) -
+                                2 * sum(W * gx[tr, te]) + length(te)) / n
+      }
+    }
+  }
+  grid[which.min(crit), c("eps", "delta")]
+}
+cv_ns <- as.integer(strsplit(Sys.getenv("KB_BENCH_CV_N", "800,2000"), ",")[[1]])
+cat("kbr() with default eps/delta (5-fold CV) vs one fixed-setting fit:\n")
+for (nn in cv_ns) for (dim in c(2L, 6L)) {
+  dd <- toy_d(nn, dim)
+  t_fix <- elapsed(f0 <- kbr(dd$x, dd$y, eps = 0.01, delta = 1e-3, progress = FALSE))
+  t_def <- elapsed(f1 <- suppressMessages(kbr(dd$x, dd$y, progress = FALSE)))
+  cat(sprintf("  n = %4d, d = %d: default %.2f s, fixed %.2f s: ratio %.1fx (goal <= 8); picked eps %g, delta %g\n",
+              nn, dim, t_def, t_fix, t_def / t_fix, f1$eps, f1$delta))
+  if (nn <= 800L) {
+    grid <- kernbayes:::kbr_default_grid()
+    t_old <- elapsed(old <- cv_direct(dd$x, dd$y, grid))
+    t_new <- elapsed(new <- kbr_cv(dd$x, dd$y, grid = grid, criterion = "regression",
+                                   refit = FALSE, progress = FALSE)$best)
+    cat(sprintf("    the CV alone: %.2f s vs a solve per setting %.2f s: ratio %.1fx; same pick: %s\n",
+                t_new, t_old, t_old / t_new,
+                isTRUE(all.equal(unlist(old), unlist(new[c("eps", "delta")])))))
+  }
+}

@@ -51,11 +51,11 @@ test_that("kbr_cv() criterion agrees with the RKHS formula; best, fit, RNG state
                               eps = grid$eps[b], delta = grid$delta[b],
                               method = method)$W), 1e-10)
   }
-  # the default grid: eps 1e-3..1e-1 by delta 1e-4..1
+  # the default grid: eps 1e-3..1e-1 by delta 1e-7..1
   cv <- kbr_cv(d$x, d$y, folds = 2)
-  expect_identical(nrow(cv$table), 15L)
+  expect_identical(nrow(cv$table), 24L)
   expect_equal(sort(unique(cv$table$eps)), 10^(-3:-1))
-  expect_equal(sort(unique(cv$table$delta)), 10^(-4:0))
+  expect_equal(sort(unique(cv$table$delta)), 10^(-7:0))
   expect_output(print(cv), "marginal criterion")
   expect_true(all(is.finite(cv$table$criterion)))
   # ... passes on to the final fit
@@ -98,6 +98,71 @@ test_that("kbr_cv(criterion = \"regression\") agrees with the held-out RKHS loss
   expect_error(kbr_cv(d$x, d$y, criterion = "mse"), "'criterion'")
 })
 
+test_that("kbr_cv(method = \"kbr\") equals the direct solves at full and low numerical rank", {
+  # The "kbr" path evaluates every (eps, delta) of a fold from pivoted
+  # Cholesky factors and one eigen-decomposition per eps (src/kbr.c,
+  # kb_kbr_cv_fold).  Three regimes of the training Gram matrices' numerical
+  # rank r (of n_tr): full (d = 5: r = n_tr, mu by Cholesky of G_X), between
+  # n_tr / 2 and n_tr (d = 2: truncated factors, mu by Cholesky), and low (d = 1: r << n_tr, mu by Woodbury on
+  # the factor); both criteria; a grid that is not a product (and one
+  # delta that appears with one eps only).
+  grid <- data.frame(eps = c(1e-3, 1e-3, 1e-3, 1e-2, 0.1, 0.1),
+                     delta = c(1e-5, 1e-3, 1, 1e-3, 1e-5, 0.1))
+  for (cfg in list(c(d = 5, n = 60), c(d = 2, n = 150), c(d = 1, n = 120))) {
+    set.seed(cfg[["n"]] + cfg[["d"]])
+    n <- cfg[["n"]]
+    x <- matrix(stats::rnorm(n * cfg[["d"]]), n)
+    y <- x + matrix(stats::rnorm(n * cfg[["d"]], sd = 0.5), n)
+    sx <- ref_med_bw(x)
+    sy <- ref_med_bw(y)
+    Gx <- ref_gauss_gram(x, x, sx)
+    Gy <- ref_gauss_gram(y, y, sy)
+    set.seed(5)
+    fold <- sample(rep_len(1:3, n))
+    ev <- eigen(Gx[fold != 1, fold != 1], symmetric = TRUE, only.values = TRUE)$values
+    r <- sum(ev > 1e-13 * ev[1])
+    if (cfg[["d"]] == 5) expect_identical(r, sum(fold != 1))
+    if (cfg[["d"]] == 2) expect_true(r > sum(fold != 1) / 2 && r < sum(fold != 1))
+    if (cfg[["d"]] == 1) expect_lt(r, sum(fold != 1) / 2)
+    for (crit in c("regression", "marginal")) {
+      cv <- kbr_cv(x, y, grid = grid, folds = 3, seed = 5, criterion = crit,
+                   refit = FALSE)
+      ref <- numeric(nrow(grid))
+      for (g in seq_len(nrow(grid))) for (a in 1:3) {
+        tr <- fold != a
+        te <- !tr
+        mu <- ref_kbr_mu(Gx[tr, tr], rowMeans(Gx[tr, tr]), grid$eps[g])
+        W <- ref_kbr_R(Gy[tr, tr], mu, grid$delta[g]) %*% Gy[tr, te]
+        if (crit == "marginal") {
+          wbar <- rowMeans(W)
+          ref[g] <- ref[g] + sum(wbar * (Gx[tr, tr] %*% wbar)) -
+            2 * sum(wbar * rowMeans(Gx[tr, te])) + mean(Gx[te, te])
+        } else {
+          ref[g] <- ref[g] + (sum(W * (Gx[tr, tr] %*% W)) -
+                                2 * sum(W * Gx[tr, te]) + sum(te)) / n
+        }
+      }
+      expect_lt(rel_err(cv$table$criterion, ref), 1e-9)
+      expect_identical(which.min(cv$table$criterion), which.min(ref))
+    }
+  }
+})
+
+test_that("kbr_cv(method = \"kbr\") gives the same table on 1 and 2 threads, and with progress", {
+  set.seed(21)
+  x <- matrix(stats::rnorm(300), 150)
+  y <- x + matrix(stats::rnorm(300, sd = 0.5), 150)
+  t1 <- kbr_cv(x, y, folds = 3, refit = FALSE, nthreads = 1)$table
+  t2 <- kbr_cv(x, y, folds = 3, refit = FALSE, nthreads = 2)$table
+  expect_identical(t1, t2)
+  msg <- capture_messages(t3 <- kbr_cv(x, y, folds = 3, refit = FALSE,
+                                       progress = TRUE)$table)
+  expect_identical(t1, t3)
+  expect_true(any(grepl("factors and eps", msg)))
+  expect_error(kbr_cv(x, y, folds = 3, refit = FALSE, nthreads = 0),
+               "'nthreads'")
+})
+
 # ---- the tuning inside kbr() -------------------------------------------------
 
 test_that("kbr() with eps/delta = NULL tunes them for the kernels it is given", {
@@ -105,7 +170,7 @@ test_that("kbr() with eps/delta = NULL tunes them for the kernels it is given", 
   # bandwidths even when kernel_x / kernel_y fix other bandwidths, so eps
   # and delta are tuned for kernels the fit does not use.
   d <- kbr_toy_1d(50, 103)
-  grid <- expand.grid(eps = 10^(-3:-1), delta = 10^(-4:0))
+  grid <- expand.grid(eps = 10^(-3:-1), delta = 10^(-7:0))
   grid$sigma_x <- 0.3
   grid$sigma_y <- 0.3
   best <- kbr_cv(d$x, d$y, grid = grid, folds = 5, criterion = "regression",

@@ -61,7 +61,7 @@ test_that("kbr() defaults: prior = x with equal weights, median bandwidths; expl
     # eps = delta = NULL: chosen by 5-fold kbr_cv() (regression criterion)
     # over the default grid, with a message giving the cost
     expect_message(fit <- kbr(d$x, d$y, method = method),
-                   "5-fold cross-validation over 15 settings")
+                   "5-fold cross-validation over 24 settings")
     cv <- kbr_cv(d$x, d$y, folds = 5, method = method,
                  criterion = "regression", refit = FALSE)
     expect_identical(c(fit$eps, fit$delta), c(cv$best$eps, cv$best$delta))
@@ -70,7 +70,7 @@ test_that("kbr() defaults: prior = x with equal weights, median bandwidths; expl
     expect_lt(rel_err(predict(fit, yn), ref$W), 1e-10)
     # only delta missing: eps is kept, delta chosen over the default deltas
     expect_message(fd <- kbr(d$x, d$y, eps = 0.05, method = method),
-                   "choosing delta by 5-fold cross-validation over 5 settings")
+                   "choosing delta by 5-fold cross-validation over 8 settings")
     expect_identical(fd$eps, 0.05)
     # prior = NULL is the same as prior = x with weights 1/n
     fit2 <- kbr(d$x, d$y, prior = d$x, prior_weights = rep(1 / 50, 50),

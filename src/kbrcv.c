@@ -1,0 +1,426 @@
+/* Cross-validation of kernel Bayes' rule, method "kbr" (kbr_cv() and
+ * kbr()'s tuning): every fold and every (eps, delta) of a product grid,
+ * without a regularised solve per setting.  The solves of DESIGN.md
+ * "Kernel Bayes' rule", reorganised: with G_Y = P P' (pivoted Cholesky, r
+ * columns) and L = diag(mu), the push-through identity gives
+ *   R = L G_Y ((L G_Y)^2 + c I)^{-1} L = L P (T^2 + c I)^{-1} P' L,
+ *   T = P' L P (r x r, symmetric),
+ * so with T = Q diag(theta) Q' and V = L P Q, R = V diag(1 / (c +
+ * theta^2)) V': one eigen-decomposition per fold and eps serves every
+ * delta, and the criterion's quadratic forms (G_X ~ Px Px') are sums over
+ * r x r arrays:
+ *   sum_j W_j' G_X W_j = sum_ab d_a d_b (A'A)_ab (Z Z')_ab, A = Px' V,
+ *   sum_j W_j' k_X(., x_j) = sum_a d_a sum_j Z_aj (V' K_X)_aj, Z = V' K_Y,
+ * with d = 1 / (c + theta^2), c = n^2 delta.  Exact up to the factors'
+ * truncation (LAPACK's tolerance n macheps max diag, far below the
+ * regularisation) and rounding.
+ *
+ * Threads: first the folds' factors (one item per fold), then one item
+ * per (fold, eps), each on one thread calling the BLAS and LAPACK, in
+ * rounds of a few items with an interrupt check between rounds; with R's
+ * reference BLAS (single-threaded, reentrant) every item's arithmetic is
+ * the same on any number of threads.  A multi-threaded BLAS would start
+ * its own threads inside each item: ?kbr_cv advises nthreads = 1 then. */
+#include <math.h>
+#include "linalg.h"
+#include "args.h"
+#include "runtime.h"
+#include "callback.h"
+#include "entries.h"
+
+/* One fold's training data and factors (arrays sized for full rank). */
+typedef struct {
+    int n, q, rx, ry;
+    double *gx;          /* G_X[train, train] (mu by Cholesky when 2 rx > n) */
+    double *Pxt;         /* rx x n: G_X ~ Px Px' */
+    double *Py;          /* n x ry: G_Y ~ Py Py' */
+    double *PtP;         /* rx x rx: Px' Px (Woodbury, when 2 rx <= n) */
+    double *kx, *ky;     /* G_X, G_Y [train, held out] (n x q) */
+    double *m;           /* rowMeans(G_X[train, train]) */
+} kcv_fold;
+
+typedef struct {
+    const double *GX, *GY;
+    int N, K;
+    const int *sel;      /* the folds evaluated (0-based), nsel of them */
+    int nsel;
+    const int *fold;     /* 1..K */
+    kcv_fold *f;
+    const double *eps, *delta;
+    int ne, nd, marginal;
+    double *out;         /* ne x nd x K */
+    int *status;         /* per item: 0, or a failure code */
+    int lwork, liwork;   /* dsyevr workspace for the largest rank */
+} kcv_ctx;
+
+enum { KCV_OK = 0, KCV_FACTOR = 1, KCV_CHOL_GX = 2, KCV_EIGEN = 3,
+       KCV_MU = 4, KCV_CRIT = 5 };
+
+/* The fold's submatrices, mu's right-hand side m and the factors.
+ * Scratch: n x n + 3 n + N doubles. */
+static void kcv_factor(void *ctx, R_xlen_t a, double *w)
+{
+    kcv_ctx *c = (kcv_ctx *) ctx;
+    int fa = c->sel[a];
+    kcv_fold *f = c->f + fa;
+    int N = c->N, n = f->n, ni = 0, nq = 0;
+    double *work = w + (size_t) n * n;          /* 2 n doubles */
+    int *piv = (int *) (work + 2 * n),          /* n ints */
+        *tr = (int *) (work + 3 * n), *te = tr + n;   /* N ints */
+    for (int i = 0; i < N; i++) {
+        if (c->fold[i] == fa + 1)
+            te[nq++] = i;
+        else
+            tr[ni++] = i;
+    }
+    for (int j = 0; j < n; j++) {
+        long double s = 0.0;
+        for (int i = 0; i < n; i++) {
+            double v = c->GX[tr[i] + (size_t) tr[j] * N];
+            f->gx[i + (size_t) j * n] = v;
+            s += v;
+        }
+        f->m[j] = (double) (s / n);   /* G_X is symmetric: column sums */
+    }
+    for (int j = 0; j < f->q; j++)
+        for (int i = 0; i < n; i++) {
+            f->kx[i + (size_t) j * n] = c->GX[tr[i] + (size_t) te[j] * N];
+            f->ky[i + (size_t) j * n] = c->GY[tr[i] + (size_t) te[j] * N];
+        }
+    memcpy(w, f->gx, (size_t) n * n * sizeof(double));
+    f->rx = kb_pivoted_chol(n, w, piv, work, f->Pxt, 1);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < n; i++)
+            w[i + (size_t) j * n] = c->GY[tr[i] + (size_t) tr[j] * N];
+    f->ry = kb_pivoted_chol(n, w, piv, work, f->Py, 0);
+    if (f->rx < 1 || f->ry < 1) {
+        c->status[a] = KCV_FACTOR;
+        return;
+    }
+    if (2 * f->rx <= n)
+        kb_matmul_nt(f->rx, f->rx, n, f->Pxt, f->Pxt, f->PtP);
+}
+
+/* mu = n (G_X + n eps I)^{-1} m: by Cholesky on G_X itself when Px has
+ * more than n / 2 columns, else by Woodbury on the factor,
+ * (Px Px' + c I)^{-1} m = (m - Px (c I + Px' Px)^{-1} Px' m) / c.
+ * Scratch: n^2 doubles (C) and rx (t).  Returns a status. */
+static int kcv_mu(const kcv_fold *f, double eps, double *C, double *t,
+                  double *mu)
+{
+    int n = f->n, rx = f->rx;
+    double c = n * eps;
+    if (2 * rx > n) {
+        memcpy(C, f->gx, (size_t) n * n * sizeof(double));
+        for (int i = 0; i < n; i++)
+            C[i + (size_t) i * n] += c;
+        if (kb_chol_info(n, C) != 0)
+            return KCV_CHOL_GX;
+        for (int i = 0; i < n; i++)
+            mu[i] = n * f->m[i];
+        return kb_chol_solve_info(n, 1, C, mu) == 0 ? KCV_OK : KCV_CHOL_GX;
+    }
+    memcpy(C, f->PtP, (size_t) rx * rx * sizeof(double));
+    for (int a = 0; a < rx; a++)
+        C[a + (size_t) a * rx] += c;
+    if (kb_chol_info(rx, C) != 0)
+        return KCV_CHOL_GX;
+    kb_matmul(rx, 1, n, 1.0, f->Pxt, f->m, t);
+    if (kb_chol_solve_info(rx, 1, C, t) != 0)
+        return KCV_CHOL_GX;
+    for (int i = 0; i < n; i++) {
+        double s = 0.0;
+        for (int a = 0; a < rx; a++)
+            s += f->Pxt[a + (size_t) i * rx] * t[a];
+        mu[i] = n * ((f->m[i] - s) / c);
+    }
+    return KCV_OK;
+}
+
+/* mu finite (a tiny eps on a low-rank G_X can overflow it) */
+static int kcv_mu_finite(const double *mu, int n)
+{
+    double z = 0.0;
+    for (int i = 0; i < n; i++)
+        z += mu[i] - mu[i];
+    return z == 0.0;
+}
+
+/* Scratch doubles one (fold, eps) item needs at training size n, rank <=
+ * n, q held-out points. */
+static size_t kcv_item_size(int n, int q, int lwork, int liwork)
+{
+    size_t nn = (size_t) n * n;
+    return 3 * nn            /* LP, Pp, V */
+        + 4 * nn             /* T (then A' A), Q, A, S */
+        + nn                 /* C: mu's Cholesky */
+        + 2 * (size_t) n * q /* Z, X */
+        + 6 * (size_t) n     /* theta, d, cr, mu, t, zbar */
+        + (size_t) lwork + (size_t) (liwork + 2 * n + 1) / 2 + 1;
+}
+
+/* Item (fold a, eps e), i = a ne + e: the criterion terms of every delta,
+ * out[e + ne k + ne nd a] = sum_j W_j' G_X W_j - 2 sum_j W_j' k_X(., x_j)
+ * (regression), or wbar' G_X wbar - 2 wbar' cbar with wbar, cbar the
+ * means over the held-out columns (marginal). */
+static void kcv_item(void *ctx, R_xlen_t i, double *w)
+{
+    kcv_ctx *c = (kcv_ctx *) ctx;
+    int a = c->sel[i / c->ne], e = (int) (i % c->ne);
+    const kcv_fold *f = c->f + a;
+    int n = f->n, q = f->q, r = f->ry, rx = f->rx, np = 0, nn = 0;
+    size_t nr = (size_t) n * r, rr = (size_t) r * r;
+    double *LP = w, *Pp = LP + nr, *V = Pp + nr, *T = V + nr, *Q = T + rr,
+        *A = Q + rr, *S = A + (size_t) rx * r,
+        *C = S + rr, *Z = C + (size_t) n * n, *X = Z + (size_t) r * q,
+        *th = X + (size_t) r * q, *dd = th + n, *cr = dd + n, *mu = cr + n,
+        *t = mu + n, *zb = t + n, *work = zb + n;
+    int *iwork = (int *) (work + c->lwork), *isuppz = iwork + c->liwork;
+    int st = kcv_mu(f, c->eps[e], C, t, mu);
+    if (st == KCV_OK && !kcv_mu_finite(mu, n))
+        st = KCV_MU;
+    if (st != KCV_OK) {
+        c->status[i] = st;
+        return;
+    }
+    for (int b = 0; b < r; b++)
+        for (int j = 0; j < n; j++)
+            LP[j + (size_t) b * n] = mu[j] * f->Py[j + (size_t) b * n];
+    /* T = P' L P = Pp' Pp - Pn' Pn, the rows scaled by sqrt(|mu_i|) split
+     * by sign (symmetric rank-k updates: half a general product's work);
+     * Pp holds the positive rows' block (np x r), then the negative ones */
+    for (int j = 0; j < n; j++)
+        np += mu[j] > 0.0, nn += mu[j] < 0.0;
+    for (int b = 0; b < r; b++) {
+        int ip = 0, in = 0;
+        for (int j = 0; j < n; j++) {
+            if (mu[j] == 0.0)
+                continue;
+            double v = sqrt(fabs(mu[j])) * f->Py[j + (size_t) b * n];
+            if (mu[j] > 0.0)
+                Pp[ip++ + (size_t) b * np] = v;
+            else
+                Pp[(size_t) np * r + in++ + (size_t) b * nn] = v;
+        }
+    }
+    kb_syrk_t(r, np, Pp, 1.0, 0, T);
+    kb_syrk_t(r, nn, Pp + (size_t) np * r, -1.0, 1, T);
+    if (kb_eigen_rrr(r, T, th, Q, isuppz, work, c->lwork, iwork,
+                     c->liwork) != 0) {
+        c->status[i] = KCV_EIGEN;
+        return;
+    }
+    kb_matmul(n, r, r, 1.0, LP, Q, V);
+    /* A = Px' V from the transposed factor (a plain product is the fast
+     * one in the reference BLAS), A'A into T */
+    kb_matmul(rx, r, n, 1.0, f->Pxt, V, A);
+    kb_syrk_t(r, rx, A, 1.0, 0, T);
+    kb_sym_fill(r, T);
+    double *H = T;
+    kb_crossprod(r, q, n, V, f->ky, Z);
+    kb_crossprod(r, q, n, V, f->kx, X);
+    if (c->marginal) {
+        /* wbar = V D zbar with zbar = Z 1 / q, and V' cbar = X 1 / q */
+        for (int b = 0; b < r; b++) {
+            double sz = 0.0, sx = 0.0;
+            for (int j = 0; j < q; j++) {
+                sz += Z[b + (size_t) j * r];
+                sx += X[b + (size_t) j * r];
+            }
+            zb[b] = sz / q;
+            cr[b] = zb[b] * (sx / q);
+        }
+        for (int b = 0; b < r; b++)
+            for (int j = 0; j < r; j++)
+                S[j + (size_t) b * r] = zb[j] * zb[b];
+    } else {
+        kb_matmul_nt(r, r, q, Z, Z, S);
+        for (int b = 0; b < r; b++) {
+            double s = 0.0;
+            for (int j = 0; j < q; j++)
+                s += Z[b + (size_t) j * r] * X[b + (size_t) j * r];
+            cr[b] = s;
+        }
+    }
+    /* every delta: O(r^2) */
+    for (int k = 0; k < c->nd; k++) {
+        double cc = (double) n * n * c->delta[k], quad = 0.0, lin = 0.0;
+        for (int b = 0; b < r; b++)
+            dd[b] = 1.0 / (cc + th[b] * th[b]);
+        for (int b = 0; b < r; b++) {
+            double s = 0.0;
+            for (int j = 0; j < r; j++)
+                s += dd[j] * H[j + (size_t) b * r] * S[j + (size_t) b * r];
+            quad += dd[b] * s;
+            lin += dd[b] * cr[b];
+        }
+        double v = quad - 2.0 * lin;
+        c->out[e + (size_t) c->ne * k + (size_t) c->ne * c->nd * a] = v;
+        if (!R_FINITE(v))
+            c->status[i] = KCV_CRIT;
+    }
+}
+
+/* Items 0..m-1 (each costing about `work` units) in rounds of nt, one
+ * item per thread, with an interrupt check between rounds (an item is a
+ * few LAPACK calls: seconds at n ~ 2000); returns the first failed item,
+ * or -1.  status is cleared first. */
+static R_xlen_t kcv_rounds(kcv_ctx *c, int nt, double work, kb_scratch s,
+                           void (*item)(void *, R_xlen_t, double *), int m,
+                           kb_progress *prog, double done0, double size)
+{
+    memset(c->status, 0, (size_t) m * sizeof(int));
+    int th = kb_threads_for(nt, work * (m < nt ? m : nt));
+    for (int i0 = 0; i0 < m; i0 += th) {
+        int i1 = i0 + th < m ? i0 + th : m;
+#pragma omp parallel for num_threads(th) schedule(static, 1)
+        for (int i = i0; i < i1; i++)
+            item(c, i, kb_scratch_mine(s));
+        for (int i = i0; i < i1; i++)
+            if (c->status[i] != KCV_OK)
+                return i;
+        kb_check_interrupt();
+        kb_progress_report(prog, done0 + i1, size, NA_REAL, 0);
+    }
+    return -1;
+}
+
+static void NORET kcv_fail(int code, int a, double eps)
+{
+    if (code == KCV_CHOL_GX)
+        kb_error_numeric(_("cross-validation fold %d: G_X + n eps I is not "
+                           "positive definite at eps = %g; increase 'eps'"),
+                         a + 1, eps);
+    if (code == KCV_MU)
+        kb_error_numeric(_("cross-validation fold %d: mu = n (G_X + n eps "
+                           "I)^{-1} m overflows at eps = %g; increase 'eps'"),
+                         a + 1, eps);
+    if (code == KCV_CRIT)
+        kb_error_numeric(_("cross-validation fold %d: the criterion is not "
+                           "finite at eps = %g; increase 'eps' or 'delta'"),
+                         a + 1, eps);
+    if (code == KCV_EIGEN)
+        kb_error_numeric(_("cross-validation fold %d: the eigen-decomposition "
+                           "of P' L P failed (LAPACK dsyevr) at eps = %g"),
+                         a + 1, eps);
+    kb_error_numeric(_("cross-validation fold %d: a training Gram matrix is "
+                       "zero or its pivoted Cholesky factorisation failed"),
+                     a + 1);
+}
+
+/* .Call entry: kbr_cv()'s folds for method "kbr".  gx, gy: the N x N Gram
+ * matrices; fold: the fold (1..K) of each point; only: the folds to
+ * evaluate (1-based; empty: all); eps, delta: the grid's values (their
+ * product is evaluated); marginal: the criterion; progress: a function
+ * (i, size, ksd) or NULL, told the (fold, eps) pairs done.  Returns the
+ * ne x nd x K criterion terms (kcv_item; R adds each fold's constants; NA
+ * for the folds not evaluated). */
+SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
+               SEXP delta_, SEXP marginal_, SEXP nthreads, SEXP progress)
+{
+    int N = kb_arg_square(gx, "G_X");
+    kb_arg_matrix(gy, "G_Y", N, N);
+    int K = kb_scalar_int(K_, "folds");
+    if (TYPEOF(fold_) != INTSXP || XLENGTH(fold_) != N || K < 2)
+        kb_error_class("kb_error_arg", _("'fold' must be an integer vector "
+                                         "of length %d, 'folds' at least 2"),
+                       N);
+    const int *fold = INTEGER(fold_);
+    int nsel = Rf_length(only_);
+    if (TYPEOF(only_) != INTSXP)
+        kb_error_class("kb_error_arg", _("'only' must be an integer vector"));
+    int *sel = (int *) R_alloc((size_t) K, sizeof(int));
+    if (nsel == 0) {
+        nsel = K;
+        for (int a = 0; a < K; a++)
+            sel[a] = a;
+    } else {
+        if (nsel > K)
+            kb_error_class("kb_error_arg", _("'only' is too long"));
+        for (int a = 0; a < nsel; a++) {
+            sel[a] = INTEGER(only_)[a] - 1;
+            if (sel[a] < 0 || sel[a] >= K)
+                kb_error_class("kb_error_arg", _("'only' must hold 1..%d"),
+                               K);
+            for (int b = 0; b < a; b++)
+                if (sel[b] == sel[a])
+                    kb_error_class("kb_error_arg",
+                                   _("'only' must not repeat a fold"));
+        }
+    }
+    int ne = Rf_length(eps_), nd = Rf_length(delta_);
+    if (TYPEOF(eps_) != REALSXP || TYPEOF(delta_) != REALSXP || ne < 1 ||
+        nd < 1)
+        kb_error_class("kb_error_arg", _("'eps' and 'delta' must be "
+                                         "non-empty numeric vectors"));
+    for (int e = 0; e < ne; e++)
+        if (!(REAL(eps_)[e] > 0.0) || !R_FINITE(REAL(eps_)[e]))
+            kb_error_class("kb_error_arg", _("'eps' must be positive"));
+    for (int k = 0; k < nd; k++)
+        if (!(REAL(delta_)[k] > 0.0) || !R_FINITE(REAL(delta_)[k]))
+            kb_error_class("kb_error_arg", _("'delta' must be positive"));
+    int nt = kb_nthreads(nthreads);
+    kcv_ctx c = {REAL(gx), REAL(gy), N, K, sel, nsel, fold, NULL,
+                 REAL(eps_), REAL(delta_), ne, nd,
+                 Rf_asLogical(marginal_) == TRUE, NULL, NULL, 0, 0};
+    c.f = (kcv_fold *) R_alloc((size_t) K, sizeof(kcv_fold));
+    for (int i = 0; i < N; i++)
+        if (fold[i] < 1 || fold[i] > K)
+            kb_error_class("kb_error_arg", _("'fold' must hold 1..%d"), K);
+    int nmax = 0, qmax = 0;
+    for (int s = 0; s < nsel; s++) {
+        int a = sel[s], q = 0;
+        for (int i = 0; i < N; i++)
+            q += fold[i] == a + 1;
+        if (q < 1 || q >= N)
+            kb_error_class("kb_error_arg", _("every fold must hold some but "
+                                             "not all points"));
+        kcv_fold *f = c.f + a;
+        int n = N - q;
+        size_t nn = (size_t) n * n;
+        f->n = n;
+        f->q = q;
+        f->gx = (double *) R_alloc(4 * nn + 2 * (size_t) n * q + n,
+                                   sizeof(double));
+        f->Pxt = f->gx + nn;
+        f->Py = f->Pxt + nn;
+        f->PtP = f->Py + nn;
+        f->kx = f->PtP + nn;
+        f->ky = f->kx + (size_t) n * q;
+        f->m = f->ky + (size_t) n * q;
+        nmax = n > nmax ? n : nmax;
+        qmax = q > qmax ? q : qmax;
+    }
+    int nitem = nsel * ne;
+    c.status = (int *) R_alloc((size_t) nitem, sizeof(int));
+    SEXP ans = PROTECT(Rf_alloc3DArray(REALSXP, ne, nd, K));
+    c.out = REAL(ans);
+    for (R_xlen_t k = 0; k < XLENGTH(ans); k++)
+        c.out[k] = NA_REAL;
+    kb_progress prog;
+    kb_progress_init(&prog, progress);
+    double n3 = (double) nmax * nmax * nmax, size = nsel + nitem;
+    /* the factors: one fold per item (two pivoted Cholesky, ~n^3 / 3 each) */
+    const void *vmax = vmaxget();   /* the factors' scratch, freed below */
+    kb_scratch s1 = kb_scratch_alloc((size_t) nmax * nmax + 3 * (size_t) nmax
+                                     + N + 1, nt);
+    R_xlen_t bad = kcv_rounds(&c, nt, n3, s1, kcv_factor, nsel, &prog, 0.0,
+                              size);
+    if (bad >= 0)
+        kcv_fail(c.status[bad], sel[bad], 0.0);
+    vmaxset(vmax);
+    int rmax = 1;
+    for (int s = 0; s < nsel; s++)
+        rmax = c.f[sel[s]].ry > rmax ? c.f[sel[s]].ry : rmax;
+    kb_eigen_rrr_query(rmax, &c.lwork, &c.liwork);
+    /* one (fold, eps) per item: about 10 n^3 at full rank */
+    kb_scratch s2 = kb_scratch_alloc(kcv_item_size(nmax, qmax, c.lwork,
+                                                   c.liwork), nt);
+    bad = kcv_rounds(&c, nt, 10.0 * n3, s2, kcv_item, nitem, &prog, nsel,
+                     size);
+    if (bad >= 0)
+        kcv_fail(c.status[bad], sel[bad / ne], c.eps[bad % ne]);
+    kb_progress_report(&prog, size, size, NA_REAL, 1);
+    UNPROTECT(1);
+    return ans;
+}
