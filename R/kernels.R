@@ -145,9 +145,16 @@ median_distance <- function(x, rows = NULL) {
   sc <- max(abs(x))
   if (sc > 0 && (sc > 1e150 || sc < 1e-150)) {
     p2 <- 2^floor(log2(sc))
-    return(stats::median(stats::dist(x / p2)) * p2)
+    x <- x / p2
+  } else {
+    p2 <- 1
   }
-  stats::median(stats::dist(x))
+  # without its attributes: median() of the classed "dist" object would
+  # fully order() it; of the plain vector it is a partial sort (the same
+  # value).  attributes<- on the fresh vector does not copy it.
+  dd <- stats::dist(x)
+  attributes(dd) <- NULL
+  stats::median(dd) * p2
 }
 
 # Sample covariance as eigenvalues and eigenvectors, with the same exact

@@ -42,8 +42,9 @@ resolve_score <- function(score, x) {
 # huge or tiny numbers are scaled by a power of two (exact) first, so that
 # their means neither overflow nor underflow.
 standardize_columns <- function(x) {
-  scale <- colMeans(abs(sweep(x, 2L, colMeans(x))))
-  big <- apply(abs(x), 2L, max)
+  # x - rep(..., each = n) is what sweep() computes, without its aperm()
+  scale <- colMeans(abs(x - rep(colMeans(x), each = nrow(x))))
+  big <- vapply(seq_len(ncol(x)), function(k) max(abs(range(x[, k]))), 0)
   for (k in which(big > 1e150 | (big > 0 & big < 1e-150))) {
     p2 <- 2^floor(log2(big[k]))
     col <- x[, k] / p2
@@ -54,7 +55,7 @@ standardize_columns <- function(x) {
                                  "be standardised (use standardize = FALSE)"),
                           which(!(scale > 0))[1L]))
   }
-  list(x = sweep(x, 2L, scale, "/"), scale = scale)
+  list(x = x / rep(scale, each = nrow(x)), scale = scale)
 }
 
 # The first row of a matrix with a non-finite entry.
@@ -81,8 +82,8 @@ stein_setup <- function(x, score, kernel, standardize, score_arg = "score",
   rk <- resolve_kernel(kernel, xs, rows = rows)
   s <- resolve_score(score, x)
   if (standardize) {
-    s <- sweep(s, 2L, scale, "*")
-    if (any(!is.finite(s))) {
+    s <- s * rep(scale, each = nrow(s))
+    if (!all_finite(s)) {
       stop_numeric(sprintf(paste0(
         "standardising x multiplies the scores by its column scales (up to ",
         "%s) and the score of row %d overflows: rescale x or use ",
@@ -92,8 +93,8 @@ stein_setup <- function(x, score, kernel, standardize, score_arg = "score",
   }
   xr <- in_basis(xs, rk)
   sr <- in_basis(s, rk)
-  if (any(!is.finite(xr)) || any(!is.finite(sr))) {
-    bad <- if (any(!is.finite(xr))) first_bad_row(xr) else first_bad_row(sr)
+  if (!all_finite(xr) || !all_finite(sr)) {
+    bad <- if (!all_finite(xr)) first_bad_row(xr) else first_bad_row(sr)
     stop_numeric(sprintf(paste0(
       "rotating row %d of x and its score into the eigenbasis of the ",
       "preconditioner overflows: rescale x"), bad))

@@ -139,15 +139,25 @@ as_points <- function(x, arg = "x", d = NULL, one = FALSE) {
     stop_arg(arg, sprintf("must be one point (a vector or a one-row matrix); it has %d rows",
                           nrow(x)))
   }
-  storage.mode(x) <- "double"
-  if (anyNA(x) || any(!is.finite(x))) {
+  if (!is.double(x)) storage.mode(x) <- "double"
+  if (!all_finite(x)) {
     bad <- which(!is.finite(x), arr.ind = TRUE)[1L, ]
     stop_arg(arg, sprintf("must not contain NA, NaN or Inf (row %d, column %d)",
                           bad[1L], bad[2L]))
   }
-  dimnames(x) <- list(NULL, colnames(x))
+  # dimnames(x) <- ... copies a matrix the caller also holds: only when the
+  # row names (or the names of the dimnames) are to go
+  dn <- dimnames(x)
+  if (!is.null(dn) && !identical(dn, list(NULL, dn[[2L]]))) {
+    dimnames(x) <- list(NULL, dn[[2L]])
+  }
   x
 }
+
+# all(is.finite(x)) for a double vector or matrix, in one pass and without
+# a logical copy when all is finite: a sum (in long double) of finite
+# numbers is finite unless it overflows when rounded to double.
+all_finite <- function(x) is.finite(sum(x)) || all(is.finite(x))
 
 # The shape of a plain vector in as_points()'s rule (no checks: the
 # vectorised closures of the built-in targets call it on every point).

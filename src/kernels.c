@@ -13,9 +13,6 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#if KB_AVX2
-#include <immintrin.h>
-#endif
 
 /* Kernel types, and the names the R layer gives them (resolve_kernel()),
  * in the same order. */
@@ -61,6 +58,11 @@ void kb_kernel_from_sexp(SEXP kern, int d, kb_kernel *K)
     }
 }
 
+int kb_is_imq_half(const kb_kernel *K)
+{
+    return K->type == KB_IMQ && K->beta == -0.5;
+}
+
 void kb_kernel_gaussian(kb_kernel *K, int d, const double *lam)
 {
     K->type = KB_GAUSS;
@@ -79,17 +81,15 @@ KB_TARGET_AVX2 static int imq_half_avx2(double c, double b1, double b2,
                                         int m, const double *r, double *p0,
                                         double *p1, double *p2)
 {
-    const __m256d one = _mm256_set1_pd(1.0), cc = _mm256_set1_pd(c),
-        bb1 = _mm256_set1_pd(b1), bb2 = _mm256_set1_pd(b2);
+    const __m256d cc = _mm256_set1_pd(c), bb1 = _mm256_set1_pd(b1),
+        bb2 = _mm256_set1_pd(b2);
     int j = 0;
     for (; j + 4 <= m; j += 4) {
-        __m256d it = _mm256_div_pd(one, _mm256_add_pd(cc,
-                                                      _mm256_loadu_pd(r + j)));
-        __m256d ph = _mm256_sqrt_pd(it);
-        __m256d pit = _mm256_mul_pd(ph, it);
-        _mm256_storeu_pd(p0 + j, ph);
-        _mm256_storeu_pd(p1 + j, _mm256_mul_pd(bb1, pit));
-        _mm256_storeu_pd(p2 + j, _mm256_mul_pd(bb2, _mm256_mul_pd(pit, it)));
+        __m256d q0, q1, q2;
+        kb_imq_half4(cc, bb1, bb2, _mm256_loadu_pd(r + j), &q0, &q1, &q2);
+        _mm256_storeu_pd(p0 + j, q0);
+        _mm256_storeu_pd(p1 + j, q1);
+        _mm256_storeu_pd(p2 + j, q2);
     }
     return j;
 }

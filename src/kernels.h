@@ -20,12 +20,59 @@ static inline int kb_have_avx2(void)
 {
     return __builtin_cpu_supports("avx2");
 }
+/* AVX-512F, for the loops bound by divisions and square roots (twice the
+ * AVX2 throughput where the units are 512 bits wide).  AVX-512F brings FMA
+ * with it, which GCC would contract a * b + c into: its copies multiply,
+ * add and subtract with the _round intrinsics (at the current rounding
+ * mode, the plain instructions), which GCC does not contract. */
+#define KB_TARGET_AVX512 __attribute__((target("avx512f")))
+static inline int kb_have_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f");
+}
 #else
 #define KB_AVX2 0
 #define KB_ALWAYS_INLINE inline
 #endif
 
 #define KB_BLOCK 256          /* points per vectorised block */
+
+#if KB_AVX2
+#include <immintrin.h>
+/* phi, phi', phi'' of the IMQ kernel with beta = -1/2 at four values of r
+ * (b1 = beta, b2 = beta (beta - 1)): the operations of the scalar loop in
+ * kernels.c, in its order, one square root and one division each.  Inline,
+ * for the loops that keep r in registers (stein.c). */
+KB_TARGET_AVX2 static inline void kb_imq_half4(__m256d c, __m256d b1,
+                                               __m256d b2, __m256d r,
+                                               __m256d *p0, __m256d *p1,
+                                               __m256d *p2)
+{
+    __m256d it = _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_add_pd(c, r));
+    __m256d ph = _mm256_sqrt_pd(it);
+    __m256d pit = _mm256_mul_pd(ph, it);
+    *p0 = ph;
+    *p1 = _mm256_mul_pd(b1, pit);
+    *p2 = _mm256_mul_pd(b2, _mm256_mul_pd(pit, it));
+}
+
+/* kb_imq_half4() at eight values of r. */
+#define KB_RND _MM_FROUND_CUR_DIRECTION
+KB_TARGET_AVX512 static inline void kb_imq_half8(__m512d c, __m512d b1,
+                                                 __m512d b2, __m512d r,
+                                                 __m512d *p0, __m512d *p1,
+                                                 __m512d *p2)
+{
+    __m512d it = _mm512_div_pd(_mm512_set1_pd(1.0),
+                               _mm512_add_round_pd(c, r, KB_RND));
+    __m512d ph = _mm512_sqrt_pd(it);
+    __m512d pit = _mm512_mul_round_pd(ph, it, KB_RND);
+    *p0 = ph;
+    *p1 = _mm512_mul_round_pd(b1, pit, KB_RND);
+    *p2 = _mm512_mul_round_pd(b2, _mm512_mul_round_pd(pit, it, KB_RND),
+                              KB_RND);
+}
+#endif
 
 /* Work units (runtime.h) of one base kernel evaluation in d dimensions. */
 #define KB_KERNEL_WORK(d) ((double) (d) + 4.0)
@@ -40,6 +87,9 @@ typedef struct {
     const double *lam;        /* eigenvalues of L (length d, or 1 if iso) */
     double trL;               /* trace of L */
 } kb_kernel;
+
+/* 1 if the kernel is the IMQ kernel with beta = -1/2 (kb_imq_half4()). */
+int kb_is_imq_half(const kb_kernel *K);
 
 /* Fill a kb_kernel from the resolved R kernel list (elements type, c, beta,
  * lambda, iso); lambda storage stays owned by R. */

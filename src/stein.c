@@ -74,6 +74,48 @@ KB_TARGET_AVX2 static void stein_block_avx2(const kb_kernel *K,
 {
     stein_block_body(K, x, s, P, j0, m, out);
 }
+
+/* The IMQ kernel with beta = -1/2: stein_imq.h in AVX2 and AVX-512 (at most
+ * KB_STEIN_DMAX dimensions). */
+#define KB_STEIN_DMAX 16
+#define SV_NAME stein_imq_half_avx2
+#define SV_TARGET KB_TARGET_AVX2
+#define SV_T __m256d
+#define SV_W 4
+#define SV_LOADU _mm256_loadu_pd
+#define SV_STOREU _mm256_storeu_pd
+#define SV_SET1 _mm256_set1_pd
+#define SV_ADD _mm256_add_pd
+#define SV_SUB _mm256_sub_pd
+#define SV_MUL _mm256_mul_pd
+#define SV_IMQ kb_imq_half4
+#include "stein_imq.h"
+
+/* kernels.h: no FMA contraction with the _round intrinsics */
+static KB_TARGET_AVX512 inline __m512d sv_add8(__m512d a, __m512d b)
+{
+    return _mm512_add_round_pd(a, b, KB_RND);
+}
+static KB_TARGET_AVX512 inline __m512d sv_sub8(__m512d a, __m512d b)
+{
+    return _mm512_sub_round_pd(a, b, KB_RND);
+}
+static KB_TARGET_AVX512 inline __m512d sv_mul8(__m512d a, __m512d b)
+{
+    return _mm512_mul_round_pd(a, b, KB_RND);
+}
+#define SV_NAME stein_imq_half_avx512
+#define SV_TARGET KB_TARGET_AVX512
+#define SV_T __m512d
+#define SV_W 8
+#define SV_LOADU _mm512_loadu_pd
+#define SV_STOREU _mm512_storeu_pd
+#define SV_SET1 _mm512_set1_pd
+#define SV_ADD sv_add8
+#define SV_SUB sv_sub8
+#define SV_MUL sv_mul8
+#define SV_IMQ kb_imq_half8
+#include "stein_imq.h"
 #endif
 
 static void stein_block(const kb_kernel *K, const double *x, const double *s,
@@ -81,7 +123,16 @@ static void stein_block(const kb_kernel *K, const double *x, const double *s,
 {
 #if KB_AVX2
     if (kb_have_avx2()) {
-        stein_block_avx2(K, x, s, P, j0, m, out);
+        if (K->d <= KB_STEIN_DMAX && kb_is_imq_half(K)) {
+            /* 8, then 4 points at a time, the last m % 4 as below */
+            int t = kb_have_avx512() ?
+                stein_imq_half_avx512(K, x, s, P, j0, m, out) : 0;
+            t += stein_imq_half_avx2(K, x, s, P, j0 + t, m - t, out + t);
+            if (t < m)
+                stein_block_avx2(K, x, s, P, j0 + t, m - t, out + t);
+        } else {
+            stein_block_avx2(K, x, s, P, j0, m, out);
+        }
         return;
     }
 #endif

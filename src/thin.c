@@ -3,6 +3,7 @@
  * 2021) and MMD thinning / kernel herding.  O(n m) kernel evaluations and
  * O(n) memory: never an n x m or n x n matrix. */
 #include <limits.h>
+#include <stdint.h>
 #include "stein.h"
 #include "args.h"
 #include "runtime.h"
@@ -24,44 +25,6 @@ typedef struct {
     const double *lap;
 } greedy_problem;
 
-/* obj_i += 2 k(x_i, x_last) [e^{w_i + w_last}] for i in [i0, i1).
- * Returns 1 if an updated obj_i is not finite (an overflow), else 0: o - o
- * is 0 for a finite o and NaN otherwise, and its sum vectorises (omp simd
- * may reorder the reduction, never fold o - o), so the check costs next to
- * nothing in the loop that already touches obj. */
-static int add_point(const greedy_problem *g, const double *xl,
-                     const double *sl, double ewl, R_xlen_t i0, R_xlen_t i1,
-                     double *obj)
-{
-    double buf[KB_BLOCK], z = 0.0;
-    for (R_xlen_t i = i0; i < i1; i += KB_BLOCK) {
-        int m = (int) (i1 - i < KB_BLOCK ? i1 - i : KB_BLOCK);
-        if (g->S)
-            kb_stein_row(g->K, xl, sl, &(kb_points) {g->X, g->S, g->n}, i,
-                             i + m, buf);
-        else
-            kb_kernel_row(g->K, xl, g->X, g->n, i, i + m, buf);
-        double *o = obj + i;
-        if (g->ew) {
-            const double *e = g->ew + i;
-#pragma omp simd reduction(+:z)
-            for (int t = 0; t < m; t++) {
-                double v = o[t] + 2.0 * buf[t] * (e[t] * ewl);
-                o[t] = v;
-                z += v - v;
-            }
-        } else {
-#pragma omp simd reduction(+:z)
-            for (int t = 0; t < m; t++) {
-                double v = o[t] + 2.0 * buf[t];
-                o[t] = v;
-                z += v - v;
-            }
-        }
-    }
-    return !(z == 0.0);
-}
-
 /* First i in [0, n) with a non-finite obj_i, or -1. */
 static R_xlen_t first_nonfinite_obj(const double *obj, R_xlen_t n)
 {
@@ -72,7 +35,8 @@ static R_xlen_t first_nonfinite_obj(const double *obj, R_xlen_t n)
 }
 
 /* First index of the smallest obj_i - coef lin_i over eligible i in
- * [i0, i1). */
+ * [i0, i1): the rule, applied as such to a range where an obj_i overflowed
+ * (step_range() below finds the same index otherwise). */
 static R_xlen_t local_argmin(const greedy_problem *g, const double *obj,
                              const int *taken, double coef, R_xlen_t i0,
                              R_xlen_t i1, double *best)
@@ -155,6 +119,133 @@ typedef struct {
     int *tb;                  /* and whether an obj_i overflowed */
 } greedy_step;
 
+/* One block of a step, the m <= KB_BLOCK points i.. : obj_i +=
+ * 2 k(x_i, x_last) [e^{w_i + w_last}] with the kernel values in buf (NULL:
+ * no point to add), then the smallest obj_i - coef lin_i over the block's
+ * eligible points (taken ones count as +Inf), returned.  *bad becomes
+ * non-zero if an updated obj_i is not finite (an overflow): o - o is 0 for
+ * a finite o and NaN otherwise; an OR of the tests (64 bits, as wide as a
+ * double) vectorises without a chain of additions. */
+static KB_ALWAYS_INLINE double block_step_body(const greedy_step *st,
+                                               const double *buf, R_xlen_t i,
+                                               int m, double *obj,
+                                               int64_t *bad)
+{
+    const greedy_problem *g = st->g;
+    double *o = obj + i, bm = R_PosInf;
+    int64_t z = 0;
+    if (buf && g->ew) {
+        const double *e = g->ew + i, ewl = st->ewl;
+#pragma omp simd reduction(|:z)
+        for (int t = 0; t < m; t++) {
+            double v = o[t] + 2.0 * buf[t] * (e[t] * ewl);
+            o[t] = v;
+            z |= !(v - v == 0.0);
+        }
+    } else if (buf) {
+#pragma omp simd reduction(|:z)
+        for (int t = 0; t < m; t++) {
+            double v = o[t] + 2.0 * buf[t];
+            o[t] = v;
+            z |= !(v - v == 0.0);
+        }
+    }
+    const int *tk = st->taken ? st->taken + i : NULL;
+    if (g->lin) {
+        const double *ln = g->lin + i, coef = st->coef;
+#pragma omp simd reduction(min:bm)
+        for (int t = 0; t < m; t++) {
+            double v = o[t] - coef * ln[t];
+            v = tk && tk[t] ? R_PosInf : v;
+            bm = v < bm ? v : bm;
+        }
+    } else if (tk) {
+#pragma omp simd reduction(min:bm)
+        for (int t = 0; t < m; t++) {
+            double v = tk[t] ? R_PosInf : o[t];
+            bm = v < bm ? v : bm;
+        }
+    } else {
+#pragma omp simd reduction(min:bm)
+        for (int t = 0; t < m; t++)
+            bm = o[t] < bm ? o[t] : bm;
+    }
+    *bad |= z;
+    return bm;
+}
+
+#if KB_AVX2
+/* block_step_body() in AVX2 (no FMA: the same results) */
+KB_TARGET_AVX2 static double block_step_avx2(const greedy_step *st,
+                                             const double *buf, R_xlen_t i,
+                                             int m, double *obj, int64_t *bad)
+{
+    return block_step_body(st, buf, i, m, obj, bad);
+}
+#endif
+
+static double block_step(const greedy_step *st, const double *buf,
+                         R_xlen_t i, int m, double *obj, int64_t *bad)
+{
+#if KB_AVX2
+    if (kb_have_avx2())
+        return block_step_avx2(st, buf, i, m, obj, bad);
+#endif
+    return block_step_body(st, buf, i, m, obj, bad);
+}
+
+/* A step over the range [i0, i1) of points: the last selected point's row
+ * added (when last >= 0), block by block (the block in cache for the
+ * minimum), and the first index of the smallest obj_i - coef lin_i over
+ * eligible i, with the minimum in *best.  A block's first index of its
+ * minimum is looked for only when the minimum beats the blocks before it
+ * (strictly: the first index among equal minima).  *flagged: an obj_i
+ * overflowed; then local_argmin()'s rule is applied as such (a NaN is never
+ * the minimum).  Otherwise every eligible obj_i is finite (the initial
+ * objective is checked, and an overflow stays non-finite), lin and coef
+ * are finite, so obj_i - coef lin_i is never NaN, and an infinite one is
+ * found as local_argmin() finds it. */
+static R_xlen_t step_range(const greedy_step *st, double *obj, R_xlen_t i0,
+                           R_xlen_t i1, double *best, int *flagged)
+{
+    const greedy_problem *g = st->g;
+    const int *taken = st->taken;
+    double buf[KB_BLOCK], bv = R_PosInf;
+    int64_t bad = 0;
+    R_xlen_t bi = -1;
+    for (R_xlen_t i = i0; i < i1; i += KB_BLOCK) {
+        int m = (int) (i1 - i < KB_BLOCK ? i1 - i : KB_BLOCK);
+        if (st->last >= 0) {
+            if (g->S)
+                kb_stein_row(g->K, st->xl, st->sl,
+                             &(kb_points) {g->X, g->S, g->n}, i, i + m, buf);
+            else
+                kb_kernel_row(g->K, st->xl, g->X, g->n, i, i + m, buf);
+        }
+        double bm = block_step(st, st->last >= 0 ? buf : NULL, i, m, obj,
+                               &bad);
+        /* all eligible values +Inf so far: the first eligible point */
+        if (bm < bv || (bi < 0 && bm == R_PosInf)) {
+            for (int t = 0; t < m; t++) {
+                if (taken && taken[i + t])
+                    continue;
+                double v = g->lin ? obj[i + t] - st->coef * g->lin[i + t] :
+                    obj[i + t];
+                if (v == bm) {
+                    bi = i + t;
+                    bv = bm;
+                    break;
+                }
+            }
+        }
+    }
+    *flagged = bad != 0;
+    if (bad)
+        return local_argmin(g, obj, taken, st->coef, i0, i1, best);
+    *best = bv;
+    return bi;
+}
+
 /* The step's selection (-1: none); *flagged: an obj_i overflowed. */
 static R_xlen_t greedy_argmin(const greedy_step *st, double *obj,
                               int *flagged)
@@ -164,10 +255,7 @@ static R_xlen_t greedy_argmin(const greedy_step *st, double *obj,
 #pragma omp parallel for num_threads(nth) schedule(static, 1)
     for (int t = 0; t < nth; t++) {
         R_xlen_t i0 = n * t / nth, i1 = n * (t + 1) / nth;
-        st->tb[t] = st->last >= 0 ?
-            add_point(st->g, st->xl, st->sl, st->ewl, i0, i1, obj) : 0;
-        st->ti[t] = local_argmin(st->g, obj, st->taken, st->coef, i0, i1,
-                                 st->tv + t);
+        st->ti[t] = step_range(st, obj, i0, i1, st->tv + t, st->tb + t);
     }
     R_xlen_t bi = -1;
     double bv = R_PosInf;

@@ -134,11 +134,12 @@ test_that("stein_thin() across the C block size (n = 300 > 256), with 1 and 2 th
   expect_true(any(want > 256))
 })
 
-test_that("stein_thin() at every vector width (blocks of 4, 2 and 1 points left), both kernels, 1 and 2 threads", {
-  # n = 1031 = 4 * 256 + 7: the last block of the kernel loop has 7 points,
-  # done 4, 2 and 1 at a time by the vectorised IMQ loop (AVX2 on x86-64)
+test_that("stein_thin() at every vector width (blocks of 8, 4, 2 and 1 points left), both kernels, 1 and 2 threads", {
+  # n = 1039 = 4 * 256 + 15: the last block of the kernel loop has 15
+  # points, done 8, 4, 2 and 1 at a time by the vectorised IMQ loops
+  # (AVX-512 and AVX2 on x86-64)
   set.seed(205)
-  smp <- thin_sample(1031, 3)
+  smp <- thin_sample(1039, 3)
   for (kn in names(thin_kernels)) {
     ks <- thin_kernels[[kn]]
     for (pc in c("med", "smpcov")) {
@@ -150,6 +151,20 @@ test_that("stein_thin() at every vector width (blocks of 4, 2 and 1 points left)
       }
     }
   }
+})
+
+test_that("points whose sum overflows are finite; a non-finite entry is named", {
+  # as_points() checks finiteness by a sum first, then entry by entry
+  set.seed(207)
+  smp <- thin_sample(40, 2)
+  x <- smp$x
+  x[1:2, 1] <- c(1.7e308, 1.7e308)
+  expect_identical(kernbayes:::as_points(x), x)
+  expect_true(kernbayes:::all_finite(x))
+  expect_false(kernbayes:::all_finite(c(x, NaN)))
+  expect_false(kernbayes:::all_finite(c(x, -Inf)))
+  x[3, 2] <- Inf
+  expect_error(stein_thin(x, smp$s, 5), "must not contain NA, NaN or Inf \\(row 3, column 2\\)")
 })
 
 test_that("stein_thin() breaks ties by the first index, also across the threads' ranges", {
