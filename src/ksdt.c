@@ -202,13 +202,22 @@ static double block_min(const double *v, int m)
     return m2 < m0 ? m2 : m0;
 }
 
-/* Work units of n Stein kernel evaluations (runtime.h).  The parallel
- * regions of this file run once per stream step, so they pay off only for
- * large dictionaries: on a busy machine a barrier waiting for a
- * descheduled thread costs more than a small region saves. */
+/* Work units of n Stein kernel evaluations (runtime.h). */
 static double stein_work(const ksdt_state *st, int n)
 {
     return (double) n * KB_STEIN_WORK(st->d);
+}
+
+/* Threads for a pass doing `work` units.  The regions of this file run
+ * once per stream step (microseconds each): they open from KB_PAR_MIN_STEP
+ * units, on the team the machine's load leaves (kb_team), because on a
+ * busy machine a barrier waiting for a descheduled thread costs more than
+ * a small region saves.  Blocks go to threads by schedule(static), the
+ * same ones at every pass, so each thread keeps its part of the
+ * dictionary in its own cache. */
+static int pass_threads(int nt, double work)
+{
+    return kb_threads_min(nt, work, KB_PAR_MIN_STEP);
 }
 
 /* k_p(x, x_i) for the n dictionary points, into out (threads over blocks). */
@@ -216,7 +225,7 @@ static void dict_row(ksdt_state *st, const double *x, const double *s,
                      double *out, int nt)
 {
     int n = st->n, nb = (n + KB_BLOCK - 1) / KB_BLOCK;
-#pragma omp parallel for num_threads(kb_threads_for(nt, stein_work(st, n))) \
+#pragma omp parallel for num_threads(pass_threads(nt, stein_work(st, n))) \
     schedule(static)
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
@@ -257,7 +266,7 @@ static void pass(ksdt_state *st, int n, const double *x, const double *s,
 {
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
     double work = x ? stein_work(st, n) : 8.0 * n;
-#pragma omp parallel for num_threads(kb_threads_for(nt, work)) schedule(static)
+#pragma omp parallel for num_threads(pass_threads(nt, work)) schedule(static)
     for (int b = 0; b < nb; b++) {
         int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
         if (x)
