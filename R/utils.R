@@ -83,23 +83,17 @@ check_flag <- function(x, arg) {
 }
 
 # Thread count: the argument, else the option kernbayes.nthreads, else 1.
-# Also hands the option kernbayes.follow_load to C (the team of a region
-# follows the machine's load unless it is FALSE: ?kernbayes, "Threads").
 resolve_nthreads <- function(nthreads) {
   if (is.null(nthreads)) nthreads <- getOption("kernbayes.nthreads", 1L)
-  nthreads <- check_count(nthreads, "nthreads")
-  thread_team(1L)
-  nthreads
+  check_count(nthreads, "nthreads")
 }
 
-# The team a region asking for nthreads threads would get now (the option
-# kernbayes.follow_load set in C first).
+# The team a region asking for nthreads threads would get now: fewer when
+# the machine's load leaves fewer idle cores, unless the option
+# kernbayes.follow_load is FALSE (src/runtime.c, read by every C entry that
+# takes a thread count; ?kernbayes, "Threads").
 thread_team <- function(nthreads = 2L) {
-  follow <- getOption("kernbayes.follow_load", TRUE)
-  if (!is.logical(follow) || length(follow) != 1L || is.na(follow)) {
-    stop_arg("kernbayes.follow_load", "(an option) must be TRUE or FALSE")
-  }
-  .Call(C_kb_thread_team, as.integer(nthreads), follow)
+  .Call(C_kb_thread_team, as.integer(nthreads))
 }
 
 # Points and samples: the one rule turning what a user gives as points into

@@ -76,6 +76,6 @@ SEXP kb_kt_refine(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_simplex_weights(SEXP, SEXP, SEXP, SEXP);
 
 /* runtime.c */
-SEXP kb_thread_team(SEXP, SEXP);
+SEXP kb_thread_team(SEXP);
 
 #endif

@@ -17,7 +17,8 @@
 /* The load-following team (kb_team).  Touched only by the main thread,
  * outside parallel regions. */
 static struct {
-    int follow;           /* 0: every region gets the threads asked for */
+    int follow;           /* 0: every region gets the threads asked for
+                           * (option kernbayes.follow_load, kb_nthreads) */
     int cap;              /* the team the last sample allowed */
     double t;             /* when that sample was taken (s; < 0: never) */
     double busy, self;    /* machine's busy and this process's CPU ticks */
@@ -123,18 +124,30 @@ int kb_team(int nt)
 #endif
 }
 
-/* .Call entry: set whether teams follow the load (follow: TRUE/FALSE, or
- * NULL to leave it) and return the team a region asking for nthreads
- * would get now. */
-SEXP kb_thread_team(SEXP nthreads, SEXP follow)
+/* .Call entry: the team a region asking for nthreads would get now. */
+SEXP kb_thread_team(SEXP nthreads)
 {
-    if (follow != R_NilValue)
-        team.follow = kb_scalar_flag(follow, "follow");
     return Rf_ScalarInteger(kb_team(kb_nthreads(nthreads)));
+}
+
+/* The option kernbayes.follow_load (NULL: TRUE), read by every entry
+ * that takes a thread count, so that a change applies at the next call. */
+static void team_option(void)
+{
+    SEXP o = Rf_GetOption1(Rf_install("kernbayes.follow_load"));
+    if (o == R_NilValue) {
+        team.follow = 1;
+        return;
+    }
+    if (TYPEOF(o) != LGLSXP || XLENGTH(o) != 1 || LOGICAL(o)[0] == NA_LOGICAL)
+        kb_error_class("kb_error_arg", _("the option 'kernbayes.follow_load' "
+                                         "must be TRUE or FALSE"));
+    team.follow = LOGICAL(o)[0];
 }
 
 int kb_nthreads(SEXP nthreads)
 {
+    team_option();
     int nt = kb_scalar_int(nthreads, "nthreads");
     if (nt < 1)
         nt = 1;
