@@ -134,7 +134,8 @@
 #' region gets one thread when its work is too small to pay for the team,
 #' and otherwise as many as the machine's load leaves idle cores: every
 #' 0.1 s (at most) the package reads how busy the other processes kept the
-#' cores (on Linux from `/proc/stat`, less this process's own CPU time) and
+#' cores (on Linux from `/proc/stat`, less this process's own CPU time;
+#' niced processes count only when R is niced too) and
 #' uses `min(nthreads, cores - busy)` threads, rounded, at least one. On a
 #' 2-core machine with one other busy process, 2 threads thus run as 1:
 #' the sequential loops that open a region per step (a KSDT pass over the

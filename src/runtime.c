@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <time.h>
 #include <sys/times.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #endif
 
@@ -32,11 +33,14 @@ static double now_coarse(void)
     return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
 }
 
-/* Busy ticks since boot (user, nice, system, irq, softirq, steal: a vCPU
- * that the host took is not free either) of the cores this process may
+/* Busy ticks since boot (user, system, irq, softirq, steal: a vCPU that
+ * the host took is not free either; nice only when this process is niced
+ * itself: a niced process yields its core to ours almost entirely, and our
+ * own time is counted as nice when we are) of the cores this process may
  * run on, and their number; 0 on failure. */
 static int machine_busy(double *busy, int *ncpu)
 {
+    int nice = getpriority(PRIO_PROCESS, 0) > 0;
     cpu_set_t mask;
     if (sched_getaffinity(0, sizeof(mask), &mask) != 0)
         return 0;
@@ -56,8 +60,8 @@ static int machine_busy(double *busy, int *ncpu)
                    v + 7) != 9 || cpu < 0 || cpu >= CPU_SETSIZE ||
             !CPU_ISSET(cpu, &mask))
             continue;                  /* the total line, or not ours */
-        b += (double) v[0] + (double) v[1] + (double) v[2] + (double) v[5] +
-            (double) v[6] + (double) v[7];
+        b += (double) v[0] + (double) v[2] + (double) v[5] + (double) v[6] +
+            (double) v[7] + (nice ? (double) v[1] : 0.0);
         n++;
     }
     fclose(f);
