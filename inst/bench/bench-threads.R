@@ -94,13 +94,20 @@ phase <- function(f, threads) {
   best
 }
 
+# the team a region asking for 2 threads gets now (?kernbayes, "Threads")
+team_now <- function() {
+  Sys.sleep(0.2)
+  kernbayes:::thread_team(2L)
+}
+
 res <- list()
 tryCatch({
-  cat("as the machine is: ", load_now(), "\n", sep = "")
+  cat("as the machine is: ", load_now(), "; team for 2 threads: ", team_now(),
+      "\n", sep = "")
   for (e in names(entries)) res[[e]] <- phase(entries[[e]], 1:2)
   start_competitor()
   cat("with a competing busy loop (pid ", competitor$pid, "): ", load_now(),
-      "\n", sep = "")
+      "; team for 2 threads: ", team_now(), "\n", sep = "")
   for (e in names(entries)) {
     b <- phase(entries[[e]], 1:2)
     if (fixed) {
