@@ -208,6 +208,14 @@ static double stein_work(const ksdt_state *st, int n)
     return (double) n * KB_STEIN_WORK(st->d);
 }
 
+/* Work units per position of a pass without kernel evaluations (a scan of
+ * the row sums): about 0.5 ns, next to 5 ns for a Stein kernel evaluation
+ * at d = 4 (KB_STEIN_WORK(4) = 20 units).  Such a pass over 5000 points
+ * takes 2-3 us, and a region of 2 threads costs about 2 us more than none
+ * on this project's machine (2 cores of a VM, run at real-time priority
+ * so that the load did not count), so scans stay serial until n = 1e4. */
+#define KB_SCAN_WORK 2.0
+
 /* Threads for a pass doing `work` units.  The regions of this file run
  * once per stream step (microseconds each): they open from KB_PAR_MIN_STEP
  * units, on the team the machine's load leaves (kb_team), because on a
@@ -291,7 +299,7 @@ static void pass(ksdt_state *st, int n, const double *x, const double *s,
                  double *row, double sign, int apply, int nt)
 {
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
-    int nth = pass_threads(nt, x ? stein_work(st, n) : 8.0 * n);
+    int nth = pass_threads(nt, x ? stein_work(st, n) : KB_SCAN_WORK * n);
     if (nth > 1) {
 #pragma omp parallel for num_threads(nth) schedule(static)
         for (int b = 0; b < nb; b++)

@@ -29,9 +29,11 @@
 int kb_nthreads(SEXP nthreads);
 
 /* Regions that run once per step of a sequential loop (a KSDT pass over
- * the dictionary, a greedy thinning step) open from this much work: on an
- * idle machine a region costs about a microsecond (1e3 units), and the
- * load-following team (kb_team) keeps them off a busy one. */
+ * the dictionary, a greedy thinning step) open from this much work (a
+ * Stein kernel row of 1000 points at d = 4, about 5 us): a region of 2
+ * threads cost about 2 us more than none on this project's 2-core VM at
+ * real-time priority, and the load-following team (kb_team) keeps such
+ * regions off a busy machine. */
 #define KB_PAR_MIN_STEP 2e4
 
 /* The team the machine's load leaves room for, at most nt (runtime.c):

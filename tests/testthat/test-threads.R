@@ -33,25 +33,33 @@ test_that("a bad kernbayes.follow_load is an error naming the option", {
 })
 
 test_that("KSDT: 1 and 2 threads agree when every pass of a step is parallel", {
-  # d = 1, dictionary of 2600: the Stein passes (11 n work units) and the
-  # cheap scans (8 n) both reach KB_PAR_MIN_STEP = 2e4
+  # d = 1: the Stein passes (11 n work units) reach KB_PAR_MIN_STEP = 2e4
+  # from n = 1819, the scans of the row sums (2 n) from n = 1e4
   set.seed(301)
-  n <- 2800
+  n <- 10300
   x <- matrix(0, n, 1)
   for (t in 2:n) x[t] <- 0.9 * x[t - 1] + sqrt(1 - 0.81) * stats::rnorm(1)
   s <- -x + 0.2 * stats::rnorm(n)
-  a <- ksdt(x, s, budget = 1e-6, min_size = "constant", min_size_coef = 2600,
-            nthreads = 1, progress = FALSE)
-  b <- ksdt(x, s, budget = 1e-6, min_size = "constant", min_size_coef = 2600,
-            nthreads = 2, progress = FALSE)
-  expect_gte(length(a$index), 2600)
-  expect_gt(sum(a$removed), 100)
   fields <- c("points", "score", "index", "ksd", "size", "removed", "evals")
-  expect_identical(a[fields], b[fields])
-  # the final KSD from the formulas on the dictionary's points
+  for (cf in c(2600, 10100)) {
+    m <- if (cf < 3000) 2800 else n
+    run <- function(nt) {
+      ksdt(x[1:m, , drop = FALSE], s[1:m, , drop = FALSE], budget = 1e-6,
+           min_size = "constant", min_size_coef = cf, nthreads = nt,
+           progress = FALSE)
+    }
+    a <- run(1)
+    expect_gte(length(a$index), cf)
+    expect_gt(sum(a$removed), 100)
+    expect_identical(run(2)[fields], a[fields])
+  }
+  # the final KSD of the smaller run from the formulas on its points
+  a <- ksdt(x[1:2800, , drop = FALSE], s[1:2800, , drop = FALSE],
+            budget = 1e-6, min_size = "constant", min_size_coef = 2600,
+            nthreads = 2, progress = FALSE)
   i <- a$index
   K <- ref_stein_cross(x[i, , drop = FALSE], s[i, , drop = FALSE])
-  expect_lt(rel_err(a$ksd[n], sqrt(mean(K))), 1e-10)
+  expect_lt(rel_err(a$ksd[2800], sqrt(mean(K))), 1e-10)
 })
 
 test_that("stein_thin: 1 and 2 threads agree when every step is a region", {
