@@ -128,8 +128,36 @@
 #' `vignette("kernel-bayes-rule")`; `vignette(package = "kernbayes")` lists
 #' them all, including the one on Stan and brms output.
 #'
+#' @section Threads:
+#' `nthreads` is the most OpenMP threads a computation uses (capped at the
+#' processors); results are identical for every thread count. A parallel
+#' region gets one thread when its work is too small to pay for the team,
+#' and otherwise as many as the machine's load leaves idle cores: every
+#' 0.1 s (at most) the package reads how busy the other processes kept the
+#' cores (on Linux from `/proc/stat`, less this process's own CPU time;
+#' niced processes count only when R is niced too) and
+#' uses `min(nthreads, cores - busy)` threads, rounded, at least one. On a
+#' 2-core machine with one other busy process, 2 threads thus run as 1:
+#' the sequential loops that open a region per step (a KSDT pass over the
+#' dictionary, a greedy Stein thinning step) would otherwise wait at every
+#' barrier for a thread the system had descheduled, which made KSDT 4-25
+#' times slower on 2 threads than on 1. On an idle machine nothing changes.
+#' Set `options(kernbayes.follow_load = FALSE)` to always get the threads
+#' asked for (a dedicated node); outside Linux the team is always
+#' `nthreads`. OpenMP's own wait policy (`OMP_WAIT_POLICY`, `GOMP_SPINCOUNT`)
+#' is read when R starts and cannot be changed by the package;
+#' `OMP_WAIT_POLICY=passive` made a fixed team's loss on a busy machine
+#' smaller (KSDT 2.2 instead of 6-17 times slower) without removing it
+#' (`inst/bench/bench-threads.R` measures
+#' every threaded function on 1 and 2 threads, with and without a competing
+#' process). [kbr()]'s threads compute its Gram matrices; its solves use
+#' R's BLAS and LAPACK (with their own threads, if any), and [kbr_cv()]'s
+#' folds run as futures.
+#'
 #' @section Options:
 #' * `kernbayes.nthreads`: the default of every `nthreads` argument (1).
+#' * `kernbayes.follow_load`: whether parallel regions follow the machine's
+#'   load (`TRUE`, the default; see "Threads").
 #' * `kernbayes.max_memory`: the most memory (bytes) that one n x n workspace
 #'   (KBR Gram matrices, the SVGD pair distances, DrMMD) may take; larger
 #'   problems stop with an error naming the argument before allocating

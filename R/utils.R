@@ -88,6 +88,14 @@ resolve_nthreads <- function(nthreads) {
   check_count(nthreads, "nthreads")
 }
 
+# The team a region asking for nthreads threads would get now: fewer when
+# the machine's load leaves fewer idle cores, unless the option
+# kernbayes.follow_load is FALSE (src/runtime.c, read by every C entry that
+# takes a thread count; ?kernbayes, "Threads").
+thread_team <- function(nthreads = 2L) {
+  .Call(C_kb_thread_team, as.integer(nthreads))
+}
+
 # Points and samples: the one rule turning what a user gives as points into
 # a numeric n x d matrix, one point per row (documented in ?kernbayes,
 # "Points and samples").  A matrix is n x d; a data frame (numeric or

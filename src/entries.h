@@ -77,4 +77,7 @@ SEXP kb_kt_refine(SEXP, SEXP, SEXP, SEXP, SEXP);
 /* weights.c */
 SEXP kb_simplex_weights(SEXP, SEXP, SEXP, SEXP);
 
+/* runtime.c */
+SEXP kb_thread_team(SEXP);
+
 #endif

@@ -202,26 +202,56 @@ static double block_min(const double *v, int m)
     return m2 < m0 ? m2 : m0;
 }
 
-/* Work units of n Stein kernel evaluations (runtime.h).  The parallel
- * regions of this file run once per stream step, so they pay off only for
- * large dictionaries: on a busy machine a barrier waiting for a
- * descheduled thread costs more than a small region saves. */
+/* Work units of n Stein kernel evaluations (runtime.h). */
 static double stein_work(const ksdt_state *st, int n)
 {
     return (double) n * KB_STEIN_WORK(st->d);
 }
 
-/* k_p(x, x_i) for the n dictionary points, into out (threads over blocks). */
+/* Work units per position of a pass without kernel evaluations (a scan of
+ * the row sums): about 0.5 ns, next to 5 ns for a Stein kernel evaluation
+ * at d = 4 (KB_STEIN_WORK(4) = 20 units).  Such a pass over 5000 points
+ * takes 2-3 us, and a region of 2 threads costs about 2 us more than none
+ * on this project's machine (2 cores of a VM, run at real-time priority
+ * so that the load did not count), so scans stay serial until n = 1e4. */
+#define KB_SCAN_WORK 2.0
+
+/* Threads for a pass doing `work` units.  The regions of this file run
+ * once per stream step (microseconds each): they open from KB_PAR_MIN_STEP
+ * units, on the team the machine's load leaves (kb_team), because on a
+ * busy machine a barrier waiting for a descheduled thread costs more than
+ * a small region saves.  Blocks go to threads by schedule(static), the
+ * same ones at every pass, so each thread keeps its part of the
+ * dictionary in its own cache. */
+static int pass_threads(int nt, double work)
+{
+    return kb_threads_min(nt, work, KB_PAR_MIN_STEP);
+}
+
+/* Block b of k_p(x, x_i) over the n dictionary points, into out. */
+static inline void dict_block(ksdt_state *st, const double *x, const double *s,
+                              double *out, int b, int n)
+{
+    int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
+    kb_stein_row(&st->K, x, s, &(kb_points) {st->X, st->S, st->cap}, i0, i1,
+                 out + i0);
+}
+
+/* k_p(x, x_i) for the n dictionary points, into out (threads over blocks).
+ * On one thread no region is opened: libgomp's region of one thread took
+ * 5% of a KSDT stream's time when every pass opened one. */
 static void dict_row(ksdt_state *st, const double *x, const double *s,
                      double *out, int nt)
 {
-    int n = st->n, nb = (n + KB_BLOCK - 1) / KB_BLOCK;
-#pragma omp parallel for num_threads(kb_threads_for(nt, stein_work(st, n))) \
-    schedule(static)
-    for (int b = 0; b < nb; b++) {
-        int i0 = b * KB_BLOCK, i1 = i0 + KB_BLOCK < n ? i0 + KB_BLOCK : n;
-        kb_stein_row(&st->K, x, s, &(kb_points) {st->X, st->S, st->cap}, i0,
-                     i1, out + i0);
+    int n = st->n, nb = (n + KB_BLOCK - 1) / KB_BLOCK,
+        nth = pass_threads(nt, stein_work(st, n));
+    if (nth > 1) {
+#pragma omp parallel for num_threads(nth) schedule(static)
+        for (int b = 0; b < nb; b++)
+            dict_block(st, x, s, out, b, n);
+    } else {
+        for (int b = 0; b < nb; b++)
+            dict_block(st, x, s, out, b, n);
     }
     st->evals += n;
 }
@@ -249,21 +279,34 @@ static inline void scan_block(ksdt_state *st, int b, int i0, int m,
     st->bval[b] = block_min(vals, m);
 }
 
+/* Block b of a pass (below). */
+static inline void pass_block(ksdt_state *st, int b, int n, const double *x,
+                              const double *s, double *row, double sign,
+                              int apply)
+{
+    int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
+    if (x)
+        kb_stein_row(&st->K, x, s, &(kb_points) {st->X, st->S, st->cap}, i0,
+                     i0 + m, row + i0);
+    scan_block(st, b, i0, m, row + i0, sign, apply);
+}
+
 /* A pass over positions [0, n) with the Stein kernel row of a point y:
  * `row` when it is known (x NULL), else computed from (x, s) block by block
- * into `row` and scanned while it is in cache. */
+ * into `row` and scanned while it is in cache.  No region on one thread
+ * (dict_row). */
 static void pass(ksdt_state *st, int n, const double *x, const double *s,
                  double *row, double sign, int apply, int nt)
 {
     int nb = (n + KB_BLOCK - 1) / KB_BLOCK;
-    double work = x ? stein_work(st, n) : 8.0 * n;
-#pragma omp parallel for num_threads(kb_threads_for(nt, work)) schedule(static)
-    for (int b = 0; b < nb; b++) {
-        int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
-        if (x)
-            kb_stein_row(&st->K, x, s, &(kb_points) {st->X, st->S, st->cap},
-                         i0, i0 + m, row + i0);
-        scan_block(st, b, i0, m, row + i0, sign, apply);
+    int nth = pass_threads(nt, x ? stein_work(st, n) : KB_SCAN_WORK * n);
+    if (nth > 1) {
+#pragma omp parallel for num_threads(nth) schedule(static)
+        for (int b = 0; b < nb; b++)
+            pass_block(st, b, n, x, s, row, sign, apply);
+    } else {
+        for (int b = 0; b < nb; b++)
+            pass_block(st, b, n, x, s, row, sign, apply);
     }
     if (x)
         st->evals += n;

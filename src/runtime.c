@@ -1,9 +1,157 @@
-/* The runtime policy (runtime.h): thread counts, scratch, chunks. */
+/* The runtime policy (runtime.h): thread counts, scratch, chunks, and the
+ * team that follows the machine's load. */
+#ifdef __linux__
+#define _GNU_SOURCE        /* sched_getaffinity, CPU_ISSET */
+#include <sched.h>
+#endif
 #include "runtime.h"
 #include "args.h"
+#include "entries.h"
+#ifdef __linux__
+#include <stdio.h>
+#include <time.h>
+#include <sys/times.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#endif
+
+/* The load-following team (kb_team).  Touched only by the main thread,
+ * outside parallel regions. */
+static struct {
+    int follow;           /* 0: every region gets the threads asked for
+                           * (option kernbayes.follow_load, kb_nthreads) */
+    int cap;              /* the team the last sample allowed */
+    double t;             /* when that sample was taken (s; < 0: never) */
+    double busy, self;    /* machine's busy and this process's CPU ticks */
+} team = {1, 1, -1.0, 0.0, 0.0};
+
+#ifdef __linux__
+static double now_coarse(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+/* Busy ticks since boot (user, system, irq, softirq, steal: a vCPU that
+ * the host took is not free either; nice only when this process is niced
+ * itself: a niced process yields its core to ours almost entirely, and our
+ * own time is counted as nice when we are) of the cores this process may
+ * run on, and their number; 0 on failure. */
+static int machine_busy(double *busy, int *ncpu)
+{
+    int nice = getpriority(PRIO_PROCESS, 0) > 0;
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof(mask), &mask) != 0)
+        return 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return 0;
+    char line[512];
+    int n = 0;
+    double b = 0.0;
+    while (fgets(line, sizeof(line), f)) {
+        int cpu;
+        unsigned long long v[8] = {0};
+        if (strncmp(line, "cpu", 3) != 0)
+            break;                     /* the cpu lines come first */
+        if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu",
+                   &cpu, v, v + 1, v + 2, v + 3, v + 4, v + 5, v + 6,
+                   v + 7) != 9 || cpu < 0 || cpu >= CPU_SETSIZE ||
+            !CPU_ISSET(cpu, &mask))
+            continue;                  /* the total line, or not ours */
+        b += (double) v[0] + (double) v[2] + (double) v[5] + (double) v[6] +
+            (double) v[7] + (nice ? (double) v[1] : 0.0);
+        n++;
+    }
+    fclose(f);
+    *busy = b;
+    *ncpu = n;
+    return n > 0;
+}
+
+/* Threads of the machine running or runnable now, this one included (the
+ * fourth field of /proc/loadavg); -1 on failure. */
+static int running_now(void)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f)
+        return -1;
+    double a[3];
+    int r, tot, k = fscanf(f, "%lf %lf %lf %d/%d", a, a + 1, a + 2, &r, &tot);
+    fclose(f);
+    return k == 5 ? r : -1;
+}
+
+/* The team the load allows now (nt when it cannot be read). */
+static int team_sample(double now, int nt)
+{
+    struct tms tb;
+    int ncpu;
+    double busy, self = times(&tb) == (clock_t) -1 ? -1.0 :
+        (double) tb.tms_utime + (double) tb.tms_stime;
+    double prev = team.t;
+    int fresh = prev >= 0 && now - prev <= 0.5;
+    team.t = now;
+    if (self < 0 || !machine_busy(&busy, &ncpu))
+        return nt;
+    double others;
+    if (!fresh) {
+        /* no recent sample to take a difference from: the threads running
+         * now besides this one, in proportion to the cores we may use */
+        int r = running_now();
+        long on = sysconf(_SC_NPROCESSORS_ONLN);
+        others = r > 1 ? (r - 1.0) * (on > ncpu ? (double) ncpu / on : 1.0)
+            : 0.0;
+    } else {
+        others = ((busy - team.busy) - (self - team.self)) /
+            ((now - prev) * (double) sysconf(_SC_CLK_TCK));
+    }
+    team.busy = busy;
+    team.self = self;
+    double free = (double) ncpu - others;
+    return free < 1.5 ? 1 : (int) (free + 0.5);
+}
+#endif
+
+int kb_team(int nt)
+{
+    if (!team.follow || nt < 2)
+        return nt;
+#ifdef __linux__
+    double now = now_coarse();
+    if (team.t < 0 || now - team.t >= 0.1)
+        team.cap = team_sample(now, nt);
+    return nt < team.cap ? nt : team.cap;
+#else
+    return nt;
+#endif
+}
+
+/* .Call entry: the team a region asking for nthreads would get now. */
+SEXP kb_thread_team(SEXP nthreads)
+{
+    return Rf_ScalarInteger(kb_team(kb_nthreads(nthreads)));
+}
+
+/* The option kernbayes.follow_load (NULL: TRUE), read by every entry
+ * that takes a thread count, so that a change applies at the next call. */
+static void team_option(void)
+{
+    SEXP o = Rf_GetOption1(Rf_install("kernbayes.follow_load"));
+    if (o == R_NilValue) {
+        team.follow = 1;
+        return;
+    }
+    if (TYPEOF(o) != LGLSXP || XLENGTH(o) != 1 || LOGICAL(o)[0] == NA_LOGICAL)
+        kb_error_class("kb_error_arg", _("the option 'kernbayes.follow_load' "
+                                         "must be TRUE or FALSE"));
+    team.follow = LOGICAL(o)[0];
+}
 
 int kb_nthreads(SEXP nthreads)
 {
+    team_option();
     int nt = kb_scalar_int(nthreads, "nthreads");
     if (nt < 1)
         nt = 1;

@@ -28,10 +28,35 @@
 /* The user's thread count (an R integer) capped to [1, processors]. */
 int kb_nthreads(SEXP nthreads);
 
-/* Threads for a region doing `work` units: nt, or 1 when too little. */
+/* Regions that run once per step of a sequential loop (a KSDT pass over
+ * the dictionary, a greedy thinning step) open from this much work (a
+ * Stein kernel row of 1000 points at d = 4, about 5 us): a region of 2
+ * threads cost about 2 us more than none on this project's 2-core VM at
+ * real-time priority, and the load-following team (kb_team) keeps such
+ * regions off a busy machine. */
+#define KB_PAR_MIN_STEP 2e4
+
+/* The team the machine's load leaves room for, at most nt (runtime.c):
+ * the cores minus those that other processes kept busy over the last
+ * 0.1 s or more (Linux: /proc/stat less this process's CPU time; at the
+ * first call, or after 0.5 s without one, the processes running now from
+ * /proc/loadavg), rounded, at least 1.  Sampled at most every 0.1 s;
+ * elsewhere, or with following switched off, nt.  On a busy machine a
+ * region waits at its barrier for a descheduled thread (a time slice,
+ * milliseconds), which is why a team larger than the idle cores never
+ * pays for regions of step size. */
+int kb_team(int nt);
+
+/* Threads for a region doing `work` units: one when too little (below
+ * `min`, KB_PAR_MIN_WORK or KB_PAR_MIN_STEP), else kb_team(nt). */
+static inline int kb_threads_min(int nt, double work, double min)
+{
+    return nt > 1 && work >= min ? kb_team(nt) : 1;
+}
+
 static inline int kb_threads_for(int nt, double work)
 {
-    return work >= KB_PAR_MIN_WORK ? nt : 1;
+    return kb_threads_min(nt, work, KB_PAR_MIN_WORK);
 }
 
 /* The calling thread's number inside a parallel region (0 outside). */

@@ -298,17 +298,19 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
     const int d = g->K->d;
     R_xlen_t n = g->n;
     double per = (double) n * (g->S ? KB_STEIN_WORK(d) : KB_KERNEL_WORK(d));
-    int nth = kb_threads_for(nt, per);
     int *taken = unique ? (int *) R_alloc((size_t) n, sizeof(int)) : NULL;
     if (taken)
         memset(taken, 0, (size_t) n * sizeof(int));
     double *xl = (double *) R_alloc((size_t) 2 * d, sizeof(double));
-    greedy_step st = {g, taken, xl, xl + d, 1.0, 0.0, -1, nth,
-                      (R_xlen_t *) R_alloc((size_t) nth, sizeof(R_xlen_t)),
-                      (double *) R_alloc((size_t) nth, sizeof(double)),
-                      (int *) R_alloc((size_t) nth, sizeof(int))};
+    greedy_step st = {g, taken, xl, xl + d, 1.0, 0.0, -1, 1,
+                      (R_xlen_t *) R_alloc((size_t) nt, sizeof(R_xlen_t)),
+                      (double *) R_alloc((size_t) nt, sizeof(double)),
+                      (int *) R_alloc((size_t) nt, sizeof(int))};
     kb_ticker tick = KB_TICKER_INIT;
     for (int j = 0; j < m; j++) {
+        /* a region per step: its team follows the machine's load from step
+         * to step (runtime.h, KB_PAR_MIN_STEP) */
+        st.nth = kb_threads_min(nt, per, KB_PAR_MIN_STEP);
         st.coef = g->lin_coef * (j + 1);
         if (st.last >= 0) {
             kb_get_row(g->X, n, st.last, d, st.xl);

@@ -5,8 +5,12 @@
 # next to the KSD benchmark's figure measured in this run (same kernel,
 # n = 20000), and the ratio against a plain-R implementation of the same
 # algorithm (vectorised over the dictionary) on a shorter stream.
-# Goals: < 60 s on 2 threads; per-evaluation cost within 1.3x of
-# the KSD benchmark's.
+# Goals: < 60 s on 2 threads, and on an idle machine at least 1.5x faster
+# than on 1 thread (issue 19); per-evaluation cost within 1.3x of the KSD
+# benchmark's.  The 2-thread run uses the team the machine's load leaves
+# (?kernbayes, "Threads"): on a busy machine it runs as 1 thread; the load
+# average and the CPU time are printed beside the wall times.
+# KB_BENCH_FIXED=1 fixes the team (options(kernbayes.follow_load = FALSE)).
 suppressPackageStartupMessages(library(kernbayes))
 set.seed(1)
 T <- as.integer(Sys.getenv("KB_BENCH_T", "2000000"))
@@ -24,14 +28,20 @@ xk <- matrix(stats::rnorm(20000 * d), ncol = d)
 tk <- system.time(ksd(xk, -xk, nthreads = 1L))[["elapsed"]]
 ns_ksd <- 1e9 * tk / (20000 * 20001 / 2)
 
+if (Sys.getenv("KB_BENCH_FIXED") == "1") options(kernbayes.follow_load = FALSE)
+load_now <- function() {
+  if (file.exists("/proc/loadavg")) readLines("/proc/loadavg")[1] else "?"
+}
 run <- function(nt) {
+  load <- load_now()
   t <- system.time(fit <- ksdt(x, s, nthreads = nt, progress = FALSE))
-  list(time = t[["elapsed"]], fit = fit)
+  list(time = t[["elapsed"]], cpu = t[["user.self"]] + t[["sys.self"]],
+       load = load, fit = fit)
 }
 # KB_BENCH_THREADS=1 skips the 2-thread run (meaningless on a loaded machine)
 r1 <- run(1L)
 two <- Sys.getenv("KB_BENCH_THREADS", "2") != "1"
-r2 <- if (two) run(2L) else list(time = NA_real_)
+r2 <- if (two) run(2L) else list(time = NA_real_, cpu = NA_real_, load = "")
 if (two) stopifnot(identical(r1$fit$index, r2$fit$index))
 ns1 <- 1e9 * r1$time / r1$fit$evals
 
@@ -82,8 +92,12 @@ stopifnot(size_r == length(fit_r$index))
 
 cat(sprintf("ksdt, IMQ precon = \"id\", d = %d, stream of %d states, budget 0, min_size sqrt\n",
             d, T))
-cat(sprintf("  1 thread : %7.2f s; 2 threads: %7.2f s (goal < 60), speed-up %.2fx\n",
-            r1$time, r2$time, r1$time / r2$time))
+cat(sprintf("  1 thread : %7.2f s (CPU %.2f s; load %s)\n", r1$time, r1$cpu,
+            r1$load))
+cat(sprintf("  2 threads: %7.2f s (CPU %.2f s; load %s) (goal < 60)\n",
+            r2$time, r2$cpu, r2$load))
+cat(sprintf("  speed-up %.2fx (goal >= 1.5 on an idle machine)\n",
+            r1$time / r2$time))
 cat(sprintf("  final dictionary size %d; %.4g kernel evaluations\n",
             length(r1$fit$index), r1$fit$evals))
 cat(sprintf("  %.2f ns/evaluation on 1 thread vs %.2f ns in ksd(): ratio %.2f (goal <= 1.3)\n",
