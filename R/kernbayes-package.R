@@ -150,9 +150,11 @@
 #' smaller (KSDT 2.2 instead of 6-17 times slower) without removing it
 #' (`inst/bench/bench-threads.R` measures
 #' every threaded function on 1 and 2 threads, with and without a competing
-#' process). [kbr()]'s threads compute its Gram matrices; its solves use
-#' R's BLAS and LAPACK (with their own threads, if any), and [kbr_cv()]'s
-#' folds run as futures.
+#' process). [kbr()]'s threads compute its Gram matrices, and its default
+#' cross-validation ([kbr_cv()], method "kbr") runs its (fold, eps) pairs on
+#' them; its solves use R's BLAS and LAPACK (with their own threads, if
+#' any: then give `nthreads = 1`). Under a parallel future plan
+#' [kbr_cv()]'s folds run as futures instead.
 #'
 #' @section Options:
 #' * `kernbayes.nthreads`: the default of every `nthreads` argument (1).

@@ -1,5 +1,5 @@
 # Threads that pay, and never cost (issue 19, item 2): every threaded entry
-# point (ksd, stein_thin, ksdt, svgd, mmd_flow, kbr) on 1 and 2 threads, as
+# point (ksd, stein_thin, ksdt, svgd, mmd_flow, kbr, kbr_cv) on 1 and 2 threads, as
 # the machine is and then with one competing CPU-bound process that this
 # script starts (a shell busy loop) and always kills, also on an error or an
 # interrupt.  Best of `reps` wall times with 1 and 2 threads alternating;
@@ -70,7 +70,9 @@ entries <- list(
     fit <- kbr(x_kbr, y_kbr, eps = 0.1, delta = 0.01, nthreads = nt,
                progress = FALSE)
     list(fit$mu, fit$factor, predict(fit, y_kbr[1:200, ]))
-  }
+  },
+  kbr_cv = function(nt) kbr_cv(x_kbr, y_kbr, folds = 5, refit = FALSE,
+                               nthreads = nt, progress = FALSE)$table
 )
 
 timed <- function(f, nt) {
