@@ -381,7 +381,7 @@ static void upper_tile(R_xlen_t T, R_xlen_t tile, R_xlen_t *I, R_xlen_t *J)
 
 /* The n^2 pairs are visited in tiles of the upper triangle, each kernel
  * value computed once and added to both of its rows.  The tiles are dealt
- * to G = svgd_lanes(n) lanes (tile t to lane t mod G); a lane adds its
+ * to G = svgd_lanes(n, d) lanes (tile t to lane t mod G); a lane adds its
  * tiles, in tile order, to its own sums, and the lanes' sums are added in
  * lane order at the end: the order of every addition depends on n only,
  * not on the number of threads or the schedule.  The lanes are a round's
@@ -391,12 +391,16 @@ static void upper_tile(R_xlen_t T, R_xlen_t tile, R_xlen_t *I, R_xlen_t *J)
  * KS (d x n), KX (d x n). */
 #define SVGD_HEAD 2
 
-/* Lanes for n particles: 2 to 8, about one per 2048 particles (the sums
- * cost G (2 d + 1) n doubles; the work grows as n^2). */
-static int svgd_lanes(R_xlen_t n)
+/* Lanes for n particles in d dimensions: 8 (a round's work in pieces of
+ * an eighth, so that threads stay balanced), fewer while the G (2 d + 1) n
+ * sums pass 16 MB, at least 2. */
+static int svgd_lanes(R_xlen_t n, int d)
 {
-    R_xlen_t g = n / 2048;
-    return g < 2 ? 2 : g > 8 ? 8 : (int) g;
+    double lane = 8.0 * (double) n * (2.0 * d + 1.0);
+    int g = 8;
+    while (g > 2 && g * lane > 16.0 * 1048576.0)
+        g--;
+    return g;
 }
 
 typedef struct {
@@ -539,7 +543,7 @@ static double svgd_direction(svgd_ctx *q, int nt, double h, double *phi)
     q->K = &K;
     q->T = T;
     q->ntile = T * (T + 1) / 2;
-    q->G = svgd_lanes(n);
+    q->G = svgd_lanes(n, q->d);
     q->per = (SVGD_HEAD + (size_t) n * (2 * q->d + 1) + 1) / 2 * 2;
     /* rounds of about KB_TICK_WORK: m tiles a lane, the G lanes one chunk */
     double tile_work = (double) SVGD_TILE * SVGD_TILE * (2.0 * q->d + 4.0);

@@ -103,7 +103,7 @@ test_that("svgd() is identical on 1 and 2 threads at sizes that run threaded, an
   # do not depend on the thread count.  At n = 1000 (136 tiles of 64 x 64
   # pairs, ~5.6e6 work units for d = 3) and n = 2100 the work is far above
   # KB_PAR_MIN_WORK (5e5, src/runtime.h), so two threads really run; n =
-  # 6200 has 3 lanes (more lanes than threads).
+  # 6200 has several rounds of 8 lanes (more lanes than threads).
   for (cs in list(c(1000, 3), c(2100, 2), c(6200, 2))) {
     n <- cs[1]
     d <- cs[2]
