@@ -380,21 +380,38 @@ static void upper_tile(R_xlen_t T, R_xlen_t tile, R_xlen_t *I, R_xlen_t *J)
 }
 
 /* The n^2 pairs are visited in tiles of the upper triangle, each kernel
- * value computed once and added to both of its rows.  A thread's slice of
- * acc: the trace term and a pad (the sums stay 16-byte aligned), then its
- * sums rs (n), KS (d x n), KX (d x n). */
+ * value computed once and added to both of its rows.  The tiles are dealt
+ * to G = svgd_lanes(n, d) lanes (tile t to lane t mod G); a lane adds its
+ * tiles, in tile order, to its own sums, and the lanes' sums are added in
+ * lane order at the end: the order of every addition depends on n only,
+ * not on the number of threads or the schedule.  The lanes are a round's
+ * kb_loop items (a thread takes a whole lane's share of the round), so
+ * the memory is G lanes of O(n) sums, not O(tiles).  A lane's sums: the
+ * trace term and a pad (the sums stay 16-byte aligned), then rs (n),
+ * KS (d x n), KX (d x n). */
 #define SVGD_HEAD 2
+
+/* Lanes for n particles in d dimensions: 8 (a round's work in pieces of
+ * an eighth, so that threads stay balanced), fewer while the G (2 d + 1) n
+ * sums pass 16 MB, at least 2. */
+static int svgd_lanes(R_xlen_t n, int d)
+{
+    double lane = 8.0 * (double) n * (2.0 * d + 1.0);
+    int g = 8;
+    while (g > 2 && g * lane > 16.0 * 1048576.0)
+        g--;
+    return g;
+}
 
 typedef struct {
     const double *X, *S;
     R_xlen_t n;
-    int d, nt;
+    int d, G;                 /* dimension, lanes */
     const kb_kernel *K;       /* Gaussian, lam = 1 / h^2 */
-    R_xlen_t T;               /* tiles per side */
-    size_t nacc;              /* per-thread sums, after SVGD_HEAD */
-    kb_scratch acc;
-    kb_scratch tb;            /* a tile row's distances and values */
-    double tr;                /* the trace term over finished chunks */
+    R_xlen_t T, ntile;        /* tiles per side, tiles */
+    R_xlen_t k0, m;           /* the round: a lane's tiles k0..k0+m-1 */
+    size_t per;               /* a lane's doubles */
+    double *lanes;
 } svgd_ctx;
 
 /* Row i of a tile against j0..j0+m-1: adds to the sums in acc; returns the
@@ -437,45 +454,39 @@ static double svgd_row(const svgd_ctx *q, R_xlen_t i, R_xlen_t j0, int m,
     return diag ? sums[1] : 2.0 * sums[1];
 }
 
-static void svgd_tile(void *ctx, R_xlen_t tile, double *acc)
+/* Lane g's tiles of the round, in tile order (kb_loop item). */
+static void svgd_lane(void *ctx, R_xlen_t g, double *tb)
 {
     const svgd_ctx *q = (const svgd_ctx *) ctx;
-    R_xlen_t I, J;
-    upper_tile(q->T, tile, &I, &J);
-    R_xlen_t i0 = I * SVGD_TILE, j0 = J * SVGD_TILE,
-        i1 = i0 + SVGD_TILE < q->n ? i0 + SVGD_TILE : q->n,
-        j1 = j0 + SVGD_TILE < q->n ? j0 + SVGD_TILE : q->n;
-    double trl = 0.0, *tb = kb_scratch_mine(q->tb);
-    for (R_xlen_t i = i0; i < i1; i++)
-        trl += svgd_row(q, i, j0, (int) (j1 - j0), I == J, acc, tb);
-    acc[0] += trl;
-}
-
-/* After a chunk of tiles: its trace terms, summed in thread order. */
-static R_xlen_t svgd_chunk_done(void *ctx, R_xlen_t i0, R_xlen_t i1)
-{
-    svgd_ctx *q = (svgd_ctx *) ctx;
-    double tr = 0.0;
-    for (int t = 0; t < q->nt; t++) {
-        double *slot = q->acc.base + q->acc.per * t;
-        tr += *slot;
-        *slot = 0.0;
+    double *acc = q->lanes + q->per * (size_t) g;
+    for (R_xlen_t k = q->k0; k < q->k0 + q->m; k++) {
+        R_xlen_t tile = g + k * q->G, I, J;
+        if (tile >= q->ntile)
+            break;
+        upper_tile(q->T, tile, &I, &J);
+        R_xlen_t i0 = I * SVGD_TILE, j0 = J * SVGD_TILE,
+            i1 = i0 + SVGD_TILE < q->n ? i0 + SVGD_TILE : q->n,
+            j1 = j0 + SVGD_TILE < q->n ? j0 + SVGD_TILE : q->n;
+        double trl = 0.0;
+        for (R_xlen_t i = i0; i < i1; i++)
+            trl += svgd_row(q, i, j0, (int) (j1 - j0), I == J, acc, tb);
+        acc[0] += trl;
     }
-    q->tr += tr;
-    return -1;
 }
 
 /* phi = (K S + rep) / n with rep_i = sum_j grad_{x_j} k(x_j, x_i), from the
- * per-thread sums (added in thread order); returns KSD^2. */
+ * lanes' sums (added in lane order); returns KSD^2. */
 static double svgd_finish(const svgd_ctx *q, double h2, double *phi)
 {
     const R_xlen_t n = q->n;
-    double *acc = q->acc.base + SVGD_HEAD;
-    for (int th = 1; th < q->nt; th++) {
-        const double *src = acc + q->acc.per * th;
-        for (size_t t = 0; t < q->nacc; t++)
+    double *acc = q->lanes;
+    for (int g = 1; g < q->G; g++) {
+        const double *src = acc + q->per * (size_t) g;
+        for (size_t t = 0; t < q->per; t++)
             acc[t] += src[t];
     }
+    double tr = acc[0];
+    acc += SVGD_HEAD;
     const double *rs = acc, *KS = acc + n, *KX = KS + (size_t) q->d * n;
     double ss = 0.0;
     for (int k = 0; k < q->d; k++) {
@@ -488,12 +499,37 @@ static double svgd_finish(const svgd_ctx *q, double h2, double *phi)
             pk[i] = (ksk[i] + rep) / (double) n;
         }
     }
-    return (ss + q->tr) / ((double) n * n);
+    return (ss + tr) / ((double) n * n);
+}
+
+typedef struct {
+    svgd_ctx *q;
+    kb_loop *L;
+    double h2, *phi, ksd2;
+} svgd_run;
+
+/* The rounds of lanes, then the direction (R_ExecWithCleanup body). */
+static SEXP svgd_body(void *data)
+{
+    svgd_run *r = (svgd_run *) data;
+    svgd_ctx *q = r->q;
+    R_xlen_t per_lane = (q->ntile + q->G - 1) / q->G;
+    for (q->k0 = 0; q->k0 < per_lane; q->k0 += q->m)
+        kb_loop_run(r->L, 0, q->G);
+    r->ksd2 = svgd_finish(q, r->h2, r->phi);
+    return R_NilValue;
+}
+
+static void svgd_free(void *data)
+{
+    svgd_ctx *q = (svgd_ctx *) data;
+    free(q->lanes);
+    q->lanes = NULL;
 }
 
 /* The SVGD direction for the Gaussian kernel of bandwidth h into phi;
  * returns the V-statistic KSD^2 of the particles with that kernel. */
-static double svgd_direction(svgd_ctx *q, double h, double *phi)
+static double svgd_direction(svgd_ctx *q, int nt, double h, double *phi)
 {
     double h2 = h * h, lam = 1.0 / h2, b = 1.0 / (h2 * h2);
     if (!(h2 > 0.0) || !R_FINITE(h2) || !R_FINITE(b))
@@ -506,16 +542,29 @@ static double svgd_direction(svgd_ctx *q, double h, double *phi)
     R_xlen_t n = q->n, T = (n + SVGD_TILE - 1) / SVGD_TILE;
     q->K = &K;
     q->T = T;
-    q->nacc = (size_t) n * (2 * q->d + 1);
-    q->acc = kb_scratch_alloc((SVGD_HEAD + q->nacc + 1) / 2 * 2, q->nt);
-    q->tb = kb_scratch_alloc(2 * SVGD_TILE, q->nt);
-    memset(q->acc.base, 0, q->acc.per * q->nt * sizeof(double));
-    q->tr = 0.0;
-    kb_loop L = {.nt = q->nt, .dynamic = 1, .scratch = q->acc,
-                 .cost0 = (double) SVGD_TILE * SVGD_TILE * (2.0 * q->d + 4.0),
-                 .item = svgd_tile, .after = svgd_chunk_done, .ctx = q};
-    kb_loop_run(&L, 0, T * (T + 1) / 2);
-    return svgd_finish(q, h2, phi);
+    q->ntile = T * (T + 1) / 2;
+    q->G = svgd_lanes(n, q->d);
+    q->per = (SVGD_HEAD + (size_t) n * (2 * q->d + 1) + 1) / 2 * 2;
+    /* rounds of about KB_TICK_WORK: m tiles a lane, the G lanes one chunk */
+    double tile_work = (double) SVGD_TILE * SVGD_TILE * (2.0 * q->d + 4.0);
+    R_xlen_t per_lane = (q->ntile + q->G - 1) / q->G;
+    q->m = (R_xlen_t) (KB_TICK_WORK / (tile_work * q->G));
+    q->m = q->m < 1 ? 1 : q->m > per_lane ? per_lane : q->m;
+    kb_loop L = {.nt = nt, .dynamic = 1, .cost0 = tile_work * (double) q->m,
+                 .scratch = kb_scratch_alloc(2 * SVGD_TILE, nt),
+                 .item = svgd_lane, .ctx = q};
+    svgd_run run = {q, &L, h2, phi, 0.0};
+    /* the lanes from calloc, freed when the direction ends or an interrupt
+     * unwinds (R_alloc'd memory is fresh pages at every call until R's
+     * next GC: measured 7-13% of a call at n = 1000, d = 50) */
+    q->lanes = (double *) calloc(q->per * (size_t) q->G, sizeof(double));
+    if (!q->lanes)
+        kb_error_class("kb_error_memory",
+                       _("SVGD: cannot allocate %.0f bytes for the kernel "
+                         "sums"), (double) (q->per * (size_t) q->G *
+                                            sizeof(double)));
+    R_ExecWithCleanup(svgd_body, &run, svgd_free, q);
+    return run.ksd2;
 }
 
 /* .Call entry: one SVGD direction.  x, s: n x d particles and scores; h:
@@ -533,14 +582,14 @@ SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP nthreads)
     if (n < 2)
         kb_error_class("kb_error_arg", _("SVGD needs at least 2 particles"));
     kb_check_interrupt();
-    svgd_ctx q = {.X = REAL(x), .S = REAL(s), .n = n, .d = d, .nt = nt};
+    svgd_ctx q = {.X = REAL(x), .S = REAL(s), .n = n, .d = d};
     if (!(h > 0.0))
         h = svgd_median_h(q.X, n, d, nt);
     const char *nms[] = {"phi", "h", "ksd2", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP phi = Rf_allocMatrix(REALSXP, n, d);
     SET_VECTOR_ELT(ans, 0, phi);
-    double ksd2 = svgd_direction(&q, h, REAL(phi));
+    double ksd2 = svgd_direction(&q, nt, h, REAL(phi));
     SET_VECTOR_ELT(ans, 1, Rf_ScalarReal(h));
     SET_VECTOR_ELT(ans, 2, Rf_ScalarReal(ksd2));
     UNPROTECT(1);

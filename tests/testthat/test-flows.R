@@ -97,6 +97,37 @@ test_that("svgd(): the reference's KSD^2 objective is the Gaussian Stein kernel 
   expect_identical(fit$objective_name, "KSD^2")
 })
 
+test_that("svgd() is identical on 1 and 2 threads at sizes that run threaded, and equals the reference", {
+  # the direction's tiles are dealt to lanes summed in a fixed order
+  # (src/flows.c, svgd_lanes), so particles, bandwidths and the KSD^2 trace
+  # do not depend on the thread count.  At n = 1000 (136 tiles of 64 x 64
+  # pairs, ~5.6e6 work units for d = 3) and n = 2100 the work is far above
+  # KB_PAR_MIN_WORK (5e5, src/runtime.h), so two threads really run; n =
+  # 6200 has several rounds of 8 lanes (more lanes than threads).
+  for (cs in list(c(1000, 3), c(2100, 2), c(6200, 2))) {
+    n <- cs[1]
+    d <- cs[2]
+    g <- flow_gauss(d, 640 + d)
+    x0 <- matrix(rnorm(n * d, sd = 1.5), n, d) + 1
+    it <- if (n > 5000) 1 else 2
+    lab <- sprintf("n = %d, d = %d", n, d)
+    f1 <- svgd(x0, g$target_vec, n_iter = it, step_size = 0.05, keep_every = 1,
+               progress = FALSE, nthreads = 1)
+    f2 <- svgd(x0, g$target_vec, n_iter = it, step_size = 0.05, keep_every = 1,
+               progress = FALSE, nthreads = 2)
+    expect_identical(f2$x, f1$x, label = lab)
+    expect_identical(f2$trace, f1$trace, label = lab)
+    expect_identical(f2$bandwidth, f1$bandwidth, label = lab)
+    expect_identical(f2$objective, f1$objective, label = lab)
+    expect_gt(max(abs(f1$x - x0)), 1e-3)
+    if (n > 5000) next
+    ref <- ref_svgd(x0, g$score_mat, it, 0.05)
+    expect_lt(rel_err(f1$x, ref$x), 1e-10, label = lab)
+    expect_lt(rel_err(f1$objective, ref$objective), 1e-10, label = lab)
+    expect_lt(rel_err(f1$bandwidth, ref$bandwidth), 1e-12, label = lab)
+  }
+})
+
 # ---- svgd: behaviour --------------------------------------------------------------
 
 test_that("svgd() on a 2-d Gaussian recovers its mean and covariance", {
