@@ -151,18 +151,26 @@ static KB_ALWAYS_INLINE double block_step_body(const greedy_step *st,
         }
     }
     const int *tk = st->taken ? st->taken + i : NULL;
-    if (g->lin) {
+    const double inf = R_PosInf;
+    if (g->lin && tk) {
         const double *ln = g->lin + i, coef = st->coef;
 #pragma omp simd reduction(min:bm)
         for (int t = 0; t < m; t++) {
             double v = o[t] - coef * ln[t];
-            v = tk && tk[t] ? R_PosInf : v;
+            v = tk[t] ? inf : v;
+            bm = v < bm ? v : bm;
+        }
+    } else if (g->lin) {
+        const double *ln = g->lin + i, coef = st->coef;
+#pragma omp simd reduction(min:bm)
+        for (int t = 0; t < m; t++) {
+            double v = o[t] - coef * ln[t];
             bm = v < bm ? v : bm;
         }
     } else if (tk) {
 #pragma omp simd reduction(min:bm)
         for (int t = 0; t < m; t++) {
-            double v = tk[t] ? R_PosInf : o[t];
+            double v = tk[t] ? inf : o[t];
             bm = v < bm ? v : bm;
         }
     } else {
