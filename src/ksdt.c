@@ -216,16 +216,26 @@ static double stein_work(const ksdt_state *st, int n)
  * so that the load did not count), so scans stay serial until n = 1e4. */
 #define KB_SCAN_WORK 2.0
 
+/* KSDT's passes open a region from this much work (a pass over 10000
+ * points at d = 4): measured on an idle machine (load 0.9, 2e5-state AR(1)
+ * stream in d = 4, dictionary 1563 points, 3e4 units a pass), regions from
+ * KB_PAR_MIN_STEP = 2e4 made 2 threads take 1.9-2.0x the time of 1 (the
+ * serial steps between passes move the dictionary's cache lines between
+ * the cores), and the 2e6-state stream (dictionary up to 5387 points)
+ * 1.10x; so passes stay serial until they are larger than the streams of
+ * the benchmarks ever make them. */
+#define KSDT_PAR_MIN_PASS 2e5
+
 /* Threads for a pass doing `work` units.  The regions of this file run
- * once per stream step (microseconds each): they open from KB_PAR_MIN_STEP
- * units, on the team the machine's load leaves (kb_team), because on a
+ * once per stream step (microseconds each): they open from
+ * KSDT_PAR_MIN_PASS units, on the team the machine's load leaves (kb_team), because on a
  * busy machine a barrier waiting for a descheduled thread costs more than
  * a small region saves.  Blocks go to threads by schedule(static), the
  * same ones at every pass, so each thread keeps its part of the
  * dictionary in its own cache. */
 static int pass_threads(int nt, double work)
 {
-    return kb_threads_min(nt, work, KB_PAR_MIN_STEP);
+    return kb_threads_min(nt, work, KSDT_PAR_MIN_PASS);
 }
 
 /* Block b of k_p(x, x_i) over the n dictionary points, into out. */

@@ -33,15 +33,15 @@ test_that("a bad kernbayes.follow_load is an error naming the option", {
 })
 
 test_that("KSDT: 1 and 2 threads agree when every pass of a step is parallel", {
-  # d = 1: the Stein passes (11 n work units) reach KB_PAR_MIN_STEP = 2e4
-  # from n = 1819, the scans of the row sums (2 n) from n = 1e4
+  # d = 1: the Stein passes (11 n work units) reach KSDT_PAR_MIN_PASS = 2e5
+  # (src/ksdt.c) from n = 18182, the scans of the row sums (2 n) from n = 1e4
   set.seed(301)
-  n <- 10300
+  n <- 18500
   x <- matrix(0, n, 1)
   for (t in 2:n) x[t] <- 0.9 * x[t - 1] + sqrt(1 - 0.81) * stats::rnorm(1)
   s <- -x + 0.2 * stats::rnorm(n)
   fields <- c("points", "score", "index", "ksd", "size", "removed", "evals")
-  for (cf in c(2600, 10100)) {
+  for (cf in c(2600, 18300)) {
     m <- if (cf < 3000) 2800 else n
     run <- function(nt) {
       ksdt(x[1:m, , drop = FALSE], s[1:m, , drop = FALSE], budget = 1e-6,
