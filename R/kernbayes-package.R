@@ -142,6 +142,10 @@
 #' dictionary, a greedy Stein thinning step) would otherwise wait at every
 #' barrier for a thread the system had descheduled, which made KSDT 4-25
 #' times slower on 2 threads than on 1. On an idle machine nothing changes.
+#' A KSDT pass uses a second thread only from about 10000 dictionary points
+#' (at \eqn{d = 4}): below that, two threads lost to one even on an idle
+#' machine (1.9-2 times slower at 1500 points), so a typical stream runs
+#' on one thread whatever `nthreads` is.
 #' Set `options(kernbayes.follow_load = FALSE)` to always get the threads
 #' asked for (a dedicated node); outside Linux the team is always
 #' `nthreads`. OpenMP's own wait policy (`OMP_WAIT_POLICY`, `GOMP_SPINCOUNT`)
