@@ -105,11 +105,11 @@ void kb_crossprod(int m, int n, int k, const double *A, const double *B,
                     FCONE FCONE);
 }
 
-void kb_syrk_t(int m, int k, const double *A, double sgn, int acc, double *C)
+void kb_syrk_n(int m, int k, const double *A, double sgn, int acc, double *C)
 {
     const double beta = acc ? 1.0 : 0.0;
     if (k > 0)
-        F77_CALL(dsyrk)("U", "T", &m, &k, &sgn, A, &k, &beta, C, &m
+        F77_CALL(dsyrk)("U", "N", &m, &k, &sgn, A, &m, &beta, C, &m
                         FCONE FCONE);
     else if (!acc)
         memset(C, 0, (size_t) m * m * sizeof(double));
