@@ -21,7 +21,8 @@
  * P_Y is kept transposed (P' = Pyt, r x n) and the item works with V'
  * (r x n): T = Pt Pt' (the columns of Pyt scaled by sqrt|mu|), V' = Q'
  * P' L, A' = V' Px, A'A = A' A'', Z = V' K_Y, V' K_X, all in the fast
- * forms (Q' is an explicit r x r transpose).
+ * forms (Q' comes transposed from the eigensolver, kb_eigen_rrr_t, whose
+ * back-transformation is applied from the right for the same reason).
  *
  * Threads: first the folds' factors (one item per fold), then one item
  * per (fold, eps), each on one thread calling the BLAS and LAPACK, in
@@ -213,16 +214,14 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
     }
     kb_syrk_n(r, np, Pt, 1.0, 0, T);
     kb_syrk_n(r, nn, Pn, -1.0, 1, T);
-    if (kb_eigen_rrr(r, T, th, Q, isuppz, work, c->lwork, iwork,
-                     c->liwork) != 0) {
+    /* Q' into Pt (free now); Q and S as scratch */
+    double *Qt = Pt;
+    if (kb_eigen_rrr_t(r, T, th, Qt, Q, S, isuppz, work, c->lwork, iwork,
+                       c->liwork) != 0) {
         c->status[i] = KCV_EIGEN;
         return;
     }
-    /* V' = Q' P' L: Q' into Pt (free now), then the columns scaled by mu */
-    double *Qt = Pt;
-    for (int b = 0; b < r; b++)
-        for (int j = 0; j < r; j++)
-            Qt[b + (size_t) j * r] = Q[j + (size_t) b * r];
+    /* V' = Q' P' L: the columns of Q' P' scaled by mu */
     kb_matmul(r, n, r, 1.0, Qt, f->Pyt, Vt);
     for (int j = 0; j < n; j++)
         for (int b = 0; b < r; b++)

@@ -59,6 +59,17 @@ int kb_chol_info(int n, double *A);
 int kb_chol_solve_info(int n, int nrhs, const double *U, double *B);
 int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,
                  double *work, int lwork, int *iwork, int liwork);
+/* The same decomposition with the vectors as the rows of Qt (Qt = Q'):
+ * dsyevr's steps (dsytrd, dstemr) with the back-transformation applied
+ * from the right to Z' (dormtr "R": "N","N" / "N","T" products in the
+ * reference BLAS; dsyevr's, from the left, runs "T","N" ones); dsyevr
+ * itself where it would rescale A, for d = 1, or when dstemr fails (dsyevr
+ * then falls back to bisection).  A (upper triangle) is destroyed;
+ * scratch: Z and save, d x d each; the other workspace as kb_eigen_rrr's
+ * (kb_eigen_rrr_query covers both).  Returns 0 or LAPACK's info. */
+int kb_eigen_rrr_t(int d, double *A, double *w, double *Qt, double *Z,
+                   double *save, int *isuppz, double *work, int lwork,
+                   int *iwork, int liwork);
 
 /* Pivoted Cholesky of the n x n positive semi-definite A (overwritten),
  * stopped at LAPACK's tolerance n * macheps * max(diag): P' A P = L L',
