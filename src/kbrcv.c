@@ -248,7 +248,8 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
             for (int j = 0; j < r; j++)
                 S[j + (size_t) b * r] = zb[j] * zb[b];
     } else {
-        kb_matmul_nt(r, r, q, Z, Z, S);
+        kb_syrk_n(r, q, Z, 1.0, 0, S);   /* S = Z Z' */
+        kb_sym_fill(r, S);
         for (int b = 0; b < r; b++) {
             double s = 0.0;
             for (int j = 0; j < q; j++)
