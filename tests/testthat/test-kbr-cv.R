@@ -170,7 +170,8 @@ test_that("kbr_cv(method = \"kbr\") equals the direct solves when G_Y has rank 1
   Gx <- ref_gauss_gram(x, x, sx)
   set.seed(5)
   fold <- sample(rep_len(1:3, n))
-  for (y in list(matrix(0.3, n, 2), cbind(rep(c(-1, 1), length.out = n), 0))) {
+  ys <- list(matrix(0.3, n, 2), cbind(rep(c(-1, 1), length.out = n), 0))
+  for (y in ys) {
     Gy <- ref_gauss_gram(y, y, 1)
     for (crit in c("regression", "marginal")) {
       cv <- kbr_cv(x, y, grid = grid, folds = 3, seed = 5, criterion = crit,
