@@ -15,6 +15,15 @@
  * truncation (LAPACK's tolerance n macheps max diag, far below the
  * regularisation) and rounding.
  *
+ * Layout: the reference BLAS runs dgemm "N","N" / "N","T" and dsyrk "N"
+ * as column updates the compiler vectorises, but its transposed forms
+ * ("T","N", dsyrk "T") as dot products, 1.6-3x slower at n ~ 640.  So
+ * P_Y is kept transposed (P' = Pyt, r x n) and the item works with V'
+ * (r x n): T = Pt Pt' (the columns of Pyt scaled by sqrt|mu|), V' = Q'
+ * P' L, A' = V' Px, A'A = A' A'', Z = V' K_Y, V' K_X, all in the fast
+ * forms (Q' comes transposed from the eigensolver, kb_eigen_rrr_t, whose
+ * back-transformation is applied from the right for the same reason).
+ *
  * Threads: first the folds' factors (one item per fold), then one item
  * per (fold, eps), each on one thread calling the BLAS and LAPACK, in
  * rounds of a few items with an interrupt check between rounds; with R's
@@ -32,10 +41,11 @@
 typedef struct {
     int n, q, rx, ry;
     double *gx;          /* G_X[train, train] (mu by Cholesky when 2 rx > n) */
-    double *Pxt;         /* rx x n: G_X ~ Px Px' */
-    double *Py;          /* n x ry: G_Y ~ Py Py' */
+    double *Px;          /* n x rx: G_X ~ Px Px' */
+    double *Pyt;         /* ry x n: G_Y ~ Py Py', Pyt = Py' */
     double *PtP;         /* rx x rx: Px' Px (Woodbury, when 2 rx <= n) */
-    double *kx, *ky;     /* G_X, G_Y [train, held out] (n x q) */
+    double *kx, *ky;     /* G_X, G_Y [train, held out] (n x q; ky follows
+                          * kx: one n x 2q array) */
     double *m;           /* rowMeans(G_X[train, train]) */
 } kcv_fold;
 
@@ -88,17 +98,22 @@ static void kcv_factor(void *ctx, R_xlen_t a, double *w)
             f->ky[i + (size_t) j * n] = c->GY[tr[i] + (size_t) te[j] * N];
         }
     memcpy(w, f->gx, (size_t) n * n * sizeof(double));
-    f->rx = kb_pivoted_chol(n, w, piv, work, f->Pxt, 1);
+    int rx = f->rx = kb_pivoted_chol(n, w, piv, work, f->Px, 0);
     for (int j = 0; j < n; j++)
         for (int i = 0; i < n; i++)
             w[i + (size_t) j * n] = c->GY[tr[i] + (size_t) tr[j] * N];
-    f->ry = kb_pivoted_chol(n, w, piv, work, f->Py, 0);
-    if (f->rx < 1 || f->ry < 1) {
+    f->ry = kb_pivoted_chol(n, w, piv, work, f->Pyt, 1);
+    if (rx < 1 || f->ry < 1) {
         c->status[a] = KCV_FACTOR;
         return;
     }
-    if (2 * f->rx <= n)
-        kb_matmul_nt(f->rx, f->rx, n, f->Pxt, f->Pxt, f->PtP);
+    if (2 * rx <= n) {
+        /* Px' Px as Pxt Pxt' from a transposed copy in w (the fast form) */
+        for (int k = 0; k < rx; k++)
+            for (int i = 0; i < n; i++)
+                w[k + (size_t) i * rx] = f->Px[i + (size_t) k * n];
+        kb_matmul_nt(rx, rx, n, w, w, f->PtP);
+    }
 }
 
 /* mu = n (G_X + n eps I)^{-1} m: by Cholesky on G_X itself when Px has
@@ -125,15 +140,13 @@ static int kcv_mu(const kcv_fold *f, double eps, double *C, double *t,
         C[a + (size_t) a * rx] += c;
     if (kb_chol_info(rx, C) != 0)
         return KCV_CHOL_GX;
-    kb_matmul(rx, 1, n, 1.0, f->Pxt, f->m, t);
+    kb_crossprod(rx, 1, n, f->Px, f->m, t);
     if (kb_chol_solve_info(rx, 1, C, t) != 0)
         return KCV_CHOL_GX;
-    for (int i = 0; i < n; i++) {
-        double s = 0.0;
-        for (int a = 0; a < rx; a++)
-            s += f->Pxt[a + (size_t) i * rx] * t[a];
-        mu[i] = n * ((f->m[i] - s) / c);
-    }
+    double *s = C + (size_t) rx * rx;          /* Px t */
+    kb_matmul(n, 1, rx, 1.0, f->Px, t, s);
+    for (int i = 0; i < n; i++)
+        mu[i] = n * ((f->m[i] - s[i]) / c);
     return KCV_OK;
 }
 
@@ -151,8 +164,8 @@ static int kcv_mu_finite(const double *mu, int n)
 static size_t kcv_item_size(int n, int q, int lwork, int liwork)
 {
     size_t nn = (size_t) n * n;
-    return 3 * nn            /* LP, Pp, V */
-        + 4 * nn             /* T (then A' A), Q, A, S */
+    return 2 * nn            /* Pt (then Q'), V' */
+        + 4 * nn             /* T (then A' A), Q, A', S */
         + nn                 /* C: mu's Cholesky */
         + 2 * (size_t) n * q /* Z, X */
         + 6 * (size_t) n     /* theta, d, cr, mu, t, zbar */
@@ -170,10 +183,10 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
     const kcv_fold *f = c->f + a;
     int n = f->n, q = f->q, r = f->ry, rx = f->rx, np = 0, nn = 0;
     size_t nr = (size_t) n * r, rr = (size_t) r * r;
-    double *LP = w, *Pp = LP + nr, *V = Pp + nr, *T = V + nr, *Q = T + rr,
-        *A = Q + rr, *S = A + (size_t) rx * r,
-        *C = S + rr, *Z = C + (size_t) n * n, *X = Z + (size_t) r * q,
-        *th = X + (size_t) r * q, *dd = th + n, *cr = dd + n, *mu = cr + n,
+    double *Pt = w, *Vt = Pt + nr, *T = Vt + nr, *Q = T + rr,
+        *At = Q + rr, *S = At + (size_t) rx * r,
+        *C = S + rr, *X = C + (size_t) n * n, *Z = X + (size_t) r * q,
+        *th = Z + (size_t) r * q, *dd = th + n, *cr = dd + n, *mu = cr + n,
         *t = mu + n, *zb = t + n, *work = zb + n;
     int *iwork = (int *) (work + c->lwork), *isuppz = iwork + c->liwork;
     int st = kcv_mu(f, c->eps[e], C, t, mu);
@@ -183,42 +196,43 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
         c->status[i] = st;
         return;
     }
-    for (int b = 0; b < r; b++)
-        for (int j = 0; j < n; j++)
-            LP[j + (size_t) b * n] = mu[j] * f->Py[j + (size_t) b * n];
-    /* T = P' L P = Pp' Pp - Pn' Pn, the rows scaled by sqrt(|mu_i|) split
-     * by sign (symmetric rank-k updates: half a general product's work);
-     * Pp holds the positive rows' block (np x r), then the negative ones */
+    /* T = P' L P = Pp' Pp - Pn' Pn, P's rows scaled by sqrt(|mu_i|) split
+     * by sign (symmetric rank-k updates: half a general product's work),
+     * as the columns of Pt (r x np, then r x nn) */
     for (int j = 0; j < n; j++)
         np += mu[j] > 0.0, nn += mu[j] < 0.0;
-    for (int b = 0; b < r; b++) {
-        int ip = 0, in = 0;
-        for (int j = 0; j < n; j++) {
-            if (mu[j] == 0.0)
-                continue;
-            double v = sqrt(fabs(mu[j])) * f->Py[j + (size_t) b * n];
-            if (mu[j] > 0.0)
-                Pp[ip++ + (size_t) b * np] = v;
-            else
-                Pp[(size_t) np * r + in++ + (size_t) b * nn] = v;
-        }
+    double *Pn = Pt + (size_t) np * r;
+    for (int j = 0, ip = 0, in = 0; j < n; j++) {
+        if (mu[j] == 0.0)
+            continue;
+        double sj = sqrt(fabs(mu[j]));
+        const double *p = f->Pyt + (size_t) j * r;
+        double *o = mu[j] > 0.0 ? Pt + (size_t) ip++ * r :
+            Pn + (size_t) in++ * r;
+        for (int b = 0; b < r; b++)
+            o[b] = sj * p[b];
     }
-    kb_syrk_t(r, np, Pp, 1.0, 0, T);
-    kb_syrk_t(r, nn, Pp + (size_t) np * r, -1.0, 1, T);
-    if (kb_eigen_rrr(r, T, th, Q, isuppz, work, c->lwork, iwork,
-                     c->liwork) != 0) {
+    kb_syrk_n(r, np, Pt, 1.0, 0, T);
+    kb_syrk_n(r, nn, Pn, -1.0, 1, T);
+    /* Q' into Pt (free now); Q and S as scratch */
+    double *Qt = Pt;
+    if (kb_eigen_rrr_t(r, T, th, Qt, Q, S, isuppz, work, c->lwork, iwork,
+                       c->liwork) != 0) {
         c->status[i] = KCV_EIGEN;
         return;
     }
-    kb_matmul(n, r, r, 1.0, LP, Q, V);
-    /* A = Px' V from the transposed factor (a plain product is the fast
-     * one in the reference BLAS), A'A into T */
-    kb_matmul(rx, r, n, 1.0, f->Pxt, V, A);
-    kb_syrk_t(r, rx, A, 1.0, 0, T);
+    /* V' = Q' P' L: the columns of Q' P' scaled by mu */
+    kb_matmul(r, n, r, 1.0, Qt, f->Pyt, Vt);
+    for (int j = 0; j < n; j++)
+        for (int b = 0; b < r; b++)
+            Vt[b + (size_t) j * r] *= mu[j];
+    /* A' = V' Px, A'A = A' A'' into T */
+    kb_matmul(r, rx, n, 1.0, Vt, f->Px, At);
+    kb_syrk_n(r, rx, At, 1.0, 0, T);
     kb_sym_fill(r, T);
     double *H = T;
-    kb_crossprod(r, q, n, V, f->ky, Z);
-    kb_crossprod(r, q, n, V, f->kx, X);
+    /* V' K_X and Z = V' K_Y in one product (kx, ky adjacent: n x 2q) */
+    kb_matmul(r, 2 * q, n, 1.0, Vt, f->kx, X);
     if (c->marginal) {
         /* wbar = V D zbar with zbar = Z 1 / q, and V' cbar = X 1 / q */
         for (int b = 0; b < r; b++) {
@@ -234,7 +248,8 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
             for (int j = 0; j < r; j++)
                 S[j + (size_t) b * r] = zb[j] * zb[b];
     } else {
-        kb_matmul_nt(r, r, q, Z, Z, S);
+        kb_syrk_n(r, q, Z, 1.0, 0, S);   /* S = Z Z' */
+        kb_sym_fill(r, S);
         for (int b = 0; b < r; b++) {
             double s = 0.0;
             for (int j = 0; j < q; j++)
@@ -382,9 +397,9 @@ SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
         f->q = q;
         f->gx = (double *) R_alloc(4 * nn + 2 * (size_t) n * q + n,
                                    sizeof(double));
-        f->Pxt = f->gx + nn;
-        f->Py = f->Pxt + nn;
-        f->PtP = f->Py + nn;
+        f->Px = f->gx + nn;
+        f->Pyt = f->Px + nn;
+        f->PtP = f->Pyt + nn;
         f->kx = f->PtP + nn;
         f->ky = f->kx + (size_t) n * q;
         f->m = f->ky + (size_t) n * q;

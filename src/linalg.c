@@ -1,3 +1,4 @@
+#include <math.h>
 #include "linalg.h"
 #include "args.h"
 #include "entries.h"
@@ -6,6 +7,20 @@
 #ifndef FCONE
 #define FCONE
 #endif
+#ifndef FCLEN
+#define FCLEN
+#endif
+
+/* dsyevr's tridiagonal eigensolver (relatively robust representations),
+ * in R's LAPACK (dsyevr calls it) but not declared in R_ext/Lapack.h */
+extern void F77_NAME(dstemr)(const char *jobz, const char *range,
+                             const int *n, double *d, double *e,
+                             const double *vl, const double *vu,
+                             const int *il, const int *iu, int *m, double *w,
+                             double *z, const int *ldz, const int *nzc,
+                             int *isuppz, int *tryrac, double *work,
+                             const int *lwork, int *iwork, const int *liwork,
+                             int *info FCLEN FCLEN);
 
 void kb_sym_eigen(int d, const double *A, double *w, double *Q,
                   const char *what)
@@ -105,11 +120,11 @@ void kb_crossprod(int m, int n, int k, const double *A, const double *B,
                     FCONE FCONE);
 }
 
-void kb_syrk_t(int m, int k, const double *A, double sgn, int acc, double *C)
+void kb_syrk_n(int m, int k, const double *A, double sgn, int acc, double *C)
 {
     const double beta = acc ? 1.0 : 0.0;
     if (k > 0)
-        F77_CALL(dsyrk)("U", "T", &m, &k, &sgn, A, &k, &beta, C, &m
+        F77_CALL(dsyrk)("U", "N", &m, &k, &sgn, A, &m, &beta, C, &m
                         FCONE FCONE);
     else if (!acc)
         memset(C, 0, (size_t) m * m * sizeof(double));
@@ -153,6 +168,66 @@ void kb_eigen_rrr_query(int d, int *lwork, int *liwork)
                      FCONE FCONE FCONE);
     *lwork = (int) wq;
     *liwork = iwq;
+    /* kb_eigen_rrr_t's pieces: d, e, tau, then dsytrd's, dstemr's (18 d,
+     * 10 d ints) or dormtr's workspace */
+    int mx = 18 * d;
+    F77_CALL(dsytrd)("U", &d, &a, &d, &w, &w, &w, &wq, &lw, &info FCONE);
+    mx = (int) wq > mx ? (int) wq : mx;
+    F77_CALL(dormtr)("R", "U", "T", &d, &d, &a, &d, &w, &z, &d, &wq, &lw,
+                     &info FCONE FCONE FCONE);
+    /* + dormql's block reflector (65 x 64), which dormtr's answer omits */
+    mx = (int) wq + 4160 > mx ? (int) wq + 4160 : mx;
+    *lwork = 3 * d + mx > *lwork ? 3 * d + mx : *lwork;
+    *liwork = 10 * d > *liwork ? 10 * d : *liwork;
+}
+
+/* Q' from Q (d x d) */
+static void eigen_transpose(int d, const double *Q, double *Qt)
+{
+    for (int j = 0; j < d; j++)
+        for (int i = 0; i < d; i++)
+            Qt[j + (size_t) i * d] = Q[i + (size_t) j * d];
+}
+
+int kb_eigen_rrr_t(int d, double *A, double *w, double *Qt, double *Z,
+                   double *save, int *isuppz, double *work, int lwork,
+                   int *iwork, int liwork)
+{
+    size_t dd = (size_t) d * d;
+    double amax = 0.0;
+    for (int j = 0; j < d; j++)
+        for (int i = 0; i <= j; i++) {
+            double v = fabs(A[i + (size_t) j * d]);
+            if (!(v <= amax))
+                amax = v;           /* NaN stays */
+        }
+    /* dsyevr rescales a matrix whose largest entry is below ~1e-146 or
+     * above ~1e76, and returns at once for d = 1: dsyevr itself then */
+    if (d > 1 && amax > 1e-140 && amax < 1e70) {
+        double *dg = work, *e = dg + d, *tau = e + d, *wk = tau + d;
+        double vl = 0.0, vu = 0.0;
+        int lw = lwork - 3 * d, m = 0, il = 1, iu = d, tryrac = 1, info = 0;
+        memcpy(save, A, dd * sizeof(double));
+        F77_CALL(dsytrd)("U", &d, A, &d, dg, e, tau, wk, &lw, &info FCONE);
+        if (info == 0)
+            F77_CALL(dstemr)("V", "A", &d, dg, e, &vl, &vu, &il, &iu, &m, w,
+                             Z, &d, &d, isuppz, &tryrac, wk, &lw, iwork,
+                             &liwork, &info FCONE FCONE);
+        if (info == 0 && m == d) {
+            /* Q = U Z with U dsytrd's reflectors: Q' = Z' U' */
+            eigen_transpose(d, Z, Qt);
+            F77_CALL(dormtr)("R", "U", "T", &d, &d, A, &d, tau, Qt, &d, wk,
+                             &lw, &info FCONE FCONE FCONE);
+            return info;
+        }
+        /* dstemr failed: dsyevr falls back to bisection and inverse
+         * iteration */
+        memcpy(A, save, dd * sizeof(double));
+    }
+    int info = kb_eigen_rrr(d, A, w, Z, isuppz, work, lwork, iwork, liwork);
+    if (info == 0)
+        eigen_transpose(d, Z, Qt);
+    return info;
 }
 
 int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,

@@ -31,14 +31,16 @@ void kb_chol_packed(int n, double *AP, const char *msg);
 void kb_matmul(int m, int n, int k, double alpha, const double *A,
                const double *B, double *C);
 
-/* C = A' B for column-major A (k x m), B (k x n), C (m x n). */
+/* C = A' B for column-major A (k x m), B (k x n), C (m x n) (dgemm "T","N":
+ * dot products in the reference BLAS, the slow form for large m, n). */
 void kb_crossprod(int m, int n, int k, const double *A, const double *B,
                   double *C);
 
-/* C = sgn A' A (k x m A, m x m C), or C += sgn A' A when acc is non-zero
- * (BLAS dsyrk): only the upper triangle is written (kb_sym_fill copies it
+/* C = sgn A A' (m x k A, m x m C), or C += sgn A A' when acc is non-zero
+ * (BLAS dsyrk "N", the reference BLAS's fast form; "T" runs as dot
+ * products): only the upper triangle is written (kb_sym_fill copies it
  * down); with k = 0 and acc = 0, C is zeroed. */
-void kb_syrk_t(int m, int k, const double *A, double sgn, int acc, double *C);
+void kb_syrk_n(int m, int k, const double *A, double sgn, int acc, double *C);
 
 /* C = A B' for column-major A (m x k), B (n x k), C (m x n). */
 void kb_matmul_nt(int m, int n, int k, const double *A, const double *B,
@@ -57,6 +59,17 @@ int kb_chol_info(int n, double *A);
 int kb_chol_solve_info(int n, int nrhs, const double *U, double *B);
 int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,
                  double *work, int lwork, int *iwork, int liwork);
+/* The same decomposition with the vectors as the rows of Qt (Qt = Q'):
+ * dsyevr's steps (dsytrd, dstemr) with the back-transformation applied
+ * from the right to Z' (dormtr "R": "N","N" / "N","T" products in the
+ * reference BLAS; dsyevr's, from the left, runs "T","N" ones); dsyevr
+ * itself where it would rescale A, for d = 1, or when dstemr fails (dsyevr
+ * then falls back to bisection).  A (upper triangle) is destroyed;
+ * scratch: Z and save, d x d each; the other workspace as kb_eigen_rrr's
+ * (kb_eigen_rrr_query covers both).  Returns 0 or LAPACK's info. */
+int kb_eigen_rrr_t(int d, double *A, double *w, double *Qt, double *Z,
+                   double *save, int *isuppz, double *work, int lwork,
+                   int *iwork, int liwork);
 
 /* Pivoted Cholesky of the n x n positive semi-definite A (overwritten),
  * stopped at LAPACK's tolerance n * macheps * max(diag): P' A P = L L',

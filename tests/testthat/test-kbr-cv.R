@@ -98,6 +98,28 @@ test_that("kbr_cv(criterion = \"regression\") agrees with the held-out RKHS loss
   expect_error(kbr_cv(d$x, d$y, criterion = "mse"), "'criterion'")
 })
 
+# The "kbr" criterion of every grid row from a regularised solve per fold
+# and setting (plain R, the formulas of R/kbr-cv.R's per-setting path).
+cv_direct_ref <- function(Gx, Gy, fold, grid, crit) {
+  n <- length(fold)
+  ref <- numeric(nrow(grid))
+  for (g in seq_len(nrow(grid))) for (a in sort(unique(fold))) {
+    tr <- fold != a
+    te <- !tr
+    mu <- ref_kbr_mu(Gx[tr, tr], rowMeans(Gx[tr, tr]), grid$eps[g])
+    W <- ref_kbr_R(Gy[tr, tr], mu, grid$delta[g]) %*% Gy[tr, te]
+    if (crit == "marginal") {
+      wbar <- rowMeans(W)
+      ref[g] <- ref[g] + sum(wbar * (Gx[tr, tr] %*% wbar)) -
+        2 * sum(wbar * rowMeans(Gx[tr, te])) + mean(Gx[te, te])
+    } else {
+      ref[g] <- ref[g] + (sum(W * (Gx[tr, tr] %*% W)) -
+                            2 * sum(W * Gx[tr, te]) + sum(te)) / n
+    }
+  }
+  ref
+}
+
 test_that("kbr_cv(method = \"kbr\") equals the direct solves at full and low numerical rank", {
   # The "kbr" path evaluates every (eps, delta) of a fold from pivoted
   # Cholesky factors and one eigen-decomposition per eps (src/kbr.c,
@@ -127,23 +149,35 @@ test_that("kbr_cv(method = \"kbr\") equals the direct solves at full and low num
     for (crit in c("regression", "marginal")) {
       cv <- kbr_cv(x, y, grid = grid, folds = 3, seed = 5, criterion = crit,
                    refit = FALSE)
-      ref <- numeric(nrow(grid))
-      for (g in seq_len(nrow(grid))) for (a in 1:3) {
-        tr <- fold != a
-        te <- !tr
-        mu <- ref_kbr_mu(Gx[tr, tr], rowMeans(Gx[tr, tr]), grid$eps[g])
-        W <- ref_kbr_R(Gy[tr, tr], mu, grid$delta[g]) %*% Gy[tr, te]
-        if (crit == "marginal") {
-          wbar <- rowMeans(W)
-          ref[g] <- ref[g] + sum(wbar * (Gx[tr, tr] %*% wbar)) -
-            2 * sum(wbar * rowMeans(Gx[tr, te])) + mean(Gx[te, te])
-        } else {
-          ref[g] <- ref[g] + (sum(W * (Gx[tr, tr] %*% W)) -
-                                2 * sum(W * Gx[tr, te]) + sum(te)) / n
-        }
-      }
+      ref <- cv_direct_ref(Gx, Gy, fold, grid, crit)
       expect_lt(rel_err(cv$table$criterion, ref), 1e-9)
       expect_identical(which.min(cv$table$criterion), which.min(ref))
+    }
+  }
+})
+
+test_that("kbr_cv(method = \"kbr\") equals the direct solves when G_Y has rank 1 or 2", {
+  # The eigen-decomposition of the r x r T = P' L P (src/linalg.c,
+  # kb_eigen_rrr_t): r = 1 goes through dsyevr itself, r = 2 through the
+  # tridiagonal reduction, dstemr and the back-transformation from the
+  # right.  y takes one value (G_Y = 1 1') or two.
+  grid <- data.frame(eps = c(1e-3, 1e-2, 0.1), delta = c(1e-4, 1e-2, 1),
+                     sigma_y = 1)
+  set.seed(11)
+  n <- 40
+  x <- matrix(stats::rnorm(2 * n), n)
+  sx <- ref_med_bw(x)
+  Gx <- ref_gauss_gram(x, x, sx)
+  set.seed(5)
+  fold <- sample(rep_len(1:3, n))
+  ys <- list(matrix(0.3, n, 2), cbind(rep(c(-1, 1), length.out = n), 0))
+  for (y in ys) {
+    Gy <- ref_gauss_gram(y, y, 1)
+    for (crit in c("regression", "marginal")) {
+      cv <- kbr_cv(x, y, grid = grid, folds = 3, seed = 5, criterion = crit,
+                   refit = FALSE)
+      ref <- cv_direct_ref(Gx, Gy, fold, grid, crit)
+      expect_lt(rel_err(cv$table$criterion, ref), 1e-9)
     }
   }
 })
