@@ -223,7 +223,13 @@ static double stein_work(const ksdt_state *st, int n)
  * serial steps between passes move the dictionary's cache lines between
  * the cores), and the 2e6-state stream (dictionary up to 5387 points)
  * 1.10x; so passes stay serial until they are larger than the streams of
- * the benchmarks ever make them. */
+ * the benchmarks ever make them.  Two designs without a region per pass
+ * were built and measured, and dropped (NEWS, issue 19): one region per
+ * chunk of steps with each pass split by a spinning hand-off (1.15x on
+ * the 2e6 stream, 0.9x at 5e5 states), and a pipeline computing the next
+ * state's row on the second thread (0.97x: the row's cache lines crossing
+ * cores cost as much as computing it; a cross-core round trip here is
+ * 0.5 us). */
 #define KSDT_PAR_MIN_PASS 2e5
 
 /* Threads for a pass doing `work` units.  The regions of this file run
