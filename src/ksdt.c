@@ -182,26 +182,6 @@ static inline int better(double v, double si, double bv, double bsi)
     return v < bv || (v == bv && si < bsi);
 }
 
-/* Minimum of v[0..m) (no NaN): four independent chains, because a simd
- * min-reduction kept in memory by the compiler costs a store-forwarding
- * round trip per element. */
-static double block_min(const double *v, int m)
-{
-    double m0 = R_PosInf, m1 = R_PosInf, m2 = R_PosInf, m3 = R_PosInf;
-    int t = 0;
-    for (; t + 4 <= m; t += 4) {
-        m0 = v[t] < m0 ? v[t] : m0;
-        m1 = v[t + 1] < m1 ? v[t + 1] : m1;
-        m2 = v[t + 2] < m2 ? v[t + 2] : m2;
-        m3 = v[t + 3] < m3 ? v[t + 3] : m3;
-    }
-    for (; t < m; t++)
-        m0 = v[t] < m0 ? v[t] : m0;
-    m0 = m1 < m0 ? m1 : m0;
-    m2 = m3 < m2 ? m3 : m2;
-    return m2 < m0 ? m2 : m0;
-}
-
 /* Work units of n Stein kernel evaluations (runtime.h). */
 static double stein_work(const ksdt_state *st, int n)
 {
@@ -209,9 +189,10 @@ static double stein_work(const ksdt_state *st, int n)
 }
 
 /* Work units per position of a pass without kernel evaluations (a scan of
- * the row sums): about 0.5 ns, next to 5 ns for a Stein kernel evaluation
- * at d = 4 (KB_STEIN_WORK(4) = 20 units).  Such a pass over 5000 points
- * takes 2-3 us, and a region of 2 threads costs about 2 us more than none
+ * the row sums): about 0.1 ns (scan_block's lanes; 0.3-0.4 ns before
+ * them), next to about 1.1 ns for a Stein kernel evaluation at d = 4
+ * (KB_STEIN_WORK(4) = 20 units).  Such a pass over 5000 points takes
+ * 0.5 us, and a region of 2 threads costs about 2 us more than none
  * on this project's machine (2 cores of a VM, run at real-time priority
  * so that the load did not count), so scans stay serial until n = 1e4. */
 #define KB_SCAN_WORK 2.0
@@ -223,7 +204,13 @@ static double stein_work(const ksdt_state *st, int n)
  * serial steps between passes move the dictionary's cache lines between
  * the cores), and the 2e6-state stream (dictionary up to 5387 points)
  * 1.10x; so passes stay serial until they are larger than the streams of
- * the benchmarks ever make them. */
+ * the benchmarks ever make them.  Two designs without a region per pass
+ * were built and measured, and dropped (NEWS, issue 19): one region per
+ * chunk of steps with each pass split by a spinning hand-off (1.15x on
+ * the 2e6 stream, 0.9x at 5e5 states), and a pipeline computing the next
+ * state's row on the second thread (0.97x: the row's cache lines crossing
+ * cores cost as much as computing it; a cross-core round trip here is
+ * 0.5 us). */
 #define KSDT_PAR_MIN_PASS 2e5
 
 /* Threads for a pass doing `work` units.  The regions of this file run
@@ -269,24 +256,95 @@ static void dict_row(ksdt_state *st, const double *x, const double *s,
 /* Block b (positions i0 .. i0 + m - 1) of a pass with a Stein kernel row k
  * (row[t] = k_p(y, x_{i0+t})): the block's sum of k and its minimum of
  * kd_i - 2 (r_i + sign k_i), the removal criterion after adding (sign 1)
- * or removing (sign -1) y; with `apply` the row sums become r_i + sign k_i. */
-static inline void scan_block(ksdt_state *st, int b, int i0, int m,
-                              const double *row, double sign, int apply)
+ * or removing (sign -1) y; with `apply` the row sums become r_i + sign k_i.
+ * Eight lanes, position t in lane t mod 8, each summed in order and the
+ * lanes added in a fixed tree: the same sum on any vector width, and no
+ * chain of dependent additions (one chain cost 0.4 ns a position, 38% of
+ * a KSDT stream's time); a minimum is the same in any order. */
+#define SCAN_LANES 8
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* Positions [0, m - m % 8) into the lanes acc (sums of row) and mn
+ * (minima of kd - 2 (r + sign row)); returns where the tail starts.  SSE2
+ * (every x86-64) keeps the lanes in registers: a compiler keeps an array
+ * of lanes in memory, and every addition then waits for a store. */
+static inline int scan_body(double *r, const double *kd, const double *row,
+                            int m, double sign, const int apply, double *acc,
+                            double *mn)
 {
-    double sum = 0.0;
-    double *r = st->r + i0;
-    const double *kd = st->kd + i0;
-    double vals[KB_BLOCK];
-#pragma omp simd reduction(+:sum)
-    for (int t = 0; t < m; t++) {
+    int t = 0;
+#if defined(__SSE2__)
+    __m128d a0 = _mm_setzero_pd(), a1 = a0, a2 = a0, a3 = a0,
+        inf = _mm_set1_pd(R_PosInf), m0 = inf, m1 = inf, m2 = inf, m3 = inf,
+        sg = _mm_set1_pd(sign), two = _mm_set1_pd(2.0);
+#define SCAN_PAIR(A, M, o)                                                  \
+    do {                                                                    \
+        __m128d k = _mm_loadu_pd(row + t + o),                             \
+            rt = _mm_add_pd(_mm_loadu_pd(r + t + o), _mm_mul_pd(sg, k));   \
+        if (apply)                                                          \
+            _mm_storeu_pd(r + t + o, rt);                                   \
+        A = _mm_add_pd(A, k);                                               \
+        M = _mm_min_pd(_mm_sub_pd(_mm_loadu_pd(kd + t + o),                \
+                                  _mm_mul_pd(two, rt)), M);                 \
+    } while (0)
+    for (; t + SCAN_LANES <= m; t += SCAN_LANES) {
+        SCAN_PAIR(a0, m0, 0);
+        SCAN_PAIR(a1, m1, 2);
+        SCAN_PAIR(a2, m2, 4);
+        SCAN_PAIR(a3, m3, 6);
+    }
+#undef SCAN_PAIR
+    _mm_storeu_pd(acc, a0);
+    _mm_storeu_pd(acc + 2, a1);
+    _mm_storeu_pd(acc + 4, a2);
+    _mm_storeu_pd(acc + 6, a3);
+    _mm_storeu_pd(mn, m0);
+    _mm_storeu_pd(mn + 2, m1);
+    _mm_storeu_pd(mn + 4, m2);
+    _mm_storeu_pd(mn + 6, m3);
+#else
+    for (int j = 0; j < SCAN_LANES; j++) {
+        acc[j] = 0.0;
+        mn[j] = R_PosInf;
+    }
+#endif
+    (void) r; (void) kd; (void) row; (void) m; (void) sign; (void) apply;
+    return t;
+}
+
+/* The lanes from position t on, one position at a time. */
+static inline void scan_tail(double *r, const double *kd, const double *row,
+                             int t, int m, double sign, const int apply,
+                             double *acc, double *mn)
+{
+    for (int j = 0; t < m; t++, j = (j + 1) % SCAN_LANES) {
         double rt = r[t] + sign * row[t];
         if (apply)
             r[t] = rt;
-        sum += row[t];
-        vals[t] = kd[t] - 2.0 * rt;
+        acc[j] += row[t];
+        double v = kd[t] - 2.0 * rt;
+        mn[j] = v < mn[j] ? v : mn[j];
     }
-    st->bsum[b] = sum;
-    st->bval[b] = block_min(vals, m);
+}
+
+static inline void scan_block(ksdt_state *st, int b, int i0, int m,
+                              const double *row, double sign, int apply)
+{
+    double acc[SCAN_LANES], mn[SCAN_LANES], *r = st->r + i0;
+    const double *kd = st->kd + i0;
+    int t = apply ? scan_body(r, kd, row, m, sign, 1, acc, mn)
+        : scan_body(r, kd, row, m, sign, 0, acc, mn);
+    scan_tail(r, kd, row, t, m, sign, apply, acc, mn);
+    for (int j = 0; j < SCAN_LANES / 2; j++) {
+        acc[j] += acc[j + SCAN_LANES / 2];
+        mn[j] = mn[j + SCAN_LANES / 2] < mn[j] ? mn[j + SCAN_LANES / 2] : mn[j];
+    }
+    st->bsum[b] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    double m01 = mn[1] < mn[0] ? mn[1] : mn[0],
+        m23 = mn[3] < mn[2] ? mn[3] : mn[2];
+    st->bval[b] = m23 < m01 ? m23 : m01;
 }
 
 /* Block b of a pass (below). */
