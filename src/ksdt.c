@@ -400,10 +400,35 @@ static void scan_current(ksdt_state *st, int n, int nt)
     pass(st, n, NULL, NULL, st->cache, 0.0, 0, nt);
 }
 
+/* The minimum of v[0..m) (no NaN; the same in any order). */
+static inline double values_min(const double *v, int m)
+{
+    int t = 0;
+    double mn = R_PosInf;
+#if defined(__SSE2__)
+    __m128d m0 = _mm_set1_pd(R_PosInf), m1 = m0, m2 = m0, m3 = m0;
+    for (; t + 8 <= m; t += 8) {
+        m0 = _mm_min_pd(_mm_loadu_pd(v + t), m0);
+        m1 = _mm_min_pd(_mm_loadu_pd(v + t + 2), m1);
+        m2 = _mm_min_pd(_mm_loadu_pd(v + t + 4), m2);
+        m3 = _mm_min_pd(_mm_loadu_pd(v + t + 6), m3);
+    }
+    double a[2];
+    _mm_storeu_pd(a, _mm_min_pd(_mm_min_pd(m0, m1), _mm_min_pd(m2, m3)));
+    mn = a[1] < a[0] ? a[1] : a[0];
+#endif
+    for (; t < m; t++)
+        mn = v[t] < mn ? v[t] : mn;
+    return mn;
+}
+
 /* The best point to remove after a pass over n positions: the smallest
  * kd_i - 2 r_i (position `exclude` left out), the oldest on exact ties;
  * after a dry pass with row `dry`, of kd_i - 2 (r_i + dry_i).  Only the
- * blocks attaining the minimum are scanned. */
+ * blocks attaining the minimum are looked at: each block's values once
+ * into an array, its minimum, then the oldest position holding it (the
+ * values are compared among themselves, so a compiler contracting their
+ * expression into an FMA here and not in scan_block is harmless). */
 static int pass_argmin(const ksdt_state *st, int n, int exclude,
                        const double *dry)
 {
@@ -414,22 +439,33 @@ static int pass_argmin(const ksdt_state *st, int n, int exclude,
             gv = st->bval[b];
     if (!R_FINITE(gv))
         return -1;
-    double bv = R_PosInf;
+    double bv = R_PosInf, v[KB_BLOCK];
     for (int b = 0; b < nb; b++) {
         if (st->bval[b] != gv)
             continue;
-        int i1 = (b + 1) * KB_BLOCK < n ? (b + 1) * KB_BLOCK : n;
-        for (int i = b * KB_BLOCK; i < i1; i++) {
-            if (i == exclude)
-                continue;
-            /* recomputed as in pass(); compared among themselves, so a
-             * compiler contracting one of the two into an FMA is harmless */
-            double v = st->kd[i] - 2.0 * (dry ? st->r[i] + 1.0 * dry[i] : st->r[i]);
-            if (bi < 0 || better(v, st->sidx[i], bv, st->sidx[bi])) {
-                bv = v;
-                bi = i;
-            }
+        int i0 = b * KB_BLOCK, m = n - i0 < KB_BLOCK ? n - i0 : KB_BLOCK;
+        const double *kd = st->kd + i0, *r = st->r + i0;
+        if (dry) {
+            const double *k = dry + i0;
+#pragma omp simd
+            for (int t = 0; t < m; t++)
+                v[t] = kd[t] - 2.0 * (r[t] + 1.0 * k[t]);
+        } else {
+#pragma omp simd
+            for (int t = 0; t < m; t++)
+                v[t] = kd[t] - 2.0 * r[t];
         }
+        if (exclude >= i0 && exclude < i0 + m)
+            v[exclude - i0] = R_PosInf;
+        double mv = values_min(v, m);
+        if (!R_FINITE(mv))
+            continue;
+        for (int t = 0; t < m; t++)
+            if (v[t] == mv &&
+                (bi < 0 || better(mv, st->sidx[i0 + t], bv, st->sidx[bi]))) {
+                bv = mv;
+                bi = i0 + t;
+            }
     }
     return bi;
 }
