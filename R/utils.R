@@ -96,6 +96,18 @@ thread_team <- function(nthreads = 2L) {
   .Call(C_kb_thread_team, as.integer(nthreads))
 }
 
+# The instruction sets the C core's hot loops use (src/kernels.h): 2
+# AVX-512F, 1 AVX2, 0 the baseline (SSE2 on x86-64). simd_level() returns
+# c(used = , machine = ) as they were; simd_level(0) caps the loops at the
+# baseline (for the tests, which run every copy and compare the results;
+# every level gives the same numbers, bit for bit).
+simd_level <- function(level = NULL) {
+  if (!is.null(level)) level <- as.integer(level)
+  out <- .Call(C_kb_simd, level)
+  names(out) <- c("used", "machine")
+  invisible(out)
+}
+
 # Points and samples: the one rule turning what a user gives as points into
 # a numeric n x d matrix, one point per row (documented in ?kernbayes,
 # "Points and samples").  A matrix is n x d; a data frame (numeric or

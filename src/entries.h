@@ -40,6 +40,7 @@ SEXP kb_kbr_cv(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
 /* kernels.c */
 SEXP kb_gram(SEXP, SEXP, SEXP, SEXP);
+SEXP kb_simd(SEXP);
 
 /* ksdt.c */
 SEXP kb_ksdt_new(SEXP, SEXP);

@@ -44,6 +44,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_compresspp, 4),
     CALLDEF(kb_kt_refine, 5),
     CALLDEF(kb_thread_team, 1),
+    CALLDEF(kb_simd, 1),
     {NULL, NULL, 0}
 };
 

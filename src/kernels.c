@@ -348,3 +348,36 @@ SEXP kb_phi(SEXP kern, SEXP r)
     UNPROTECT(1);
     return ans;
 }
+
+#if KB_AVX2
+int kb_simd_cap = 2;
+#endif
+
+/* The instruction sets of the hot loops' copies (kernels.h): level NULL
+ * reads, 0, 1 or 2 caps them (every result is the same at every level:
+ * the tests compare them).  Returns c(in use, the machine's widest) as
+ * they were before the call. */
+SEXP kb_simd(SEXP level)
+{
+    int machine = 0, cap = 0;
+#if KB_AVX2
+    machine = __builtin_cpu_supports("avx512f") ? 2 :
+        __builtin_cpu_supports("avx2") ? 1 : 0;
+    cap = kb_simd_cap;
+#endif
+    SEXP out = PROTECT(Rf_allocVector(INTSXP, 2));
+    INTEGER(out)[0] = cap < machine ? cap : machine;
+    INTEGER(out)[1] = machine;
+    if (!Rf_isNull(level)) {
+        int v = kb_scalar_int(level, "level");
+        if (v < 0 || v > 2)
+            kb_error_class("kb_error_arg", _("'%s' must be 0, 1 or 2"), "level");
+#if KB_AVX2
+        kb_simd_cap = v;
+#else
+        (void) v;
+#endif
+    }
+    UNPROTECT(1);
+    return out;
+}

@@ -16,9 +16,14 @@
 #define KB_AVX2 1
 #define KB_TARGET_AVX2 __attribute__((target("avx2")))
 #define KB_ALWAYS_INLINE inline __attribute__((always_inline))
+/* The widest instruction set the copies may use: 2 (AVX-512F), 1 (AVX2)
+ * or 0 (the baseline, SSE2 on x86-64); 2 unless lowered by kb_simd()
+ * (kernels.c), from the main thread between calls, so that the tests run
+ * every copy on any machine. */
+extern int kb_simd_cap;
 static inline int kb_have_avx2(void)
 {
-    return __builtin_cpu_supports("avx2");
+    return kb_simd_cap >= 1 && __builtin_cpu_supports("avx2");
 }
 /* AVX-512F, for the loops bound by divisions and square roots (twice the
  * AVX2 throughput where the units are 512 bits wide).  AVX-512F brings FMA
@@ -28,7 +33,7 @@ static inline int kb_have_avx2(void)
 #define KB_TARGET_AVX512 __attribute__((target("avx512f")))
 static inline int kb_have_avx512(void)
 {
-    return __builtin_cpu_supports("avx512f");
+    return kb_simd_cap >= 2 && __builtin_cpu_supports("avx512f");
 }
 #else
 #define KB_AVX2 0
