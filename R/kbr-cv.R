@@ -43,7 +43,15 @@
 #' each calls the BLAS, so with a multi-threaded BLAS (OpenBLAS, MKL) use
 #' `nthreads = 1`. Under a parallel [future::plan()] each fold is a future
 #' on one thread instead.
-#' `method = "iw"` solves per fold and setting.
+#' `method = "iw"`, whose operator is
+#' \eqn{S (S G_Y S + n\delta I)^{-1} S} with \eqn{S^2 = \max(L, 0)}, is
+#' reorganised likewise: per fold and `eps`, one eigen-decomposition of
+#' \eqn{P' S^2 P} (\eqn{r \times r}) and the Woodbury identity, at
+#' \eqn{O(r^2)} per `delta` beyond a product of size \eqn{r \times q} (the
+#' \eqn{q} held-out points), or, where the rank is high and that costs
+#' more, one eigen-decomposition of \eqn{S G_Y S} (\eqn{n \times n}) and
+#' \eqn{O(n^2)} per `delta`; each fold takes the cheaper by its flop
+#' count.
 #'
 #' @inheritParams kbr
 #' @param grid A data frame with columns `eps` and `delta`, and optionally
@@ -111,10 +119,9 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   if (!is.null(seed)) seed <- check_count(seed, "seed", min = -.Machine$integer.max)
   if (refit) check_kbr_dots(list(...), x)
   nthreads <- resolve_nthreads(list(...)$nthreads)
-  # G_X and G_Y, and per fold their training blocks and the weights; for
-  # "kbr" every fold's factors at once and each thread's work arrays
-  check_memory(8 * (if (method == "kbr") 4 * folds + 9 * nthreads + 2 else 5) *
-                 n^2, "x", sprintf("cross-validation with %d points", n))
+  # G_X and G_Y, every fold's factors at once and each thread's work arrays
+  check_memory(8 * (4 * folds + 9 * nthreads + 2) * n^2, "x",
+               sprintf("cross-validation with %d points", n))
   fold <- with_seed(seed, sample(rep_len(seq_len(folds), n)))
   crit <- numeric(nrow(grid))
   bw_key <- paste(grid$sigma_x, grid$sigma_y)
@@ -131,47 +138,8 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
     gy <- gram(rky, y, y, nthreads)
     label <- sprintf("KBR cross-validation, bandwidths %d of %d: fold",
                      match(key, keys), length(keys))
-    if (method == "kbr") {
-      crit[rows] <- kbr_cv_grid(gx, gy, fold, folds, grid[rows, ], criterion,
-                                nthreads, label, progress)
-      next
-    }
-    # one task per fold (evaluated with the future framework when available)
-    fold_crit <- function(a, relay) {
-      on.exit(relay(1))
-      out <- numeric(length(rows))
-      tr <- which(fold != a)
-      te <- which(fold == a)
-      Gtr <- gx[tr, tr, drop = FALSE]
-      Gytr <- gy[tr, tr, drop = FALSE]
-      m <- rowMeans(Gtr)
-      kte <- gy[tr, te, drop = FALSE]
-      cross <- rowMeans(gx[tr, te, drop = FALSE])
-      self <- mean(gx[te, te, drop = FALSE])
-      mus <- list()
-      for (k in seq_along(rows)) {
-        g <- rows[k]
-        key_eps <- format(grid$eps[g], digits = 17)
-        if (is.null(mus[[key_eps]])) {
-          mus[[key_eps]] <- .Call(C_kb_kbr_mu, Gtr, m, grid$eps[g])
-        }
-        W <- .Call(C_kb_kbr_weights, Gytr, mus[[key_eps]], grid$delta[g],
-                   method, kte)
-        if (criterion == "marginal") {
-          wbar <- rowMeans(W)
-          out[k] <- drop(crossprod(wbar, Gtr %*% wbar)) -
-            2 * sum(wbar * cross) + self
-        } else {
-          # sum_j ||sum_i W_ij k(., X_i) - k(., X_j)||^2, k(x, x) = 1
-          out[k] <- (sum(W * (Gtr %*% W)) -
-            2 * sum(W * gx[tr, te, drop = FALSE]) + length(te)) / n
-        }
-      }
-      out
-    }
-    per_fold <- progress_lapply(seq_len(folds), fold_crit, folds, label,
-                                progress)
-    crit[rows] <- Reduce(`+`, per_fold)
+    crit[rows] <- kbr_cv_grid(gx, gy, fold, folds, grid[rows, ], criterion,
+                              method, nthreads, label, progress)
   }
   grid$criterion <- crit
   best <- grid[which.min(crit), , drop = FALSE]
@@ -188,13 +156,15 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
                  criterion = criterion), class = "kb_kbr_cv")
 }
 
-# kbr_cv()'s criterion for method "kbr" on one bandwidth setting: every
+# kbr_cv()'s criterion on one bandwidth setting (method "kbr" or "iw"; the
+# tests also pass "iw_factor" and "iw_eigen", which fix the "iw" path
+# src/kbrcv.c takes): every
 # fold and every (eps, delta) of `grid` from kb_kbr_cv (src/kbrcv.c: the
 # folds' (fold, eps) pairs on `nthreads` threads), plus each fold's
 # constants.  Under a parallel future plan each fold is a future instead
 # (one thread each).
-kbr_cv_grid <- function(gx, gy, fold, folds, grid, criterion, nthreads,
-                        label, progress) {
+kbr_cv_grid <- function(gx, gy, fold, folds, grid, criterion, method,
+                        nthreads, label, progress) {
   ue <- unique(grid$eps)
   ud <- unique(grid$delta)
   idx <- cbind(match(grid$eps, ue), match(grid$delta, ud))
@@ -208,7 +178,7 @@ kbr_cv_grid <- function(gx, gy, fold, folds, grid, criterion, nthreads,
   }
   run <- function(only, nt, cb) {
     .Call(C_kb_kbr_cv, gx, gy, as.integer(fold), as.integer(folds),
-          as.integer(only), as.double(ue), as.double(ud), marginal,
+          as.integer(only), as.double(ue), as.double(ud), marginal, method,
           as.integer(nt), cb)
   }
   futures <- requireNamespace("future.apply", quietly = TRUE) &&

@@ -1,5 +1,5 @@
-/* Cross-validation of kernel Bayes' rule, method "kbr" (kbr_cv() and
- * kbr()'s tuning): every fold and every (eps, delta) of a product grid,
+/* Cross-validation of kernel Bayes' rule, methods "kbr" and "iw" (kbr_cv()
+ * and kbr()'s tuning): every fold and every (eps, delta) of a product grid,
  * without a regularised solve per setting.  The solves of DESIGN.md
  * "Kernel Bayes' rule", reorganised: with G_Y = P P' (pivoted Cholesky, r
  * columns) and L = diag(mu), the push-through identity gives
@@ -14,6 +14,16 @@
  * with d = 1 / (c + theta^2), c = n^2 delta.  Exact up to the factors'
  * truncation (LAPACK's tolerance n macheps max diag, far below the
  * regularisation) and rounding.
+ *
+ * Method "iw", R = S (S G_Y S + c I)^{-1} S with S = diag(sqrt(max(mu,
+ * 0))) and c = n delta, has no L G_Y in front to push through: its
+ * operator weighs the part of S k_Y(., y) outside S G_Y S's range by 1 /
+ * c.  Each fold takes the cheaper (by flop count) of two exact forms: the
+ * eigen-decomposition of the n x n T = S G_Y S = U U' (U = S P), where
+ * the item above runs with V = S Q and d = 1 / (c + theta); or, at low
+ * rank, kcv_item_iw_low (below): the thin QR of U, an r x r
+ * eigen-decomposition and the held-out columns split into U's range and
+ * its complement, O(r q) per delta.
  *
  * Layout: the reference BLAS runs dgemm "N","N" / "N","T" and dsyrk "N"
  * as column updates the compiler vectorises, but its transposed forms
@@ -47,6 +57,8 @@ typedef struct {
     double *kx, *ky;     /* G_X, G_Y [train, held out] (n x q; ky follows
                           * kx: one n x 2q array) */
     double *m;           /* rowMeans(G_X[train, train]) */
+    int low;             /* method "iw": Woodbury on the factor (else the
+                          * eigen-decomposition of S G_Y S, n x n) */
 } kcv_fold;
 
 typedef struct {
@@ -58,9 +70,13 @@ typedef struct {
     kcv_fold *f;
     const double *eps, *delta;
     int ne, nd, marginal;
+    int iw;              /* 0: method "kbr"; 1: "iw", each fold's variant
+                          * by its cost; 2: "iw" by Woodbury, 3: by the
+                          * eigen-decomposition (the last two for tests) */
     double *out;         /* ne x nd x K */
     int *status;         /* per item: 0, or a failure code */
     int lwork, liwork;   /* dsyevr workspace for the largest rank */
+    int lqr;             /* kb_qr's workspace ("iw" on the factor) */
 } kcv_ctx;
 
 enum { KCV_OK = 0, KCV_FACTOR = 1, KCV_CHOL_GX = 2, KCV_EIGEN = 3,
@@ -159,6 +175,18 @@ static int kcv_mu_finite(const double *mu, int n)
     return z == 0.0;
 }
 
+/* An item's mu (kcv_mu, checked finite); 0 with the item's status set
+ * when it failed. */
+static int kcv_item_mu(kcv_ctx *c, R_xlen_t i, const kcv_fold *f,
+                       double eps, double *C, double *t, double *mu)
+{
+    int st = kcv_mu(f, eps, C, t, mu);
+    if (st == KCV_OK && !kcv_mu_finite(mu, f->n))
+        st = KCV_MU;
+    c->status[i] = st;
+    return st == KCV_OK;
+}
+
 /* Scratch doubles one (fold, eps) item needs at training size n, rank <=
  * n, q held-out points. */
 static size_t kcv_item_size(int n, int q, int lwork, int liwork)
@@ -175,13 +203,23 @@ static size_t kcv_item_size(int n, int q, int lwork, int liwork)
 /* Item (fold a, eps e), i = a ne + e: the criterion terms of every delta,
  * out[e + ne k + ne nd a] = sum_j W_j' G_X W_j - 2 sum_j W_j' k_X(., x_j)
  * (regression), or wbar' G_X wbar - 2 wbar' cbar with wbar, cbar the
- * means over the held-out columns (marginal). */
+ * means over the held-out columns (marginal).  Method "kbr", and "iw" by
+ * the n x n eigen-decomposition (r = n then); "iw" on the factor goes to
+ * kcv_item_iw_low. */
+static void kcv_item_iw_low(kcv_ctx *c, R_xlen_t i, double *w);
+
 static void kcv_item(void *ctx, R_xlen_t i, double *w)
 {
     kcv_ctx *c = (kcv_ctx *) ctx;
     int a = c->sel[i / c->ne], e = (int) (i % c->ne);
     const kcv_fold *f = c->f + a;
-    int n = f->n, q = f->q, r = f->ry, rx = f->rx, np = 0, nn = 0;
+    if (c->iw && f->low) {
+        kcv_item_iw_low(c, i, w);
+        return;
+    }
+    /* "iw" here: the eigen-decomposition of the n x n S G_Y S */
+    int iw = c->iw != 0;
+    int n = f->n, q = f->q, r = iw ? n : f->ry, rx = f->rx, np = 0, nn = 0;
     size_t nr = (size_t) n * r, rr = (size_t) r * r;
     double *Pt = w, *Vt = Pt + nr, *T = Vt + nr, *Q = T + rr,
         *At = Q + rr, *S = At + (size_t) rx * r,
@@ -189,31 +227,38 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
         *th = Z + (size_t) r * q, *dd = th + n, *cr = dd + n, *mu = cr + n,
         *t = mu + n, *zb = t + n, *work = zb + n;
     int *iwork = (int *) (work + c->lwork), *isuppz = iwork + c->liwork;
-    int st = kcv_mu(f, c->eps[e], C, t, mu);
-    if (st == KCV_OK && !kcv_mu_finite(mu, n))
-        st = KCV_MU;
-    if (st != KCV_OK) {
-        c->status[i] = st;
+    if (!kcv_item_mu(c, i, f, c->eps[e], C, t, mu))
         return;
+    if (iw) {
+        /* T = S G_Y S = U U', U = S P (n x ry) in Vt's place, s = t */
+        int ry = f->ry;
+        double *U = Vt, *sv = t;
+        for (int j = 0; j < n; j++)
+            sv[j] = mu[j] > 0.0 ? sqrt(mu[j]) : 0.0;
+        for (int b = 0; b < ry; b++)
+            for (int j = 0; j < n; j++)
+                U[j + (size_t) b * n] = sv[j] * f->Pyt[b + (size_t) j * ry];
+        kb_syrk_n(n, ry, U, 1.0, 0, T);
+    } else {
+        /* T = P' L P = Pp' Pp - Pn' Pn, P's rows scaled by sqrt(|mu_i|)
+         * split by sign (symmetric rank-k updates: half a general
+         * product's work), as the columns of Pt (r x np, then r x nn) */
+        for (int j = 0; j < n; j++)
+            np += mu[j] > 0.0, nn += mu[j] < 0.0;
+        double *Pn = Pt + (size_t) np * r;
+        for (int j = 0, ip = 0, in = 0; j < n; j++) {
+            if (mu[j] == 0.0)
+                continue;
+            double sj = sqrt(fabs(mu[j]));
+            const double *p = f->Pyt + (size_t) j * r;
+            double *o = mu[j] > 0.0 ? Pt + (size_t) ip++ * r :
+                Pn + (size_t) in++ * r;
+            for (int b = 0; b < r; b++)
+                o[b] = sj * p[b];
+        }
+        kb_syrk_n(r, np, Pt, 1.0, 0, T);
+        kb_syrk_n(r, nn, Pn, -1.0, 1, T);
     }
-    /* T = P' L P = Pp' Pp - Pn' Pn, P's rows scaled by sqrt(|mu_i|) split
-     * by sign (symmetric rank-k updates: half a general product's work),
-     * as the columns of Pt (r x np, then r x nn) */
-    for (int j = 0; j < n; j++)
-        np += mu[j] > 0.0, nn += mu[j] < 0.0;
-    double *Pn = Pt + (size_t) np * r;
-    for (int j = 0, ip = 0, in = 0; j < n; j++) {
-        if (mu[j] == 0.0)
-            continue;
-        double sj = sqrt(fabs(mu[j]));
-        const double *p = f->Pyt + (size_t) j * r;
-        double *o = mu[j] > 0.0 ? Pt + (size_t) ip++ * r :
-            Pn + (size_t) in++ * r;
-        for (int b = 0; b < r; b++)
-            o[b] = sj * p[b];
-    }
-    kb_syrk_n(r, np, Pt, 1.0, 0, T);
-    kb_syrk_n(r, nn, Pn, -1.0, 1, T);
     /* Q' into Pt (free now); Q and S as scratch */
     double *Qt = Pt;
     if (kb_eigen_rrr_t(r, T, th, Qt, Q, S, isuppz, work, c->lwork, iwork,
@@ -221,11 +266,18 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
         c->status[i] = KCV_EIGEN;
         return;
     }
-    /* V' = Q' P' L: the columns of Q' P' scaled by mu */
-    kb_matmul(r, n, r, 1.0, Qt, f->Pyt, Vt);
-    for (int j = 0; j < n; j++)
-        for (int b = 0; b < r; b++)
-            Vt[b + (size_t) j * r] *= mu[j];
+    if (iw) {
+        /* V = S Q: V' = the columns of Q' scaled by s */
+        for (int j = 0; j < n; j++)
+            for (int b = 0; b < r; b++)
+                Vt[b + (size_t) j * r] = Qt[b + (size_t) j * r] * t[j];
+    } else {
+        /* V' = Q' P' L: the columns of Q' P' scaled by mu */
+        kb_matmul(r, n, r, 1.0, Qt, f->Pyt, Vt);
+        for (int j = 0; j < n; j++)
+            for (int b = 0; b < r; b++)
+                Vt[b + (size_t) j * r] *= mu[j];
+    }
     /* A' = V' Px, A'A = A' A'' into T */
     kb_matmul(r, rx, n, 1.0, Vt, f->Px, At);
     kb_syrk_n(r, rx, At, 1.0, 0, T);
@@ -259,9 +311,11 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
     }
     /* every delta: O(r^2) */
     for (int k = 0; k < c->nd; k++) {
-        double cc = (double) n * n * c->delta[k], quad = 0.0, lin = 0.0;
+        double cc = (iw ? (double) n : (double) n * n) * c->delta[k],
+            quad = 0.0, lin = 0.0;
         for (int b = 0; b < r; b++)
-            dd[b] = 1.0 / (cc + th[b] * th[b]);
+            dd[b] = iw ? 1.0 / (cc + (th[b] > 0.0 ? th[b] : 0.0)) :
+                1.0 / (cc + th[b] * th[b]);
         for (int b = 0; b < r; b++) {
             double s = 0.0;
             for (int j = 0; j < r; j++)
@@ -270,6 +324,144 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
             lin += dd[b] * cr[b];
         }
         double v = quad - 2.0 * lin;
+        c->out[e + (size_t) c->ne * k + (size_t) c->ne * c->nd * a] = v;
+        if (!R_FINITE(v))
+            c->status[i] = KCV_CRIT;
+    }
+}
+
+/* Method "iw" on the factor, for a G_Y of low numerical rank r: with
+ * S = diag(sqrt(max(mu, 0))), c = n delta, U = S P (n x r) = Omega R (thin
+ * QR) and R R' = Q diag(theta) Q', the columns of N = Omega Q are
+ * orthonormal eigenvectors of U U' (eigenvalues theta) spanning its range,
+ * and with Y0 = S K_Y = N G + Y_perp (G = N' Y0, Y_perp orthogonal to N),
+ *   E = c (U U' + c I)^{-1} Y0 = N diag(c / (c + theta)) G + Y_perp,
+ * W = R K_Y = S E / c.  So per delta only r x q numbers change:
+ *   sum_j W_j' G_X W_j = ||A D G + B_perp||^2 / c^2,
+ *   sum_j W_j' k_X(., x_j) = (sum_a d_a sum_j G_aj X_aj + L_perp) / c,
+ * with d = c / (c + theta), A = Px' S N, B_perp = Px' S Y_perp,
+ * X = N' S K_X, L_perp = sum Y_perp * S K_X (marginal: the held-out
+ * columns' means).  Y_perp is projected twice (one projection leaves
+ * rounding of order macheps |Y0| in N's span, where it would weigh 1
+ * instead of c / (c + theta); the second leaves macheps |Y_perp|), and no
+ * term is a difference that c makes cancel: the result is as accurate as
+ * the n x n eigen-decomposition's.  Scratch doubles (qq = q, or 1 for the
+ * marginal criterion): */
+static size_t kcv_iw_low_size(int n, int r, int rx, int qq, int lwork,
+                              int liwork, int lqr)
+{
+    size_t nr = (size_t) n * r, rr = (size_t) r * r;
+    return (size_t) n * n + n  /* C: mu's Cholesky (or rx^2 + n) */
+        + 3 * nr               /* Omega (U), N, N' */
+        + 4 * rr               /* R R', Q' and the eigensolver's two */
+        + (size_t) rx * n      /* Pxt: (S Px)' */
+        + (size_t) rx * r      /* A */
+        + 3 * (size_t) n * qq  /* Y = S K_X, Y0 = S K_Y (then Y_perp), N G */
+        + 3 * (size_t) r * qq  /* X, G (adjacent), G2 / D G */
+        + 2 * (size_t) rx * qq /* B_perp, B */
+        + 3 * (size_t) n + 4 * (size_t) r  /* mu, t, s; theta, cr, d, tau */
+        + (size_t) lwork + (size_t) lqr
+        + (size_t) (liwork + 2 * r + 1) / 2 + 1;
+}
+
+static void kcv_item_iw_low(kcv_ctx *c, R_xlen_t i, double *w)
+{
+    int a = c->sel[i / c->ne], e = (int) (i % c->ne);
+    const kcv_fold *f = c->f + a;
+    int n = f->n, r = f->ry, rx = f->rx, q = f->q,
+        qq = c->marginal ? 1 : q;
+    size_t nr = (size_t) n * r, rr = (size_t) r * r, nq = (size_t) n * qq,
+        rq = (size_t) r * qq;
+    double *C = w, *Om = C + (size_t) n * n + n, *N = Om + nr, *Nt = N + nr,
+        *M = Nt + nr, *Qt = M + rr, *E1 = Qt + rr, *E2 = E1 + rr,
+        *Pxt = E2 + rr, *A = Pxt + (size_t) rx * n, *Y = A + (size_t) rx * r,
+        *Y0 = Y + nq, *NG = Y0 + nq, *X = NG + nq, *G = X + rq,
+        *G2 = G + rq, *Bp = G2 + rq, *B = Bp + (size_t) rx * qq,
+        *mu = B + (size_t) rx * qq, *t = mu + n, *sv = t + n, *th = sv + n,
+        *cr = th + r, *dd = cr + r, *tau = dd + r, *work = tau + r,
+        *wqr = work + c->lwork;
+    int *iwork = (int *) (wqr + c->lqr), *isuppz = iwork + c->liwork;
+    if (!kcv_item_mu(c, i, f, c->eps[e], C, t, mu))
+        return;
+    for (int j = 0; j < n; j++)
+        sv[j] = mu[j] > 0.0 ? sqrt(mu[j]) : 0.0;
+    /* U = S P (n x r, from the rows of Pyt'), then Omega R */
+    for (int b = 0; b < r; b++)
+        for (int j = 0; j < n; j++)
+            Om[j + (size_t) b * n] = sv[j] * f->Pyt[b + (size_t) j * r];
+    if (kb_qr(n, r, Om, E1, tau, wqr, c->lqr) != 0) {
+        c->status[i] = KCV_EIGEN;
+        return;
+    }
+    kb_syrk_n(r, r, E1, 1.0, 0, M);                   /* R R' */
+    if (kb_eigen_rrr_t(r, M, th, Qt, E1, E2, isuppz, work, c->lwork, iwork,
+                       c->liwork) != 0) {
+        c->status[i] = KCV_EIGEN;
+        return;
+    }
+    kb_matmul_nt(n, r, r, Om, Qt, N);                 /* N = Omega Q */
+    for (int b = 0; b < r; b++)
+        for (int j = 0; j < n; j++)
+            Nt[b + (size_t) j * r] = N[j + (size_t) b * n];
+    for (int j = 0; j < n; j++)                       /* (S Px)' */
+        for (int k = 0; k < rx; k++)
+            Pxt[k + (size_t) j * rx] = sv[j] * f->Px[j + (size_t) k * n];
+    kb_matmul(rx, r, n, 1.0, Pxt, N, A);              /* A = Px' S N */
+    /* Y = S K_X, Y0 = S K_Y, or their held-out means */
+    if (c->marginal) {
+        for (int j = 0; j < n; j++) {
+            double sx = 0.0, sy = 0.0;
+            for (int b = 0; b < q; b++) {
+                sx += f->kx[j + (size_t) b * n];
+                sy += f->ky[j + (size_t) b * n];
+            }
+            Y[j] = sv[j] * (sx / q);
+            Y0[j] = sv[j] * (sy / q);
+        }
+    } else {
+        for (int b = 0; b < 2 * q; b++)
+            for (int j = 0; j < n; j++)
+                Y[j + (size_t) b * n] = sv[j] * f->kx[j + (size_t) b * n];
+    }
+    kb_matmul(r, 2 * qq, n, 1.0, Nt, Y, X);           /* [X, G] = N' [Y, Y0] */
+    /* Y_perp = Y0 - N G, twice (G += the second pass's coefficients) */
+    for (int pass = 0; pass < 2; pass++) {
+        double *Gp = pass == 0 ? G : G2;
+        if (pass == 1)
+            kb_matmul(r, qq, n, 1.0, Nt, Y0, G2);
+        kb_matmul(n, qq, r, 1.0, N, Gp, NG);
+        for (size_t k = 0; k < nq; k++)
+            Y0[k] -= NG[k];
+    }
+    for (size_t k = 0; k < rq; k++)
+        G[k] += G2[k];
+    double *Yp = Y0;
+    kb_matmul(rx, qq, n, 1.0, Pxt, Yp, Bp);           /* B_perp */
+    double Lp = 0.0;
+    for (size_t k = 0; k < nq; k++)
+        Lp += Yp[k] * Y[k];
+    for (int b = 0; b < r; b++) {
+        double s = 0.0;
+        for (int j = 0; j < qq; j++)
+            s += G[b + (size_t) j * r] * X[b + (size_t) j * r];
+        cr[b] = s;
+    }
+    double *DG = G2;
+    for (int k = 0; k < c->nd; k++) {
+        double cc = (double) n * c->delta[k], lin = Lp, quad = 0.0;
+        for (int b = 0; b < r; b++) {
+            dd[b] = cc / (cc + (th[b] > 0.0 ? th[b] : 0.0));
+            lin += dd[b] * cr[b];
+        }
+        for (int j = 0; j < qq; j++)
+            for (int b = 0; b < r; b++)
+                DG[b + (size_t) j * r] = dd[b] * G[b + (size_t) j * r];
+        kb_matmul(rx, qq, r, 1.0, A, DG, B);
+        for (size_t m = 0; m < (size_t) rx * qq; m++) {
+            double v = B[m] + Bp[m];
+            quad += v * v;
+        }
+        double v = (quad / cc - 2.0 * lin) / cc;
         c->out[e + (size_t) c->ne * k + (size_t) c->ne * c->nd * a] = v;
         if (!R_FINITE(v))
             c->status[i] = KCV_CRIT;
@@ -316,23 +508,29 @@ static void NORET kcv_fail(int code, int a, double eps)
                          a + 1, eps);
     if (code == KCV_EIGEN)
         kb_error_numeric(_("cross-validation fold %d: the eigen-decomposition "
-                           "of P' L P failed (LAPACK dsyevr) at eps = %g"),
+                           "of the fold's operator failed (LAPACK) at eps = %g"),
                          a + 1, eps);
     kb_error_numeric(_("cross-validation fold %d: a training Gram matrix is "
                        "zero or its pivoted Cholesky factorisation failed"),
                      a + 1);
 }
 
-/* .Call entry: kbr_cv()'s folds for method "kbr".  gx, gy: the N x N Gram
- * matrices; fold: the fold (1..K) of each point; only: the folds to
- * evaluate (1-based; empty: all); eps, delta: the grid's values (their
- * product is evaluated); marginal: the criterion; progress: a function
+/* .Call entry: kbr_cv()'s folds.  gx, gy: the N x N Gram matrices; fold:
+ * the fold (1..K) of each point; only: the folds to evaluate (1-based;
+ * empty: all); eps, delta: the grid's values (their product is
+ * evaluated); marginal: the criterion; method: "kbr", "iw" (each fold's
+ * form by its cost), or, for the tests, "iw_factor" / "iw_eigen" (one
+ * form for every fold); progress: a function
  * (i, size, ksd) or NULL, told the (fold, eps) pairs done.  Returns the
  * ne x nd x K criterion terms (kcv_item; R adds each fold's constants; NA
  * for the folds not evaluated). */
 SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
-               SEXP delta_, SEXP marginal_, SEXP nthreads, SEXP progress)
+               SEXP delta_, SEXP marginal_, SEXP method_, SEXP nthreads,
+               SEXP progress)
 {
+    static const char *const methods[] = {"kbr", "iw", "iw_factor",
+                                          "iw_eigen", NULL};
+    int iw = kb_arg_choice(method_, "method", methods);
     int N = kb_arg_square(gx, "G_X");
     kb_arg_matrix(gy, "G_Y", N, N);
     int K = kb_scalar_int(K_, "folds");
@@ -377,7 +575,7 @@ SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
     int nt = kb_nthreads(nthreads);
     kcv_ctx c = {REAL(gx), REAL(gy), N, K, sel, nsel, fold, NULL,
                  REAL(eps_), REAL(delta_), ne, nd,
-                 Rf_asLogical(marginal_) == TRUE, NULL, NULL, 0, 0};
+                 Rf_asLogical(marginal_) == TRUE, iw, NULL, NULL, 0, 0, 0};
     c.f = (kcv_fold *) R_alloc((size_t) K, sizeof(kcv_fold));
     for (int i = 0; i < N; i++)
         if (fold[i] < 1 || fold[i] > K)
@@ -424,13 +622,41 @@ SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
     if (bad >= 0)
         kcv_fail(c.status[bad], sel[bad], 0.0);
     vmaxset(vmax);
+    /* "iw": each fold by Woodbury on its factor or by the n x n
+     * eigen-decomposition, whichever its flop count favours */
     int rmax = 1;
-    for (int s = 0; s < nsel; s++)
-        rmax = c.f[sel[s]].ry > rmax ? c.f[sel[s]].ry : rmax;
+    for (int s = 0; s < nsel; s++) {
+        kcv_fold *f = c.f + sel[s];
+        double n = f->n, r = f->ry, rx = f->rx,
+            qq = c.marginal ? 1.0 : f->q,
+            low = 6.0 * n * r * r + 3.3 * r * r * r + 2.0 * n * r * rx +
+                2.0 * n * rx * qq + 10.0 * n * r * qq +
+                2.0 * nd * rx * r * qq,
+            eig = n * n * r + 3.3 * n * n * n + 3.0 * n * n * rx +
+                4.0 * n * n * qq;
+        f->low = iw == 2 || (iw == 1 && low <= eig);
+        int dim = iw && !f->low ? f->n : f->ry;
+        rmax = dim > rmax ? dim : rmax;
+    }
+    c.iw = iw != 0;
     kb_eigen_rrr_query(rmax, &c.lwork, &c.liwork);
     /* one (fold, eps) per item: about 10 n^3 at full rank */
-    kb_scratch s2 = kb_scratch_alloc(kcv_item_size(nmax, qmax, c.lwork,
-                                                   c.liwork), nt);
+    size_t per = kcv_item_size(nmax, qmax, c.lwork, c.liwork);
+    for (int s = 0; s < nsel; s++) {
+        kcv_fold *f = c.f + sel[s];
+        int l = c.iw && f->low ? kb_qr_query(f->n, f->ry) : 0;
+        c.lqr = l > c.lqr ? l : c.lqr;
+    }
+    for (int s = 0; s < nsel; s++) {
+        kcv_fold *f = c.f + sel[s];
+        if (c.iw && f->low) {
+            size_t lo = kcv_iw_low_size(f->n, f->ry, f->rx,
+                                        c.marginal ? 1 : f->q, c.lwork,
+                                        c.liwork, c.lqr);
+            per = lo > per ? lo : per;
+        }
+    }
+    kb_scratch s2 = kb_scratch_alloc(per, nt);
     bad = kcv_rounds(&c, nt, 10.0 * n3, s2, kcv_item, nitem, &prog, nsel,
                      size);
     if (bad >= 0)

@@ -259,3 +259,29 @@ int kb_pivoted_chol(int n, double *A, int *piv, double *work, double *F,
         }
     return r;
 }
+
+/* Workspace doubles for kb_qr(m, n, ...) */
+int kb_qr_query(int m, int n)
+{
+    int info = 0, lw = -1, mx = n > 1 ? n : 1;
+    double wq = 0.0, a = 0.0, tau = 0.0;
+    F77_CALL(dgeqrf)(&m, &n, &a, &m, &tau, &wq, &lw, &info);
+    mx = (int) wq > mx ? (int) wq : mx;
+    F77_CALL(dorgqr)(&m, &n, &n, &a, &m, &tau, &wq, &lw, &info);
+    mx = (int) wq > mx ? (int) wq : mx;
+    return mx + 64 * (n > 1 ? n : 1);
+}
+
+int kb_qr(int m, int n, double *A, double *R, double *tau, double *work,
+          int lwork)
+{
+    int info = 0;
+    F77_CALL(dgeqrf)(&m, &n, A, &m, tau, work, &lwork, &info);
+    if (info != 0)
+        return info;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < n; i++)
+            R[i + (size_t) j * n] = i <= j ? A[i + (size_t) j * m] : 0.0;
+    F77_CALL(dorgqr)(&m, &n, &n, A, &m, tau, work, &lwork, &info);
+    return info;
+}

@@ -79,6 +79,14 @@ int kb_eigen_rrr_t(int d, double *A, double *w, double *Qt, double *Z,
 int kb_pivoted_chol(int n, double *A, int *piv, double *work, double *F,
                     int trans);
 
+/* Thin QR of the m x n A (m >= n) by Householder reflections (dgeqrf,
+ * dorgqr): A is overwritten by the orthonormal factor, R (n x n) gets the
+ * triangular one (zeros below).  Thread-safe; tau: n doubles, work: lwork
+ * doubles, lwork from kb_qr_query(m, n).  Returns LAPACK's info. */
+int kb_qr_query(int m, int n);
+int kb_qr(int m, int n, double *A, double *R, double *tau, double *work,
+          int lwork);
+
 /* Copy the upper triangle of the n x n matrix C to its lower triangle. */
 void kb_sym_fill(int n, double *C);
 #endif

@@ -128,7 +128,7 @@ toy_d <- function(n, dim) {
   x <- matrix(stats::rnorm(dim * n), n)
   list(x = x, y = x + matrix(stats::rnorm(dim * n, sd = 0.5), n))
 }
-cv_direct <- function(x, y, grid, folds = 5L, seed = 1L) {
+cv_direct <- function(x, y, grid, folds = 5L, seed = 1L, method = "kbr") {
   n <- nrow(x)
   set.seed(seed)
   fold <- sample(rep_len(seq_len(folds), n))
@@ -143,7 +143,7 @@ cv_direct <- function(x, y, grid, folds = 5L, seed = 1L) {
       mu <- .Call(kernbayes:::C_kb_kbr_mu, Gtr, rowMeans(Gtr), e)
       for (g in which(grid$eps == e)) {
         W <- .Call(kernbayes:::C_kb_kbr_weights, gy[tr, tr], mu,
-                   grid$delta[g], "kbr", gy[tr, te])
+                   grid$delta[g], method, gy[tr, te])
         crit[g] <- crit[g] + (sum(W * (Gtr %*% W)) -
                                 2 * sum(W * gx[tr, te]) + length(te)) / n
       }
@@ -159,6 +159,26 @@ for (nn in cv_ns) for (dim in c(2L, 6L)) {
   t_def <- elapsed(f1 <- suppressMessages(kbr(dd$x, dd$y, progress = FALSE)))
   cat(sprintf("  n = %4d, d = %d: default %.2f s, fixed %.2f s: ratio %.1fx (goal <= 8); picked eps %g, delta %g\n",
               nn, dim, t_def, t_fix, t_def / t_fix, f1$eps, f1$delta))
+  if (nn <= 800L || dim == 2L) {
+    # method "iw": on the factor or by an n x n eigen-decomposition per
+    # fold and eps (src/kbrcv.c), before this by a solve per setting
+    t_fix <- elapsed(kbr(dd$x, dd$y, eps = 0.01, delta = 1e-3, method = "iw",
+                         progress = FALSE))
+    t_def <- elapsed(f2 <- suppressMessages(kbr(dd$x, dd$y, method = "iw",
+                                                progress = FALSE)))
+    cat(sprintf("    method \"iw\": default %.2f s, fixed %.2f s: ratio %.1fx (goal <= 8); picked eps %g, delta %g\n",
+                t_def, t_fix, t_def / t_fix, f2$eps, f2$delta))
+  }
+  if (nn <= 800L) {
+    grid <- kernbayes:::kbr_default_grid()
+    t_old <- elapsed(old <- cv_direct(dd$x, dd$y, grid, method = "iw"))
+    t_new <- elapsed(new <- kbr_cv(dd$x, dd$y, grid = grid, method = "iw",
+                                   criterion = "regression", refit = FALSE,
+                                   progress = FALSE)$best)
+    cat(sprintf("    method \"iw\", the CV alone: %.2f s vs a solve per setting %.2f s: ratio %.1fx; same pick: %s\n",
+                t_new, t_old, t_old / t_new,
+                isTRUE(all.equal(unlist(old), unlist(new[c("eps", "delta")])))))
+  }
   if (nn <= 800L) {
     grid <- kernbayes:::kbr_default_grid()
     t_old <- elapsed(old <- cv_direct(dd$x, dd$y, grid))

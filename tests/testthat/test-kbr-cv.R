@@ -100,14 +100,14 @@ test_that("kbr_cv(criterion = \"regression\") agrees with the held-out RKHS loss
 
 # The "kbr" criterion of every grid row from a regularised solve per fold
 # and setting (plain R, the formulas of R/kbr-cv.R's per-setting path).
-cv_direct_ref <- function(Gx, Gy, fold, grid, crit) {
+cv_direct_ref <- function(Gx, Gy, fold, grid, crit, method = "kbr") {
   n <- length(fold)
   ref <- numeric(nrow(grid))
   for (g in seq_len(nrow(grid))) for (a in sort(unique(fold))) {
     tr <- fold != a
     te <- !tr
     mu <- ref_kbr_mu(Gx[tr, tr], rowMeans(Gx[tr, tr]), grid$eps[g])
-    W <- ref_kbr_R(Gy[tr, tr], mu, grid$delta[g]) %*% Gy[tr, te]
+    W <- ref_kbr_R(Gy[tr, tr], mu, grid$delta[g], method) %*% Gy[tr, te]
     if (crit == "marginal") {
       wbar <- rowMeans(W)
       ref[g] <- ref[g] + sum(wbar * (Gx[tr, tr] %*% wbar)) -
@@ -179,6 +179,77 @@ test_that("kbr_cv(method = \"kbr\") equals the direct solves when G_Y has rank 1
       ref <- cv_direct_ref(Gx, Gy, fold, grid, crit)
       expect_lt(rel_err(cv$table$criterion, ref), 1e-9)
     }
+  }
+})
+
+test_that("kbr_cv(method = \"iw\") equals the direct solves on both of its paths, at every rank", {
+  # src/kbrcv.c evaluates a fold's grid for "iw" either on the factor (thin
+  # QR of S P, an r x r eigen-decomposition, the held-out columns split
+  # into N's span and its complement) or by the eigen-decomposition of the
+  # n x n S G_Y S, whichever costs fewer flops; "iw_factor" and
+  # "iw_eigen" force one.  Full rank (d = 5), between n / 2 and n (d = 2),
+  # low (d = 1); the default grid down to delta = 1e-7, where a Woodbury
+  # formula without the split lost 7 digits to cancellation (and eps down
+  # to 1e-4).
+  grid <- rbind(kernbayes:::kbr_default_grid(),
+                data.frame(eps = 1e-4, delta = c(1e-6, 1e-3)))
+  for (cfg in list(c(d = 5, n = 60), c(d = 2, n = 150), c(d = 1, n = 120))) {
+    set.seed(cfg[["n"]] + cfg[["d"]])
+    n <- cfg[["n"]]
+    x <- matrix(stats::rnorm(n * cfg[["d"]]), n)
+    y <- x + matrix(stats::rnorm(n * cfg[["d"]], sd = 0.5), n)
+    Gx <- ref_gauss_gram(x, x, ref_med_bw(x))
+    Gy <- ref_gauss_gram(y, y, ref_med_bw(y))
+    set.seed(5)
+    fold <- sample(rep_len(1:3, n))
+    for (crit in c("regression", "marginal")) {
+      ref <- cv_direct_ref(Gx, Gy, fold, grid, crit, "iw")
+      for (path in c("iw", "iw_factor", "iw_eigen")) {
+        got <- kernbayes:::kbr_cv_grid(Gx, Gy, fold, 3L, grid, crit, path,
+                                       1L, "cv", FALSE)
+        expect_lt(rel_err(got, ref), 1e-8)
+        expect_identical(which.min(got), which.min(ref))
+      }
+    }
+    cv <- kbr_cv(x, y, grid = grid, folds = 3, seed = 5, method = "iw",
+                 criterion = "regression", refit = FALSE)
+    expect_lt(rel_err(cv$table$criterion,
+                      cv_direct_ref(Gx, Gy, fold, grid, "regression", "iw")),
+              1e-8)
+  }
+  # G_Y of rank 1 and 2 (y taking one or two values)
+  set.seed(11)
+  n <- 40
+  x <- matrix(stats::rnorm(2 * n), n)
+  Gx <- ref_gauss_gram(x, x, ref_med_bw(x))
+  set.seed(5)
+  fold <- sample(rep_len(1:3, n))
+  grid <- data.frame(eps = c(1e-3, 1e-2, 0.1), delta = c(1e-4, 1e-2, 1))
+  for (y in list(matrix(0.3, n, 2), cbind(rep(c(-1, 1), length.out = n), 0))) {
+    Gy <- ref_gauss_gram(y, y, 1)
+    for (crit in c("regression", "marginal")) {
+      ref <- cv_direct_ref(Gx, Gy, fold, grid, crit, "iw")
+      for (path in c("iw_factor", "iw_eigen")) {
+        expect_lt(rel_err(kernbayes:::kbr_cv_grid(Gx, Gy, fold, 3L, grid,
+                                                  crit, path, 1L, "cv",
+                                                  FALSE), ref), 1e-9)
+      }
+    }
+  }
+  expect_error(kernbayes:::kbr_cv_grid(Gx, Gy, fold, 3L, grid, "marginal",
+                                       "iw_fast", 1L, "cv", FALSE), "method")
+})
+
+test_that("kbr_cv(method = \"iw\") gives the same table on 1 and 2 threads", {
+  set.seed(22)
+  for (d in c(1L, 4L)) {
+    x <- matrix(stats::rnorm(120 * d), 120)
+    y <- x + matrix(stats::rnorm(120 * d, sd = 0.5), 120)
+    t1 <- kbr_cv(x, y, folds = 3, method = "iw", refit = FALSE,
+                 nthreads = 1)$table
+    t2 <- kbr_cv(x, y, folds = 3, method = "iw", refit = FALSE,
+                 nthreads = 2)$table
+    expect_identical(t1, t2)
   }
 })
 
