@@ -217,14 +217,15 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                  sprintf("the low-rank prior embedding of %d prior points",
                          nrow(U)))
   }
+  # kernels that fail on the data are named before any tuning
+  rkx <- resolve_data_kernel(kernel_x, x, "kernel_x", "x")
+  rky <- resolve_data_kernel(kernel_y, y, "kernel_y", "y")
   if (is.null(eps) || is.null(delta)) {
     best <- kbr_tune(x, y, eps, delta, method, kernel_x, kernel_y, progress,
                      nthreads)
     eps <- best$eps
     delta <- best$delta
   }
-  rkx <- resolve_data_kernel(kernel_x, x, "kernel_x", "x")
-  rky <- resolve_data_kernel(kernel_y, y, "kernel_y", "y")
   fit <- list(x = x, y = y, n = n, eps = eps, delta = delta, method = method,
               rank = rank, kernel_x = rkx, kernel_y = rky, nthreads = nthreads)
   prog <- progress_reporter(3, "KBR fit: stage", progress)
@@ -268,14 +269,18 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
 
 # resolve_kernel() for a kernel argument of kbr(): a median heuristic that
 # fails on the data names the kernel argument and the data.
-resolve_data_kernel <- function(kernel, x, arg, data_arg) {
-  tryCatch(resolve_kernel(kernel, x), kb_error_arg = function(e) {
+# An error about the data's scale names the data (data_arg), not 'x'.
+# `hint`: how to give a fixed bandwidth instead.
+resolve_data_kernel <- function(kernel, x, arg, data_arg,
+                                hint = "gaussian_kernel(bandwidth = 1)") {
+  tryCatch(resolve_kernel(kernel, x, arg = data_arg), kb_error_arg = function(e) {
     if (!identical(e$arg, "precon")) stop(e)
     stop_arg(arg, sprintf(paste0("uses the median heuristic, which fails on ",
-                                 "'%s' (%s); give a fixed bandwidth, e.g. ",
-                                 "gaussian_kernel(bandwidth = 1)"), data_arg,
-                          sub("; x has", "; it has",
-                              sub("^'precon' = \"[a-z]+\" ", "", conditionMessage(e)))))
+                                 "'%s' (%s); give a fixed bandwidth, e.g. %s"),
+                          data_arg,
+                          sub(sprintf("; %s has", data_arg), "; it has",
+                              sub("^'precon' = \"[a-z]+\" ", "", conditionMessage(e)),
+                              fixed = TRUE), hint))
   })
 }
 
