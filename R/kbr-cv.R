@@ -99,6 +99,10 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   }
   for (nm in intersect(names(grid), c("eps", "delta", "sigma_x", "sigma_y"))) {
     v <- grid[[nm]]
+    # a bandwidth column of NA only (logical): the median heuristic
+    if (nm %in% c("sigma_x", "sigma_y") && is.logical(v) && all(is.na(v))) {
+      v <- grid[[nm]] <- as.double(v)
+    }
     ok <- is.numeric(v) && all(if (nm %in% c("eps", "delta")) is.finite(v) & v > 0 else
       is.na(v) | (is.finite(v) & v > 0))
     if (!ok) {

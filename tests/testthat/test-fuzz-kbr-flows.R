@@ -48,3 +48,22 @@ test_that("a median heuristic that fails on y names y (or grid), not x, before a
   expect_error(kbr_cv(x, x, grid = data.frame(eps = 1 + 0i, delta = 1), folds = 2),
                "'grid' column eps", class = "kb_error_arg")
 })
+
+test_that("kbr_cv() takes a bandwidth column of NA only as the median heuristic", {
+  set.seed(2)
+  x <- matrix(rnorm(40), 20)
+  y <- x + rnorm(40)
+  grid <- data.frame(eps = c(0.01, 0.1), delta = 0.01)
+  ref <- kbr_cv(x, y, grid = grid, folds = 2, refit = FALSE)$table
+  for (method in c("kbr", "iw")) {
+    g <- grid
+    g$sigma_x <- NA
+    g$sigma_y <- NA
+    tab <- kbr_cv(x, y, grid = g, folds = 2, refit = FALSE,
+                  method = method)$table
+    expect_identical(tab$sigma_x, c(NA_real_, NA_real_))
+    if (method == "kbr") expect_identical(tab$criterion, ref$criterion)
+  }
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 1, delta = 1, sigma_x = TRUE),
+                      folds = 2), "'grid' column sigma_x", class = "kb_error_arg")
+})
