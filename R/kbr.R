@@ -236,6 +236,7 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     gy <- gram(rky, y, y, nthreads)
     m <- if (is.null(prior)) drop(gx %*% gam) else
       drop(gram(rkx, x, U, nthreads) %*% gam)
+    check_prior_reach(m)
     prog$tick(1, "solves")
     res <- .Call(C_kb_kbr_fit, gx, m, gy, eps, delta, method)
     fit$mu <- res$mu
@@ -251,6 +252,7 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     # Lx b lies in the span of Lx, and so does mu = n (Lx Lx' + n eps I)^{-1} m
     b <- if (is.null(prior)) crossprod(Lx, gam) else
       lowrank_features(rkx, x, Lx, U, nthreads) %*% gam
+    check_prior_reach(drop(Lx %*% b))
     fit$mu <- drop(n * lowrank_ridge(Lx, n * eps, b))
     fit$Ly <- Ly
     fit$B <- lowrank_operator(Ly, fit$mu, delta, method)
@@ -282,6 +284,25 @@ resolve_data_kernel <- function(kernel, x, arg, data_arg,
                               sub("^'precon' = \"[a-z]+\" ", "", conditionMessage(e)),
                               fixed = TRUE), hint))
   })
+}
+
+# The prior embedding m_i = sum_j gamma_j k_X(X_i, U_j) at the training x:
+# identically zero (every kernel value underflows) makes mu, and then every
+# posterior weight, exactly 0, so posterior_mean() would return 0 as if it
+# were an answer; below 1e-8 everywhere the posterior is unreliable.
+check_prior_reach <- function(m) {
+  if (all(m == 0)) {
+    stop_arg("prior", paste0(
+      "is beyond the reach of kernel_x from every row of x: all kernel ",
+      "values k_X(x_i, u_j) are 0, so every posterior weight would be 0; ",
+      "give a prior within the range of x or a wider kernel_x"))
+  }
+  if (max(abs(m)) < 1e-8) {
+    warning(sprintf(paste0(
+      "the prior is far from all training x: its kernel embedding is at ",
+      "most %.2g at the rows of x, so the posterior is unreliable"),
+      max(abs(m))), call. = FALSE)
+  }
 }
 
 check_gaussian <- function(kernel, arg) {

@@ -475,3 +475,28 @@ test_that("flows reject NaN scores, steps <= 0, n_iter 0 and coinciding MIED par
   expect_error(dmmd_flow(matrix(stats::rnorm(4), 2), y, lambda = NA,
                          progress = FALSE), "'lambda'", class = "kb_error_arg")
 })
+
+# ---- a prior out of the kernel's reach --------------------------------------
+
+test_that("a prior beyond kernel_x's reach of every x is an error, not all-zero weights", {
+  # every k_X(x_i, u_j) underflows to 0: mu = 0 and every posterior weight
+  # was exactly 0, so posterior_mean() returned 0 as an answer
+  set.seed(38)
+  x <- stats::rnorm(40)
+  y <- x + stats::rnorm(40, sd = 0.5)
+  for (rank in list(NULL, 10)) for (method in c("kbr", "iw")) {
+    expect_error(kbr(x, y, prior = c(100, 101), eps = 0.01, delta = 0.01,
+                     method = method, rank = rank),
+                 "'prior' is beyond the reach of kernel_x", class = "kb_error_arg")
+    # far but not out of reach: a warning; the fit itself is kept
+    expect_warning(f <- kbr(x, y, prior = c(9, 10), eps = 0.01, delta = 0.01,
+                            method = method, rank = rank),
+                   "the prior is far from all training x")
+    expect_s3_class(f, "kb_kbr")
+    # within reach: silent
+    expect_silent(kbr(x, y, prior = c(2, 3), eps = 0.01, delta = 0.01,
+                      method = method, rank = rank))
+  }
+  expect_error(kbr_cv(x, y, grid = data.frame(eps = 0.1, delta = 0.1), folds = 2,
+                      prior = 100), "'prior' is beyond", class = "kb_error_arg")
+})
