@@ -500,3 +500,51 @@ test_that("a prior beyond kernel_x's reach of every x is an error, not all-zero 
   expect_error(kbr_cv(x, y, grid = data.frame(eps = 0.1, delta = 0.1), folds = 2,
                       prior = 100), "'prior' is beyond", class = "kb_error_arg")
 })
+
+# ---- kbr_filter(): weights that vanish after a far observation --------------
+
+test_that("kbr_filter() gives NA, not 0, at steps whose posterior weights vanished, with a warning", {
+  # One observation far from the training y: its kernel values (here 1e-5,
+  # above warn_far()'s 1e-8) leave the weights almost no mass; the "kbr"
+  # form then shrinks them geometrically (sum |w|: 1.4, 1.8e-5, 6.7e-8,
+  # 9e-12, ... 0), and exactly-zero kernel values zero every later step of
+  # both forms: the filtered means were 0 from there on, silently.
+  set.seed(39)
+  T1 <- 60
+  x <- numeric(T1)
+  for (t in 2:T1) x[t] <- 0.9 * x[t - 1] + stats::rnorm(1, sd = 0.3)
+  y <- x + stats::rnorm(T1, sd = 0.3)
+  ky <- gaussian_kernel(bandwidth = 0.3)
+  far5 <- max(y) + 0.3 * sqrt(2 * 5 * log(10))   # largest k_Y = 1e-5
+  obs <- c(0.5, far5, 0.5, 0.3, 0.2)
+  for (rank in list(NULL, 30)) {
+    expect_warning(f <- kbr_filter(x, y, obs, kernel_y = ky, method = "kbr",
+                                   rank = rank),
+                   "vanished .* at 4 step\\(s\\), first at step 2.*method = \"iw\"")
+    expect_true(is.finite(f$mean[1]))
+    expect_true(all(is.na(f$mean[2:5])))
+    expect_lt(max(colSums(abs(f$weights[, 2:5]))), 1e-3)
+    expect_output(print(f), "no filtered state at 4 step\\(s\\), first at step 2")
+    # "iw" loses the mass at the far step only, and recovers
+    expect_warning(f <- kbr_filter(x, y, obs, kernel_y = ky, rank = rank),
+                   "at 1 step\\(s\\), first at step 2")
+    expect_identical(which(is.na(f$mean)), 2L)
+    # (step 3 keeps 2% of the mass: shrunk, not flagged; the threshold
+    # flags only a loss of 99.9%)
+    expect_gt(sum(abs(f$weights[, 3])), 1e-3)
+    expect_gt(min(colSums(abs(f$weights[, 4:5]))), 0.5)
+    # kernel values that underflow to 0: zero weights from there on, both forms
+    expect_warning(expect_warning(f <- kbr_filter(x, y, c(0.5, 100, 0.5), rank = rank),
+                                  "far from all training y"),
+                   "vanished .* at 2 step\\(s\\)")
+    expect_identical(which(is.na(f$mean)), 2:3)
+  }
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_invisible(plot(f, truth = c(0, 1, 2)))
+  # healthy runs keep every step's mass (sum |w| >= 1.2 measured on the
+  # 2-d rotation of test-filters.R, 3% of the observations outside the
+  # training range): nothing is NA, no warning
+  expect_silent(f <- kbr_filter(x, y, y[1:20]))
+  expect_gt(min(colSums(abs(f$weights))), 0.5)
+})
