@@ -548,3 +548,47 @@ test_that("kbr_filter() gives NA, not 0, at steps whose posterior weights vanish
   expect_silent(f <- kbr_filter(x, y, y[1:20]))
   expect_gt(min(colSums(abs(f$weights))), 0.5)
 })
+
+# ---- extremes: one-row grids, regularisers at 1e-12 .. 1e3, threads ---------
+
+test_that("one-row grids, n = 2, extreme regularisers: a finite answer or a classed error", {
+  set.seed(40)
+  for (method in c("kbr", "iw")) for (crit in c("marginal", "regression")) {
+    g <- data.frame(eps = 0.05, delta = 0.02, sigma_x = 1, sigma_y = 1)
+    x <- matrix(stats::rnorm(4), 2)
+    y <- x + stats::rnorm(4)
+    cv <- kbr_cv(x, y, grid = g, folds = 2, method = method, criterion = crit,
+                 refit = TRUE, seed = 2)
+    expect_identical(nrow(cv$table), 1L)
+    expect_lt(fz_rel(cv$table$criterion, fz_cv(x, y, g, 2, 2, method, crit)), 1e-12)
+    expect_s3_class(cv$fit, "kb_kbr")
+  }
+  outcome <- character(0)
+  for (kind in c("dep", "dup", "const", "two", "one")) {
+    d <- fz_data(kind, 10, 2, 2)
+    for (method in c("kbr", "iw")) for (eps in c(1e-12, 1e3)) for (delta in c(1e-12, 1e3)) {
+      for (rank in list(NULL, 2L)) {
+        r <- tryCatch({
+          f <- suppressWarnings(kbr(d$x, d$y, kernel_x = gaussian_kernel(bandwidth = 1),
+                                    kernel_y = gaussian_kernel(bandwidth = 1), eps = eps,
+                                    delta = delta, method = method, rank = rank))
+          all(is.finite(suppressWarnings(posterior_mean(f, d$y[1:2, ]))))
+        }, kb_error_numeric = function(e) "numeric error")
+        outcome <- c(outcome, as.character(r))
+      }
+    }
+  }
+  expect_true(all(outcome %in% c("TRUE", "numeric error")))
+  expect_gt(mean(outcome == "TRUE"), 0.8)
+})
+
+test_that("kbr_filter() is identical on 1 and 2 threads on both paths", {
+  set.seed(41)
+  x <- cumsum(stats::rnorm(80)) / 5
+  y <- x + stats::rnorm(80, sd = 0.3)
+  for (method in c("iw", "kbr")) for (rank in list(NULL, 10)) {
+    f1 <- kbr_filter(x, y, y[1:15], method = method, rank = rank, nthreads = 1)
+    f2 <- kbr_filter(x, y, y[1:15], method = method, rank = rank, nthreads = 2)
+    expect_identical(f1$weights, f2$weights)
+  }
+})
