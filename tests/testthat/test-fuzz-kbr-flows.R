@@ -592,3 +592,37 @@ test_that("kbr_filter() is identical on 1 and 2 threads on both paths", {
     expect_identical(f1$weights, f2$weights)
   }
 })
+
+test_that("ksd_descent(method = \"gd\") takes one step down the KSD^2 gradient at n = 2..5, d = 1..8", {
+  # KSD^2 (V-statistic) of the IMQ kernel (1 + |u|^2)^(-1/2) for N(mu, I),
+  # written out per pair; its gradient by central differences
+  fz_ksd2 <- function(x, mu) {
+    n <- nrow(x)
+    d <- ncol(x)
+    S <- -sweep(x, 2, mu)
+    tot <- 0
+    for (i in seq_len(n)) for (j in seq_len(n)) {
+      u <- x[i, ] - x[j, ]
+      b <- 1 + sum(u^2)
+      tot <- tot + sum(S[i, ] * S[j, ]) * b^-0.5 + sum((S[i, ] - S[j, ]) * u) * b^-1.5 +
+        d * b^-1.5 - 3 * sum(u^2) * b^-2.5
+    }
+    tot / n^2
+  }
+  set.seed(42)
+  for (n in c(2, 3, 5)) for (d in c(1, 4, 8)) {
+    mu <- stats::rnorm(d)
+    x <- matrix(stats::rnorm(n * d), n)
+    if (n >= 3) x[3, ] <- x[1, ]
+    f <- ksd_descent(x, gaussian_target(mu), score_jacobian = function(z) -diag(d),
+                     method = "gd", step_size = 0.05, n_iter = 1, progress = FALSE)
+    g <- matrix(vapply(seq_along(x), function(k) {
+      a <- b <- x
+      a[k] <- a[k] + 1e-5
+      b[k] <- b[k] - 1e-5
+      (fz_ksd2(a, mu) - fz_ksd2(b, mu)) / 2e-5
+    }, 0), n)
+    expect_lt(max(abs(f$x - (x - 0.05 * g))) / max(abs(0.05 * g)), 1e-7)
+    expect_lt(abs(f$objective[1] / fz_ksd2(x, mu) - 1), 1e-13)
+  }
+})
