@@ -50,7 +50,13 @@
 #' @return An object of class `kb_filter`: `mean` (filtered states, one row
 #'   per observation), `weights` (the `T x n_obs` posterior weights on the
 #'   training states), `path` (`"full"` or `"lowrank"`), settings; `print`
-#'   and `plot` methods.
+#'   and `plot` methods. The posterior weights of a step sum to about 1; an
+#'   observation far from the training `y` can make them vanish, at its
+#'   step and (method `"kbr"` above all, whose weights then shrink
+#'   geometrically) at every later one. A step whose weights have lost
+#'   their mass (sum of \eqn{|w_i|} below \eqn{10^{-3}}) has no filtered
+#'   state: its row of `mean` is `NA`, with a warning naming the first such
+#'   step (its `weights` are kept).
 #' @seealso [kalman_filter()] for linear Gaussian models.
 #' @examples
 #' set.seed(1)
@@ -178,6 +184,27 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   }
   mean <- crossprod(W, X)
   colnames(mean) <- colnames(x)
+  # weights that lost their mass (healthy steps: sum |w| >= 1 or so) give
+  # a mean shrunk towards 0, not a filtered state: NA, and a warning unless
+  # warn_far() above already named every such step's observation
+  gone <- which(colSums(abs(W)) < kbr_filter_min_mass)
+  if (length(gone)) {
+    mean[gone, ] <- NA
+    far <- which(apply(Ky, 2L, max) < 1e-8)
+    late <- setdiff(gone, far)
+    if (length(late)) {
+      warning(sprintf(paste0(
+        "the posterior weights vanished (sum of |weights| below %g) at %d ",
+        "step(s), first at step %d: their filtered means are NA; an ",
+        "observation far from the training y (largest kernel value at step ",
+        "%d: %.2g) leaves too little mass%s; use a wider kernel_y%s"),
+        kbr_filter_min_mass, length(gone), gone[1L], gone[1L],
+        max(Ky[, gone[1L]]),
+        if (method == "kbr") ", and the \"kbr\" form shrinks it further at every later step" else "",
+        if (method == "kbr") ", a larger delta or method = \"iw\"" else " or a larger delta"),
+      call. = FALSE)
+    }
+  }
   structure(list(mean = mean, weights = W,
                  method = sprintf("KBR filter (%s, %s)", method,
                                   if (full) "full path" else
@@ -195,6 +222,9 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
 # transitions (measured: inst/bench/bench-kbr.R, NEWS), when factors of rank
 # at most min(kbr_filter_auto_rank, T / 8) reach the tolerance.
 kbr_filter_crossover <- 300L
+# A step's posterior weights with less total |mass| than this have vanished
+# (healthy runs keep sum |w| above 1: tests/testthat/test-fuzz-kbr-flows.R).
+kbr_filter_min_mass <- 1e-3
 kbr_filter_auto_rank <- 200L
 
 # One low-rank filter step: the posterior weights lowrank_operator(Ly, mu,
@@ -334,6 +364,12 @@ print.kb_filter <- function(x, ...) {
     cat(sprintf("  trained on %d transitions; eps = %s, delta = %s\n",
                 x$T_train, format(x$eps), format(x$delta)))
   }
+  gone <- which(is.na(x$mean[, 1L]))
+  if (length(gone)) {
+    cat(sprintf(paste0("  no filtered state at %d step(s), first at step %d ",
+                       "(the posterior weights vanished)\n"), length(gone),
+                gone[1L]))
+  }
   invisible(x)
 }
 
@@ -353,7 +389,9 @@ plot.kb_filter <- function(x, truth = NULL, which = seq_len(min(3L, ncol(x$mean)
   on.exit(graphics::par(op))
   if (!is.null(truth)) truth <- as_obs(truth, "truth", ncol(x$mean))
   for (k in which) {
-    rng <- range(x$mean[, k], if (!is.null(truth)) truth[, k])
+    # steps without a filtered state (NA) are gaps in the line
+    rng <- range(x$mean[, k], if (!is.null(truth)) truth[, k], na.rm = TRUE)
+    if (!all(is.finite(rng))) rng <- c(-1, 1)
     graphics::plot(x$mean[, k], type = "l", col = "red", ylim = rng,
                    xlab = "", ylab = paste0("x", k), main = if (k == which[1L]) x$method else "")
     if (!is.null(truth)) graphics::lines(truth[, k], col = "grey40")

@@ -107,9 +107,13 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   }
   for (nm in intersect(names(grid), c("eps", "delta", "sigma_x", "sigma_y"))) {
     v <- grid[[nm]]
-    ok <- if (nm %in% c("eps", "delta")) is.finite(v) & v > 0 else
-      is.na(v) | (is.finite(v) & v > 0)
-    if (!is.numeric(v) || !all(ok)) {
+    # a bandwidth column of NA only (logical): the median heuristic
+    if (nm %in% c("sigma_x", "sigma_y") && is.logical(v) && all(is.na(v))) {
+      v <- grid[[nm]] <- as.double(v)
+    }
+    ok <- is.numeric(v) && all(if (nm %in% c("eps", "delta")) is.finite(v) & v > 0 else
+      is.na(v) | (is.finite(v) & v > 0))
+    if (!ok) {
       stop_arg("grid", sprintf("column %s must hold positive numbers", nm))
     }
   }
@@ -126,14 +130,27 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   crit <- numeric(nrow(grid))
   bw_key <- paste(grid$sigma_x, grid$sigma_y)
   keys <- unique(bw_key)
+  # every bandwidth setting's kernels, resolved before any work (a median
+  # heuristic that fails on the data names grid and the data)
+  kern <- lapply(keys, function(key) {
+    g <- match(key, bw_key)
+    cv_kernel <- function(s, data, arg, col) {
+      tryCatch({
+        k <- if (is.na(s)) gaussian_kernel() else gaussian_kernel(bandwidth = s)
+        resolve_data_kernel(k, data, "grid", arg, sprintf(paste0(
+          "a column %s of positive bandwidths (NA: the median heuristic)"), col))
+      }, kb_error_arg = function(e) {
+        if (!identical(e$arg, "bandwidth")) stop(e)
+        stop_arg("grid", sprintf("column %s: %s", col, conditionMessage(e)))
+      })
+    }
+    list(x = cv_kernel(grid$sigma_x[g], x, "x", "sigma_x"),
+         y = cv_kernel(grid$sigma_y[g], y, "y", "sigma_y"))
+  })
   for (key in keys) {
     rows <- which(bw_key == key)
-    sx <- grid$sigma_x[rows[1L]]
-    sy <- grid$sigma_y[rows[1L]]
-    kx <- if (is.na(sx)) gaussian_kernel() else gaussian_kernel(bandwidth = sx)
-    ky <- if (is.na(sy)) gaussian_kernel() else gaussian_kernel(bandwidth = sy)
-    rkx <- resolve_kernel(kx, x)
-    rky <- resolve_kernel(ky, y)
+    rkx <- kern[[match(key, keys)]]$x
+    rky <- kern[[match(key, keys)]]$y
     gx <- gram(rkx, x, x, nthreads)
     gy <- gram(rky, y, y, nthreads)
     label <- sprintf("KBR cross-validation, bandwidths %d of %d: fold",

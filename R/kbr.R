@@ -217,14 +217,15 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                  sprintf("the low-rank prior embedding of %d prior points",
                          nrow(U)))
   }
+  # kernels that fail on the data are named before any tuning
+  rkx <- resolve_data_kernel(kernel_x, x, "kernel_x", "x")
+  rky <- resolve_data_kernel(kernel_y, y, "kernel_y", "y")
   if (is.null(eps) || is.null(delta)) {
     best <- kbr_tune(x, y, eps, delta, method, kernel_x, kernel_y, progress,
                      nthreads)
     eps <- best$eps
     delta <- best$delta
   }
-  rkx <- resolve_data_kernel(kernel_x, x, "kernel_x", "x")
-  rky <- resolve_data_kernel(kernel_y, y, "kernel_y", "y")
   fit <- list(x = x, y = y, n = n, eps = eps, delta = delta, method = method,
               rank = rank, kernel_x = rkx, kernel_y = rky, nthreads = nthreads)
   prog <- progress_reporter(3, "KBR fit: stage", progress)
@@ -235,6 +236,7 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     gy <- gram(rky, y, y, nthreads)
     m <- if (is.null(prior)) drop(gx %*% gam) else
       drop(gram(rkx, x, U, nthreads) %*% gam)
+    check_prior_reach(m)
     prog$tick(1, "solves")
     res <- .Call(C_kb_kbr_fit, gx, m, gy, eps, delta, method)
     fit$mu <- res$mu
@@ -250,6 +252,7 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     # Lx b lies in the span of Lx, and so does mu = n (Lx Lx' + n eps I)^{-1} m
     b <- if (is.null(prior)) crossprod(Lx, gam) else
       lowrank_features(rkx, x, Lx, U, nthreads) %*% gam
+    check_prior_reach(drop(Lx %*% b))
     fit$mu <- drop(n * lowrank_ridge(Lx, n * eps, b))
     fit$Ly <- Ly
     fit$B <- lowrank_operator(Ly, fit$mu, delta, method)
@@ -268,15 +271,38 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
 
 # resolve_kernel() for a kernel argument of kbr(): a median heuristic that
 # fails on the data names the kernel argument and the data.
-resolve_data_kernel <- function(kernel, x, arg, data_arg) {
-  tryCatch(resolve_kernel(kernel, x), kb_error_arg = function(e) {
+# An error about the data's scale names the data (data_arg), not 'x'.
+# `hint`: how to give a fixed bandwidth instead.
+resolve_data_kernel <- function(kernel, x, arg, data_arg,
+                                hint = "gaussian_kernel(bandwidth = 1)") {
+  tryCatch(resolve_kernel(kernel, x, arg = data_arg), kb_error_arg = function(e) {
     if (!identical(e$arg, "precon")) stop(e)
     stop_arg(arg, sprintf(paste0("uses the median heuristic, which fails on ",
-                                 "'%s' (%s); give a fixed bandwidth, e.g. ",
-                                 "gaussian_kernel(bandwidth = 1)"), data_arg,
-                          sub("; x has", "; it has",
-                              sub("^'precon' = \"[a-z]+\" ", "", conditionMessage(e)))))
+                                 "'%s' (%s); give a fixed bandwidth, e.g. %s"),
+                          data_arg,
+                          sub(sprintf("; %s has", data_arg), "; it has",
+                              sub("^'precon' = \"[a-z]+\" ", "", conditionMessage(e)),
+                              fixed = TRUE), hint))
   })
+}
+
+# The prior embedding m_i = sum_j gamma_j k_X(X_i, U_j) at the training x:
+# identically zero (every kernel value underflows) makes mu, and then every
+# posterior weight, exactly 0, so posterior_mean() would return 0 as if it
+# were an answer; below 1e-8 everywhere the posterior is unreliable.
+check_prior_reach <- function(m) {
+  if (all(m == 0)) {
+    stop_arg("prior", paste0(
+      "is beyond the reach of kernel_x from every row of x: all kernel ",
+      "values k_X(x_i, u_j) are 0, so every posterior weight would be 0; ",
+      "give a prior within the range of x or a wider kernel_x"))
+  }
+  if (max(abs(m)) < 1e-8) {
+    warning(sprintf(paste0(
+      "the prior is far from all training x: its kernel embedding is at ",
+      "most %.2g at the rows of x, so the posterior is unreliable"),
+      max(abs(m))), call. = FALSE)
+  }
 }
 
 check_gaussian <- function(kernel, arg) {
