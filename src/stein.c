@@ -46,13 +46,17 @@ static KB_ALWAYS_INLINE void stein_block_body(const kb_kernel *K,
     } else {
         for (int k = 0; k < d; k++) {
             const double *xk = X + k * ld + j0, *sk = S + k * ld + j0;
-            const double xik = x[k], sik = s[k], lk = K->lam[k], lk2 = lk * lk;
+            const double xik = x[k], sik = s[k], lk = K->lam[k];
 #pragma omp simd
             for (int t = 0; t < m; t++) {
-                double skt = sk[t], u = xik - xk[t], v = skt - sik;
-                r[t] += lk * u * u;
-                a[t] += lk * u * v;
-                b[t] += lk2 * u * u;
+                /* u'L^2u as (lk u)^2: lk * lk under- or overflows for
+                 * eigenvalues beyond 1e-154 or 1e154 (data on such
+                 * scales), where lk u is of the order of sqrt(lk) */
+                double skt = sk[t], u = xik - xk[t], v = skt - sik,
+                    lu = lk * u;
+                r[t] += lu * u;
+                a[t] += lu * v;
+                b[t] += lu * lu;
                 sd[t] += sik * skt;
             }
         }

@@ -20,15 +20,12 @@ SV_BODY(const kb_kernel *K, const double *x, const double *s,
 {
     const R_xlen_t ld = P->ld;
     const double *X = P->X + j0, *S = P->S + j0;
-    SV_T xb[KB_STEIN_DMAX], sb[KB_STEIN_DMAX], lb[KB_STEIN_DMAX],
-        l2b[KB_STEIN_DMAX];
+    SV_T xb[KB_STEIN_DMAX], sb[KB_STEIN_DMAX], lb[KB_STEIN_DMAX];
     for (int k = 0; k < d; k++) {
         xb[k] = SV_SET1(x[k]);
         sb[k] = SV_SET1(s[k]);
-        if (!iso) {
+        if (!iso)
             lb[k] = SV_SET1(K->lam[k]);
-            l2b[k] = SV_SET1(K->lam[k] * K->lam[k]);
-        }
     }
     const SV_T zero = SV_SET1(0.0), l = SV_SET1(K->lam[0]),
         c = SV_SET1(K->c), b1 = SV_SET1(K->beta),
@@ -48,7 +45,7 @@ SV_BODY(const kb_kernel *K, const double *x, const double *s,
                 SV_T lu = SV_MUL(lb[k], u);
                 r = SV_ADD(r, SV_MUL(lu, u));
                 a = SV_ADD(a, SV_MUL(lu, v));
-                b = SV_ADD(b, SV_MUL(SV_MUL(l2b[k], u), u));
+                b = SV_ADD(b, SV_MUL(lu, lu));
             }
             sd = SV_ADD(sd, SV_MUL(sb[k], sk));
         }
