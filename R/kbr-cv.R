@@ -309,11 +309,7 @@ kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y,
   grid <- kbr_default_grid()
   if (!is.null(eps)) grid <- unique(data.frame(eps = eps, delta = grid$delta))
   if (!is.null(delta)) grid <- unique(data.frame(eps = grid$eps, delta = delta))
-  cost <- if (method == "kbr") {
-    sprintf("%d eigen-decompositions", 5L * length(unique(grid$eps)))
-  } else {
-    sprintf("%d solves", 5L * nrow(grid))
-  }
+  cost <- sprintf("%d eigen-decompositions", 5L * length(unique(grid$eps)))
   message(sprintf(paste0("kbr: choosing %s by 5-fold cross-validation over ",
                          "%d settings (about %s of size %d); give ",
                          "eps and delta to skip this"),

@@ -80,7 +80,7 @@ typedef struct {
 } kcv_ctx;
 
 enum { KCV_OK = 0, KCV_FACTOR = 1, KCV_CHOL_GX = 2, KCV_EIGEN = 3,
-       KCV_MU = 4, KCV_CRIT = 5 };
+       KCV_MU = 4, KCV_CRIT = 5, KCV_MU_BOUND = 6 };
 
 /* The fold's submatrices, mu's right-hand side m and the factors.
  * Scratch: n x n + 3 n + N doubles. */
@@ -176,13 +176,24 @@ static int kcv_mu_finite(const double *mu, int n)
 }
 
 /* An item's mu (kcv_mu, checked finite); 0 with the item's status set
- * when it failed. */
+ * when it failed.  With m = G 1 / n, mu = (G + n eps I)^{-1} G 1 has
+ * ||mu||^2 <= n in exact arithmetic (the eigenvalues of (G + n eps
+ * I)^{-1} G lie in [0, 1)); a computed mu far beyond it is rounding at a
+ * tiny eps (G_X + n eps I numerically singular), whose criterion would be
+ * noise passed off as a number (eps = 1e-16 once won a grid). */
 static int kcv_item_mu(kcv_ctx *c, R_xlen_t i, const kcv_fold *f,
                        double eps, double *C, double *t, double *mu)
 {
     int st = kcv_mu(f, eps, C, t, mu);
     if (st == KCV_OK && !kcv_mu_finite(mu, f->n))
         st = KCV_MU;
+    if (st == KCV_OK) {
+        double ss = 0.0;
+        for (int j = 0; j < f->n; j++)
+            ss += mu[j] * mu[j];
+        if (!(ss <= 1.001 * f->n))
+            st = KCV_MU_BOUND;
+    }
     c->status[i] = st;
     return st == KCV_OK;
 }
@@ -502,6 +513,11 @@ static void NORET kcv_fail(int code, int a, double eps)
         kb_error_numeric(_("cross-validation fold %d: mu = n (G_X + n eps "
                            "I)^{-1} m overflows at eps = %g; increase 'eps'"),
                          a + 1, eps);
+    if (code == KCV_MU_BOUND)
+        kb_error_numeric(_("cross-validation fold %d: mu = n (G_X + n eps "
+                           "I)^{-1} m is numerically unstable at eps = %g "
+                           "(||mu||^2 exceeds n, its bound in exact "
+                           "arithmetic); increase 'eps'"), a + 1, eps);
     if (code == KCV_CRIT)
         kb_error_numeric(_("cross-validation fold %d: the criterion is not "
                            "finite at eps = %g; increase 'eps' or 'delta'"),

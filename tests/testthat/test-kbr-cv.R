@@ -444,6 +444,35 @@ test_that("kbr_cv() rejects a bad grid, folds < 2 and mismatched data", {
   expect_error(kbr_cv(x, y, method = "x"), "'method'", fixed = TRUE)
 })
 
+test_that("kbr_cv() refuses an eps at which mu is rounding noise", {
+  # With m = G 1 / n, ||mu||^2 <= n in exact arithmetic; at eps = 1e-16
+  # G_X + n eps I is numerically singular, mu is noise far beyond the
+  # bound, and its criterion once won a grid. An eps where mu is still
+  # accurate (1e-10) passes, and agrees with the plain-R solves.
+  set.seed(1)
+  x <- stats::rnorm(60)
+  y <- x + stats::rnorm(60, sd = 0.5)
+  for (method in c("kbr", "iw")) {
+    expect_error(kbr_cv(x, y, grid = data.frame(eps = 1e-16, delta = 1e-3),
+                        method = method, refit = FALSE),
+                 "numerically unstable at eps = 1e-16.*increase 'eps'")
+    expect_error(kbr(x, y, eps = 1e-16, method = method, progress = FALSE),
+                 "increase 'eps'")
+  }
+  grid <- data.frame(eps = 1e-10, delta = 1e-3)
+  cv <- kbr_cv(x, y, grid = grid, folds = 3, seed = 2, refit = FALSE)
+  X <- matrix(x)
+  Y <- matrix(y)
+  Gx <- ref_gauss_gram(X, X, ref_med_bw(X))
+  Gy <- ref_gauss_gram(Y, Y, ref_med_bw(Y))
+  set.seed(2)
+  fold <- sample(rep_len(1:3, 60))
+  mu <- ref_kbr_mu(Gx[fold != 1, fold != 1], rowMeans(Gx[fold != 1, fold != 1]), 1e-10)
+  expect_lte(sum(mu^2), sum(fold != 1))
+  expect_lt(rel_err(cv$table$criterion,
+                    cv_direct_ref(Gx, Gy, fold, grid, "marginal")), 1e-6)
+})
+
 test_that("kbr_cv() checks the arguments for the final fit before cross-validating", {
   d <- kbr_toy_1d(60, 123)
   for (bad in list(list(rank = 0), list(tol = -1), list(nthreads = 0),
