@@ -47,7 +47,9 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #' embeddings close; KT-SWAP then takes the candidate (or the standard
 #' thinning of every \eqn{2^g}-th point) with the smallest MMD to the
 #' reference and improves it by replacing each point in turn with the input
-#' point that minimises the MMD. The MMD of the result is
+#' point that minimises the MMD (any input point, so a point may end up
+#' selected more than once: `index` may repeat rows). The MMD of the
+#' result is
 #' \eqn{O(\sqrt{\log n / n})} for \eqn{m = \sqrt n}, against
 #' \eqn{n^{-1/4}} for a uniform subsample.
 #'
