@@ -1,5 +1,6 @@
 # Threads that pay, and never cost (issue 19, item 2): every threaded entry
-# point (ksd, stein_thin, ksdt, svgd, mmd_flow, kbr, kbr_cv) on 1 and 2 threads, as
+# point (ksd, stein_thin, ksdt, svgd, mmd_flow, kbr, kbr_cv with both
+# methods) on 1 and 2 threads, as
 # the machine is and then with one competing CPU-bound process that this
 # script starts (a shell busy loop) and always kills, also on an error or an
 # interrupt.  Best of `reps` wall times with 1 and 2 threads alternating;
@@ -11,6 +12,7 @@
 # KB_BENCH_FIXED=1 adds a column: 2 threads with the competitor and the
 # team fixed (options(kernbayes.follow_load = FALSE)), the policy before
 # issue 19 (slow: KSDT took 4-25x its 1-thread time).
+# KB_BENCH_ONLY=kbr_cv,kbr_cv_iw runs a subset of the entries.
 # Run: Rscript inst/bench/bench-threads.R   (about 3 minutes)
 suppressMessages(library(kernbayes))
 reps <- as.integer(Sys.getenv("KB_BENCH_REPS", "2"))
@@ -72,8 +74,18 @@ entries <- list(
     list(fit$mu, fit$factor, predict(fit, y_kbr[1:200, ]))
   },
   kbr_cv = function(nt) kbr_cv(x_kbr, y_kbr, folds = 5, refit = FALSE,
-                               nthreads = nt, progress = FALSE)$table
+                               nthreads = nt, progress = FALSE)$table,
+  kbr_cv_iw = function(nt) kbr_cv(x_kbr, y_kbr, folds = 5, method = "iw",
+                                  refit = FALSE, nthreads = nt,
+                                  progress = FALSE)$table
 )
+
+# KB_BENCH_ONLY: a comma-separated subset of the entries (default all)
+only <- strsplit(Sys.getenv("KB_BENCH_ONLY"), ",")[[1]]
+if (length(only)) {
+  stopifnot(all(only %in% names(entries)))
+  entries <- entries[only]
+}
 
 timed <- function(f, nt) {
   gc(FALSE)
