@@ -57,8 +57,8 @@ typedef struct {
     double *kx, *ky;     /* G_X, G_Y [train, held out] (n x q; ky follows
                           * kx: one n x 2q array) */
     double *m;           /* rowMeans(G_X[train, train]) */
-    int low;             /* method "iw": Woodbury on the factor (else the
-                          * eigen-decomposition of S G_Y S, n x n) */
+    int low;             /* method "iw": on the factor (kcv_item_iw_low;
+                          * else the eigen-decomposition of S G_Y S) */
 } kcv_fold;
 
 typedef struct {
@@ -71,8 +71,8 @@ typedef struct {
     const double *eps, *delta;
     int ne, nd, marginal;
     int iw;              /* 0: method "kbr"; 1: "iw", each fold's variant
-                          * by its cost; 2: "iw" by Woodbury, 3: by the
-                          * eigen-decomposition (the last two for tests) */
+                          * by its cost; 2: "iw" on the factor, 3: by the
+                          * n x n eigen-decomposition (2, 3 for tests) */
     double *out;         /* ne x nd x K */
     int *status;         /* per item: 0, or a failure code */
     int lwork, liwork;   /* dsyevr workspace for the largest rank */
@@ -198,6 +198,19 @@ static int kcv_item_mu(kcv_ctx *c, R_xlen_t i, const kcv_fold *f,
     return st == KCV_OK;
 }
 
+/* Method "iw": s = sqrt(max(mu, 0)) and U = S P (n x ry, column-major,
+ * from the rows of Pyt'). */
+static void kcv_iw_factor(const kcv_fold *f, const double *mu, double *sv,
+                          double *U)
+{
+    int n = f->n, r = f->ry;
+    for (int j = 0; j < n; j++)
+        sv[j] = mu[j] > 0.0 ? sqrt(mu[j]) : 0.0;
+    for (int b = 0; b < r; b++)
+        for (int j = 0; j < n; j++)
+            U[j + (size_t) b * n] = sv[j] * f->Pyt[b + (size_t) j * r];
+}
+
 /* Scratch doubles one (fold, eps) item needs at training size n, rank <=
  * n, q held-out points. */
 static size_t kcv_item_size(int n, int q, int lwork, int liwork)
@@ -241,15 +254,9 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
     if (!kcv_item_mu(c, i, f, c->eps[e], C, t, mu))
         return;
     if (iw) {
-        /* T = S G_Y S = U U', U = S P (n x ry) in Vt's place, s = t */
-        int ry = f->ry;
-        double *U = Vt, *sv = t;
-        for (int j = 0; j < n; j++)
-            sv[j] = mu[j] > 0.0 ? sqrt(mu[j]) : 0.0;
-        for (int b = 0; b < ry; b++)
-            for (int j = 0; j < n; j++)
-                U[j + (size_t) b * n] = sv[j] * f->Pyt[b + (size_t) j * ry];
-        kb_syrk_n(n, ry, U, 1.0, 0, T);
+        /* T = S G_Y S = U U', U = S P (n x ry) in Vt's place, s in t */
+        kcv_iw_factor(f, mu, t, Vt);
+        kb_syrk_n(n, f->ry, Vt, 1.0, 0, T);
     } else {
         /* T = P' L P = Pp' Pp - Pn' Pn, P's rows scaled by sqrt(|mu_i|)
          * split by sign (symmetric rank-k updates: half a general
@@ -394,12 +401,7 @@ static void kcv_item_iw_low(kcv_ctx *c, R_xlen_t i, double *w)
     int *iwork = (int *) (wqr + c->lqr), *isuppz = iwork + c->liwork;
     if (!kcv_item_mu(c, i, f, c->eps[e], C, t, mu))
         return;
-    for (int j = 0; j < n; j++)
-        sv[j] = mu[j] > 0.0 ? sqrt(mu[j]) : 0.0;
-    /* U = S P (n x r, from the rows of Pyt'), then Omega R */
-    for (int b = 0; b < r; b++)
-        for (int j = 0; j < n; j++)
-            Om[j + (size_t) b * n] = sv[j] * f->Pyt[b + (size_t) j * r];
+    kcv_iw_factor(f, mu, sv, Om);                     /* U, then Omega R */
     if (kb_qr(n, r, Om, E1, tau, wqr, c->lqr) != 0) {
         c->status[i] = KCV_EIGEN;
         return;
@@ -638,7 +640,7 @@ SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
     if (bad >= 0)
         kcv_fail(c.status[bad], sel[bad], 0.0);
     vmaxset(vmax);
-    /* "iw": each fold by Woodbury on its factor or by the n x n
+    /* "iw": each fold on its factor (thin QR) or by the n x n
      * eigen-decomposition, whichever its flop count favours */
     int rmax = 1;
     for (int s = 0; s < nsel; s++) {
