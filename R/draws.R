@@ -184,13 +184,16 @@ match_score_draws <- function(score, x, lab, arg) {
 score_order_check <- function(x, s, lab, arg) {
   k <- length(unique(lab$chain))
   n <- nrow(x)
-  if (k < 2L || n %% k != 0L || any(tabulate(lab$chain) != n / k)) {
+  # chains numbered 1..k in the order they come in the rows (their labels
+  # need not be 1..k: chains 2 and 4 of a subset, 0-based labels), the
+  # order in which interleaved scores of the same chains would come
+  cr <- match(lab$chain, unique(lab$chain))
+  if (k < 2L || n %% k != 0L || any(tabulate(cr, k) != n / k)) {
     return(invisible())
   }
   xc <- x - rep(colMeans(x), each = n)
   ident <- function(sc) -sum(sc * xc) / (n * ncol(x))
   # iteration-major: the row of (chain c, t-th iteration) is (t - 1) k + c
-  cr <- match(lab$chain, sort(unique(lab$chain)))
   o <- order(cr, lab$iteration)
   tr <- integer(n)
   tr[o] <- sequence(tabulate(cr, k))   # rank of each row within its chain

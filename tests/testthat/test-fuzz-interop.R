@@ -1,0 +1,65 @@
+# Robustness and correctness audit of the interoperability layer and the
+# result objects: Stan fits (stan_target, constrain_draws /
+# unconstrain_draws), points from draws objects, chain labels (chain =,
+# by_chain =), merging, wasserstein2, and the print / summary / plot /
+# conversion methods of the result classes on edge cases.  Reference
+# numbers come from plain-R code written for this file (fi_*: no helper
+# shared with the C code or other test files).
+
+# ---- plain-R reference -------------------------------------------------------
+
+# The V-statistic KSD with the IMQ kernel (c = 1, beta = -1/2, L = I),
+# k_p(x, y) = s_x's_y phi + 2 phi' u'(s_y - s_x) - 4 phi'' |u|^2 - 2 d phi',
+# u = x - y, phi(r) = (1 + r)^(-1/2) at r = |u|^2.
+fi_ksd <- function(x, s) {
+  x <- as.matrix(x)
+  s <- as.matrix(s)
+  n <- nrow(x)
+  d <- ncol(x)
+  tot <- 0
+  for (i in seq_len(n)) for (j in seq_len(n)) {
+    u <- x[i, ] - x[j, ]
+    r <- sum(u^2)
+    p0 <- (1 + r)^-0.5
+    p1 <- -0.5 * (1 + r)^-1.5
+    p2 <- 0.75 * (1 + r)^-2.5
+    tot <- tot + sum(s[i, ] * s[j, ]) * p0 + 2 * p1 * sum(u * (s[j, ] - s[i, ])) -
+      4 * p2 * r - 2 * d * p1
+  }
+  sqrt(tot) / n
+}
+
+# Chains of a Gaussian AR(1) process (stationary N(0, I)), chain-major, with
+# the exact scores -x.
+fi_chains <- function(k, t, d = 2, seed = 1) {
+  set.seed(seed)
+  x <- matrix(0, k * t, d, dimnames = list(NULL, paste0("v", seq_len(d))))
+  for (c in seq_len(k)) {
+    z <- stats::rnorm(d)
+    for (i in seq_len(t)) {
+      z <- 0.7 * z + sqrt(1 - 0.49) * stats::rnorm(d)
+      x[(c - 1) * t + i, ] <- z
+    }
+  }
+  list(x = x, s = -x, chain = rep(seq_len(k), each = t))
+}
+
+# Scores of chain-major rows (k chains of t) put in iteration-major order.
+fi_interleave <- function(s, k, t) {
+  matrix(aperm(array(s, c(t, k, ncol(s))), c(2, 1, 3)), t * k, ncol(s))
+}
+
+# ---- chain labels --------------------------------------------------------------
+
+test_that("the score-order check works for chain labels other than 1..k", {
+  f <- fi_chains(2, 250)
+  wrong <- fi_interleave(f$s, 2, 250)
+  # labels 1, 2 were checked; 2, 4 (chains 2 and 4 of a subset) were not,
+  # and the wrongly ordered scores gave a KSD (0.42) silently
+  for (lab in list(c(1, 2), c(2, 4), c(10, 3))) {
+    expect_error(ksd(f$x, wrong, chain = lab[f$chain]),
+                 class = "kb_error_arg", regexp = "row order of x")
+  }
+  # the right order is still accepted
+  expect_identical(ksd(f$x, f$s, chain = c(2, 4)[f$chain]), ksd(f$x, f$s))
+})
