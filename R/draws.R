@@ -28,10 +28,10 @@ has_draws_columns <- function(x) {
   is.data.frame(x) && any(c(".chain", ".iteration", ".draw") %in% names(x))
 }
 
-# Chain labels given as an argument (for a matrix): one per row, positive
-# whole numbers (kept), or a factor or strings (numbered 1, 2, ... in order
-# of first appearance; other numbers in increasing order); iterations count
-# the rows of each chain in their order.
+# Chain labels given as an argument (for a matrix): one per row, whole
+# numbers (kept as they are: 0-based labels stay 0, 1, ...), or a factor or
+# strings (numbered 1, 2, ... in order of first appearance); iterations
+# count the rows of each chain in their order.
 chain_labels <- function(chain, n) {
   if (!(is.numeric(chain) || is.factor(chain) || is.character(chain))) {
     stop_arg("chain", sprintf(paste0(
@@ -47,12 +47,15 @@ chain_labels <- function(chain, n) {
   if (is.numeric(chain) && any(chain != round(chain))) {
     stop_arg("chain", "must contain whole numbers, a factor or strings")
   }
-  ch <- if (is.numeric(chain) && all(chain >= 1) &&
-             all(chain <= .Machine$integer.max)) {
-    as.integer(chain)
-  } else {
-    v <- if (is.numeric(chain)) chain else as.character(chain)
-    match(v, if (is.numeric(v)) sort(unique(v)) else unique(v))
+  if (is.numeric(chain) && any(abs(chain) > .Machine$integer.max)) {
+    stop_arg("chain", "must contain whole numbers within R's integer range ",
+             "(or strings or a factor)")
+  }
+  # numbers are the user's labels and are kept (renumbering 0-based labels
+  # 1, 2, ... made every chain's reported label one off)
+  ch <- if (is.numeric(chain)) chain else {
+    v <- as.character(chain)
+    match(v, unique(v))
   }
   it <- stats::ave(seq_len(n), ch, FUN = seq_along)
   list(chain = as.integer(ch), iteration = as.integer(it))

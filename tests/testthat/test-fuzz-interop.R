@@ -63,3 +63,40 @@ test_that("the score-order check works for chain labels other than 1..k", {
   # the right order is still accepted
   expect_identical(ksd(f$x, f$s, chain = c(2, 4)[f$chain]), ksd(f$x, f$s))
 })
+
+test_that("numeric chain labels are kept as given (0-based labels too)", {
+  set.seed(3)
+  n <- 36
+  x <- matrix(stats::rnorm(2 * n), n, dimnames = list(NULL, c("a[1]", "a[2]")))
+  s <- -x
+  ch <- sample(c(0, 1, 2), n, TRUE)   # 0-based and interleaved
+  it <- stats::ave(seq_len(n), ch, FUN = seq_along)
+  b <- ksd(x, s, chain = ch, by_chain = TRUE)
+  # chain "1" of the table was the user's chain 0 (labels were renumbered)
+  expect_identical(b$chain, c("0", "1", "2", "all"))
+  for (c in 0:2) {
+    r <- ch == c
+    expect_equal(b$ksd[b$chain == c], fi_ksd(x[r, ], s[r, ]), tolerance = 1e-12)
+    expect_identical(b$n[b$chain == c], sum(r))
+  }
+  expect_equal(b$ksd[4], fi_ksd(x, s), tolerance = 1e-12)
+  th <- stein_thin(x, s, 6, chain = ch)
+  expect_identical(th$chain, as.integer(ch[th$index]))
+  expect_identical(th$iteration, as.integer(it[th$index]))
+  expect_identical(as.data.frame(th)$source_chain, as.integer(ch[th$index]))
+  mt <- mmd_thin(x, 4, chain = ch - 5)   # negative labels
+  expect_identical(mt$chain, as.integer(ch[mt$index] - 5))
+  # each chain's path is the path of that chain's rows alone
+  p <- ksd_path(x, s, chain = ch)
+  for (c in 0:2) {
+    r <- which(ch == c)
+    expect_equal(p$ksd[r], ksd_path(x[r, ], s[r, ])$ksd, tolerance = 1e-13)
+  }
+  expect_identical(p$chain, as.integer(ch))
+  expect_output(print(p), "final KSD of chain 0: ")
+  # labels beyond the integer range cannot be kept: an error
+  expect_error(ksd(x, s, chain = c(rep(1, n - 1), 3e9)),
+               class = "kb_error_arg", regexp = "'chain'.*integer range")
+  expect_error(ksd(x, s, chain = c(rep(1, n - 1), Inf)),
+               class = "kb_error_arg", regexp = "'chain'")
+})
