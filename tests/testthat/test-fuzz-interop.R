@@ -100,3 +100,39 @@ test_that("numeric chain labels are kept as given (0-based labels too)", {
   expect_error(ksd(x, s, chain = c(rep(1, n - 1), Inf)),
                class = "kb_error_arg", regexp = "'chain'")
 })
+
+# ---- wasserstein2 ----------------------------------------------------------------
+
+# All permutations of 1..n (n! rows) and the exact W2 over them.
+fi_perms <- function(n) {
+  if (n == 1L) return(matrix(1L))
+  p <- fi_perms(n - 1L)
+  do.call(rbind, lapply(seq_len(n), function(i) cbind(i, ifelse(p >= i, p + 1L, p))))
+}
+fi_w2 <- function(x, y) {
+  P <- fi_perms(nrow(x))
+  v <- apply(P, 1L, function(p) mean(rowSums((x - y[p, , drop = FALSE])^2)))
+  list(w = sqrt(min(v)), perm = P[which.min(v), ])
+}
+
+test_that("wasserstein2() is exact far from the origin in high dimension", {
+  set.seed(5)
+  for (d in c(3L, 9L, 12L)) for (off in c(0, 1e4, 1e8, -3e12)) {
+    x <- matrix(stats::rnorm(6 * d), 6) + off
+    y <- matrix(stats::rnorm(6 * d, sd = 1.3), 6) + off + 0.3
+    # brute force on the points moved to the origin (W2 is translation
+    # invariant; the subtraction is exact to rounding of the offset)
+    bf <- fi_w2(x - off, y - off)
+    w <- wasserstein2(x, y)
+    lab <- sprintf("d = %d, offset %g", d, off)
+    # the Gram form lost the differences: 12% too large at d = 12, 1e8
+    expect_identical(attr(w, "assignment"), as.integer(bf$perm), label = lab)
+    tol <- if (off == 0) 1e-12 else 1e-12 + 4 * abs(off) * .Machine$double.eps / bf$w
+    expect_lt(abs(as.numeric(w) - bf$w) / bf$w, tol, label = lab)
+  }
+  # x and y far apart from each other: the assignment is still the optimum
+  x <- matrix(stats::rnorm(60), 6)
+  y <- matrix(stats::rnorm(60), 6) + 1e9
+  expect_identical(attr(wasserstein2(x, y), "assignment"),
+                   as.integer(fi_w2(x, y - 1e9)$perm))
+})
