@@ -136,3 +136,45 @@ test_that("wasserstein2() is exact far from the origin in high dimension", {
   expect_identical(attr(wasserstein2(x, y), "assignment"),
                    as.integer(fi_w2(x, y - 1e9)$perm))
 })
+
+# ---- merging dictionaries -----------------------------------------------------------
+
+test_that("merged dictionaries keep each point's chain, iteration and draws", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(4)
+  kc <- ksdt_chains(tg, rbind(c(0, 0), c(1, 1), c(-1, 0)), 150)
+  a <- kc$chains[[2]]
+  b <- kc$chains[[3]]
+  for (how in c("ksdt", "stein_thin")) {
+    m <- c(a, b, how = how, size = if (how == "stein_thin") 6)
+    # each merged point is the point of its chain at its iteration (the
+    # points of chain 3 were labelled source_chain 2, their argument's
+    # position, when the best dictionary came second)
+    expect_false(is.null(m$chain))
+    for (j in seq_len(nrow(m$points))) {
+      z <- kc$chains[[m$chain[j]]]
+      expect_identical(m$points[j, ], z$points[match(m$iteration[j], z$iteration), ])
+    }
+    df <- as.data.frame(m)
+    expect_identical(df$source_chain, m$chain)
+    expect_identical(df$source_iteration, m$iteration)
+    expect_setequal(unique(m$chain), c(2L, 3L))
+  }
+  # dictionaries without labels: the provenance is the source (argument
+  # position and index)
+  set.seed(2)
+  x <- matrix(stats::rnorm(200), 100, dimnames = list(NULL, c("mu", "tau")))
+  k1 <- ksdt(x[1:50, ], -x[1:50, ], progress = FALSE)
+  k2 <- ksdt(x[51:100, ], -x[51:100, ], progress = FALSE)
+  m <- c(k1, k2)
+  expect_null(m$chain)
+  expect_identical(as.data.frame(m)$source_chain, as.integer(m$source$dictionary))
+  # constrained draws travel with their points
+  k1$draws <- data.frame(sigma = exp(k1$points[, "tau"]), mu = k1$points[, "mu"])
+  k2$draws <- data.frame(sigma = exp(k2$points[, "tau"]), mu = k2$points[, "mu"])
+  m <- c(k1, k2)
+  expect_identical(m$draws$sigma, exp(m$points[, "tau"]))
+  expect_identical(as.data.frame(m)$sigma, exp(m$points[, "tau"]))
+  expect_identical(as.data.frame(m, scale = "unconstrained")$tau,
+                   unname(m$points[, "tau"]))
+})
