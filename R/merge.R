@@ -28,6 +28,20 @@ check_dicts <- function(dicts, args = rep("...", length(dicts))) {
                                      "they cannot come from the same target"),
                               paste(d, collapse = ", ")))
   }
+  # the same variables in the same order: a dictionary whose columns are
+  # named otherwise would be merged coordinate by coordinate under the
+  # first one's names
+  nms <- lapply(dicts, function(z) colnames(z$points))
+  named <- which(!vapply(nms, is.null, TRUE))
+  for (i in named[-1L]) {
+    if (!identical(nms[[i]], nms[[named[1L]]])) {
+      stop_arg(args[i], sprintf(paste0(
+        "must have the variables of the other dictionaries in the same ",
+        "order: dictionary %d has %s, dictionary %d has %s"), named[1L],
+        paste(nms[[named[1L]]], collapse = ", "), i,
+        paste(nms[[i]], collapse = ", ")))
+    }
+  }
   sz <- vapply(dicts, function(z) nrow(z$points), 1L)
   if (any(sz == 0L)) {
     i <- which(sz == 0L)[1L]
@@ -161,7 +175,8 @@ merge_labels <- function(res, dicts, from) {
 #' "stein_thin"` instead selects `size` distinct points of the union by
 #' greedy Stein thinning.
 #'
-#' All dictionaries must have the same dimension and should come from the
+#' All dictionaries must have the same dimension (and, where they name
+#' their columns, the same names in the same order) and should come from the
 #' same target (their scores are used as they are). When their kernels
 #' differ (a heuristic preconditioner resolved on each run), one kernel is
 #' resolved on the union of their points, with a message.

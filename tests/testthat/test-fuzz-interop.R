@@ -178,3 +178,17 @@ test_that("merged dictionaries keep each point's chain, iteration and draws", {
   expect_identical(as.data.frame(m, scale = "unconstrained")$tau,
                    unname(m$points[, "tau"]))
 })
+
+test_that("merging checks that the dictionaries have the same variables", {
+  set.seed(2)
+  x <- matrix(stats::rnorm(200), 100, dimnames = list(NULL, c("mu", "tau")))
+  k1 <- ksdt(x[1:50, ], -x[1:50, ], progress = FALSE)
+  k2 <- ksdt(x[51:100, 2:1], -x[51:100, 2:1], progress = FALSE)
+  # the columns of k2 were merged under k1's names (tau as mu)
+  expect_error(c(k1, k2), class = "kb_error_arg",
+               regexp = "'\\.\\.\\.' must have the variables.*mu, tau.*tau, mu")
+  expect_error(merge(k1, k2), class = "kb_error_arg", regexp = "^'y' must have")
+  k3 <- k2
+  colnames(k3$points) <- colnames(k3$score) <- NULL
+  expect_s3_class(c(k1, k3), "kb_ksdt")
+})
