@@ -209,7 +209,15 @@ merge_labels <- function(res, dicts, from) {
 c.kb_ksdt <- function(..., how = c("ksdt", "stein_thin"), size = NULL,
                       budget = 0, nthreads = 1) {
   dicts <- list(...)
-  if (length(dicts) == 1L) return(dicts[[1L]])
+  if (length(dicts) == 1L) {
+    # nothing to merge, but the arguments are checked as for several
+    check_choice(how, c("ksdt", "stein_thin"), "how")
+    if (!is.null(size)) check_count(size, "size")
+    check_number(budget, "budget", lower = 0)
+    check_count(nthreads, "nthreads")
+    check_dicts(dicts)
+    return(dicts[[1L]])
+  }
   merge_dicts(dicts, how = how, size = size, budget = budget,
               nthreads = check_count(nthreads, "nthreads"))
 }

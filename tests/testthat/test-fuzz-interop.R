@@ -192,3 +192,18 @@ test_that("merging checks that the dictionaries have the same variables", {
   colnames(k3$points) <- colnames(k3$score) <- NULL
   expect_s3_class(c(k1, k3), "kb_ksdt")
 })
+
+test_that("c() of one dictionary checks its arguments", {
+  set.seed(2)
+  x <- matrix(stats::rnorm(100), 50, dimnames = list(NULL, c("mu", "tau")))
+  k1 <- ksdt(x, -x, progress = FALSE)
+  # returned as it is, but bad arguments are errors (they were ignored)
+  expect_identical(c(k1), k1)
+  expect_error(c(k1, how = "bad"), class = "kb_error_arg", regexp = "'how'")
+  expect_error(c(k1, size = -3), class = "kb_error_arg", regexp = "'size'")
+  expect_error(c(k1, budget = NA), class = "kb_error_arg", regexp = "'budget'")
+  expect_error(c(k1, nthreads = "a"), class = "kb_error_arg", regexp = "'nthreads'")
+  bad <- k1
+  bad$score <- bad$score[-1, ]
+  expect_error(c(bad), class = "kb_error_arg", regexp = "has been edited")
+})
