@@ -207,3 +207,30 @@ test_that("c() of one dictionary checks its arguments", {
   bad$score <- bad$score[-1, ]
   expect_error(c(bad), class = "kb_error_arg", regexp = "has been edited")
 })
+
+# ---- conversions of results ---------------------------------------------------------
+
+test_that("a variable named as a label column is not overwritten", {
+  skip_if_not_installed("posterior")
+  set.seed(1)
+  a <- array(stats::rnorm(240), c(40, 3, 2),
+             dimnames = list(NULL, NULL, c("mu", "theta[1]")))
+  th <- stein_thin(posterior::as_draws_array(a), function(z) -z, 7)
+  d <- posterior::as_draws_df(th)
+  expect_identical(posterior::variables(d),
+                   c("mu", "theta[1]", "source_chain", "source_iteration"))
+  # thinning the converted draws again: source_* are coordinates now, and
+  # the second conversion replaced their values by the new labels
+  th2 <- stein_thin(d, function(z) -z, 3, standardize = FALSE)
+  expect_error(as.data.frame(th2), class = "kb_error_arg",
+               regexp = "'x' has variables named source_chain, source_iteration.*source = FALSE")
+  expect_error(posterior::as_draws_df(th2), class = "kb_error_arg")
+  df <- as.data.frame(th2, source = FALSE)
+  expect_identical(df$source_iteration, unname(th2$points[, "source_iteration"]))
+  expect_identical(df[["theta[1]"]], unname(th2$points[, "theta[1]"]))
+  # a matrix column named .chain lost its values to the chain label
+  x <- matrix(stats::rnorm(40), 20, dimnames = list(NULL, c(".chain", "b")))
+  th3 <- stein_thin(x, -x, 3)
+  expect_error(as.data.frame(th3), class = "kb_error_arg",
+               regexp = "'x' has variable named \\.chain")
+})
