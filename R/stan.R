@@ -131,7 +131,8 @@ stan_target <- function(fit) {
 #'   shape or flattened column-major).
 #' @param upars Unconstrained points: a matrix (or data frame) with one row
 #'   per point and one column per unconstrained coordinate, columns unnamed
-#'   or named as `unconstrain_draws()` names them; a vector is one point.
+#'   or named as `unconstrain_draws()` names them; a vector is one point
+#'   (its names, if it has them, are matched in the same way).
 #' @return `unconstrain_draws()`: an `n x d` matrix, `d =
 #'   rstan::get_num_upars(fit)`, with column names as described in
 #'   [stan_target()]. `constrain_draws()`: a [posterior::draws_df()] with one
@@ -190,7 +191,10 @@ constrain_draws <- function(fit, upars) {
     if (!all(ok)) stop_arg("upars", "must contain only numeric columns")
     upars <- as.matrix(upars)
   }
-  if (is.numeric(upars) && is.null(dim(upars))) upars <- matrix(upars, 1L)
+  if (is.numeric(upars) && is.null(dim(upars))) {
+    # one point; its names, if any, are matched like a matrix's columns
+    upars <- matrix(upars, 1L, dimnames = list(NULL, names(upars)))
+  }
   if (!is.matrix(upars) || !is.numeric(upars)) {
     stop_arg("upars", "must be a numeric matrix of unconstrained points ",
              "(one row per point), a data frame or one point as a vector")

@@ -234,3 +234,99 @@ test_that("a variable named as a label column is not overwritten", {
   expect_error(as.data.frame(th3), class = "kb_error_arg",
                regexp = "'x' has variable named \\.chain")
 })
+
+# ---- Stan fits ----------------------------------------------------------------------
+
+test_that("stan_target is rstan's log density and gradient away from the draws", {
+  skip_on_cran()
+  for (name in c("schools", "shapes")) {
+    fit <- stan_test_fit(name)
+    tg <- stan_target(fit)
+    u <- unconstrain_draws(fit)
+    set.seed(7)
+    up <- u[1:12, ] + matrix(stats::rnorm(12 * ncol(u), sd = 0.5), 12)
+    ld <- target_log_density(tg, up)
+    g <- target_score(tg, up)
+    for (i in 1:12) {
+      expect_equal(ld[i], rstan::log_prob(fit, up[i, ], adjust_transform = TRUE,
+                                          gradient = FALSE),
+                   tolerance = 1e-12, info = name)
+      expect_equal(unname(g[i, ]),
+                   as.vector(rstan::grad_log_prob(fit, up[i, ],
+                                                  adjust_transform = TRUE)),
+                   tolerance = 1e-12, info = name)
+    }
+    expect_identical(colnames(g), colnames(u))
+    # one point as a vector
+    expect_equal(target_score(tg, up[3, ]), g[3, , drop = FALSE],
+                 tolerance = 1e-14)
+  }
+})
+
+test_that("constrain_draws and unconstrain_draws invert each other anywhere", {
+  skip_on_cran()
+  skip_if_not_installed("posterior")
+  for (name in c("schools", "shapes")) {
+    fit <- stan_test_fit(name)
+    u <- unconstrain_draws(fit)
+    set.seed(8)
+    # points far from the draws too (simplex logits, log scales up to +-9)
+    ur <- matrix(stats::rnorm(20 * ncol(u), sd = 3), 20,
+                 dimnames = list(NULL, colnames(u)))
+    back <- constrain_draws(fit, ur)
+    expect_lt(max(abs(unconstrain_draws(fit, back) - ur)), 1e-10)
+    # every draws format gives the same points
+    for (conv in list(posterior::as_draws_array, posterior::as_draws_list,
+                      posterior::as_draws_rvars, posterior::as_draws_matrix)) {
+      expect_equal(unconstrain_draws(fit, conv(back)), unconstrain_draws(fit, back),
+                   tolerance = 1e-15)
+    }
+    # non-numeric extra columns of a data frame are ignored
+    df <- as.data.frame(back)
+    df$note <- "a"
+    expect_equal(unconstrain_draws(fit, df), unconstrain_draws(fit, back),
+                 tolerance = 0)
+  }
+})
+
+test_that("a named vector of unconstrained values is matched by its names", {
+  skip_on_cran()
+  fit <- stan_test_fit("schools")
+  u <- unconstrain_draws(fit)
+  p <- u[4, ]
+  rev <- p[c(2, 1, 10:3)]
+  # the names were dropped and the values used in the given order: tau
+  # became mu
+  one <- constrain_draws(fit, p)
+  expect_equal(constrain_draws(fit, rev)$mu, one$mu, tolerance = 0)
+  expect_equal(constrain_draws(fit, rev)$tau, exp(p[["tau"]]), tolerance = 1e-14)
+  bad <- p
+  names(bad)[1] <- "nu"
+  expect_error(constrain_draws(fit, bad), class = "kb_error_arg",
+               regexp = "'upars' has column names")
+  expect_equal(constrain_draws(fit, unname(p))$mu, one$mu, tolerance = 0)
+})
+
+test_that("a Stan fit through stein_thin and back keeps names, chains and values", {
+  skip_on_cran()
+  skip_if_not_installed("posterior")
+  fit <- stan_test_fit("shapes")
+  dr <- posterior::as_draws_df(fit)
+  th <- stein_thin(fit, m = 6, progress = FALSE)
+  d <- posterior::as_draws_df(th)
+  vars <- setdiff(posterior::variables(dr), "lp__")
+  expect_identical(setdiff(posterior::variables(d),
+                           c("lp__", "source_chain", "source_iteration")), vars)
+  row <- match(paste(d$source_chain, d$source_iteration),
+               paste(dr$.chain, dr$.iteration))
+  expect_false(anyNA(row))
+  expect_identical(row, as.integer(th$index))
+  for (v in vars) expect_identical(d[[v]], dr[[v]][row], info = v)
+  du <- posterior::as_draws_df(th, scale = "unconstrained")
+  expect_identical(posterior::variables(du)[1:11], colnames(th$points))
+  expect_equal(du[["s[2]"]], log(dr[["s[2]"]][row]), tolerance = 1e-12)
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_output(print(th), "Stein thinning: 6 of")
+  expect_identical(plot(th), th)
+})
