@@ -422,6 +422,20 @@ stan_constrained_values <- function(draws, lay, arg) {
         stop_arg(arg, sprintf("element '%s' must be numeric with %d value%s",
                               p, max(1L, k), if (max(1L, k) == 1L) "" else "s"))
       }
+      # an array must have the parameter's shape, up to extents of 1 (a
+      # 3 x 2 matrix for a 2 x 3 parameter has the right length but its
+      # elements would land elsewhere); a plain vector is taken as
+      # flattened column-major
+      dm <- as.integer(dim(x))
+      core <- function(d) d[d != 1L]
+      if (length(dm) > 1L && !identical(core(dm), core(lay$dims[[p]]))) {
+        stop_arg(arg, sprintf(paste0(
+          "element '%s' has dimensions %s; the parameter has %s (give it in ",
+          "that shape, or flattened column-major as a vector)"), p,
+          paste(dm, collapse = " x "),
+          if (length(lay$dims[[p]])) paste(lay$dims[[p]], collapse = " x ")
+          else "none (a scalar)"))
+      }
       as.vector(x)
     })
     return(matrix(unlist(v), 1L, dimnames = list(NULL, lay$columns)))

@@ -307,6 +307,24 @@ test_that("a named vector of unconstrained values is matched by its names", {
   expect_equal(constrain_draws(fit, unname(p))$mu, one$mu, tolerance = 0)
 })
 
+test_that("a parameter given as an array of the wrong shape is an error", {
+  skip_on_cran()
+  fit <- stan_test_fit("shapes")
+  p <- list(w = c(0.2, 0.3, 0.5), s = c(1, 2), B = matrix(1:6, 2), a = 0.1)
+  u <- unconstrain_draws(fit, p)
+  # B as a 3 x 2 matrix has six values but is not B: its elements were
+  # taken column-major as if it were 2 x 3
+  p$B <- matrix(1:6, 3)
+  expect_error(unconstrain_draws(fit, p), class = "kb_error_arg",
+               regexp = "'draws' element 'B' has dimensions 3 x 2; the parameter has 2 x 3")
+  # extents of 1 and flattened vectors are fine
+  p$B <- 1:6
+  p$s <- matrix(c(1, 2), 1)
+  expect_identical(unconstrain_draws(fit, p), u)
+  p$a <- matrix(0.1)
+  expect_identical(unconstrain_draws(fit, p), u)
+})
+
 test_that("a Stan fit through stein_thin and back keeps names, chains and values", {
   skip_on_cran()
   skip_if_not_installed("posterior")
