@@ -494,5 +494,17 @@ stan_unconstrain_rows <- function(sf, vals, lay, arg) {
     stop_arg(arg, sprintf("row %d cannot be unconstrained: %s", i,
                           trimws(conditionMessage(e))))
   })
+  # a value on the boundary of its constraint (a scale of exactly 0, as an
+  # underflowing sampler can store it; a simplex element of 0) has no
+  # finite unconstrained value: rstan returns -Inf or Inf
+  if (!all_finite(out)) {
+    bad <- which(!is.finite(out), arr.ind = TRUE)[1L, ]
+    stop_arg(arg, sprintf(paste0(
+      "has a value on the boundary of its constraint (row %d): its ",
+      "unconstrained coordinate '%s' is %s (a scale of exactly 0, a ",
+      "simplex element of 0, ...); such a point has no density on the ",
+      "unconstrained scale"), bad[1L], colnames(out)[bad[2L]],
+      format(out[bad[1L], bad[2L]])))
+  }
   out
 }

@@ -348,3 +348,30 @@ test_that("a Stan fit through stein_thin and back keeps names, chains and values
   expect_output(print(th), "Stein thinning: 6 of")
   expect_identical(plot(th), th)
 })
+
+test_that("a draw on the boundary of its constraint is an error naming its source", {
+  skip_on_cran()
+  fit <- stan_test_fit("schools")
+  # a scale stored as exactly 0 (an underflow in the sampler): its
+  # unconstrained value log(0) = -Inf was returned as it was, ksd() and
+  # stein_thin() failed inside rstan and mmd_thin() with "missing value
+  # where TRUE/FALSE needed"
+  fz <- fit
+  fz@sim$samples[[1]]$tau[60] <- 0   # post-warmup draw 10 of chain 1
+  expect_error(unconstrain_draws(fz), class = "kb_error_arg",
+               regexp = "'fit' has a value on the boundary.*row 10.*'tau' is -Inf")
+  expect_error(ksd(fz, progress = FALSE), class = "kb_error_arg",
+               regexp = "'x' has a value on the boundary")
+  expect_error(stein_thin(fz, m = 3, progress = FALSE), class = "kb_error_arg",
+               regexp = "'x' has a value on the boundary")
+  expect_error(mmd_thin(fz, 3, progress = FALSE), class = "kb_error_arg",
+               regexp = "'x' has a value on the boundary")
+  fs <- stan_test_fit("shapes")
+  p <- list(w = c(0.2, 0.3, 0.5), s = c(1, 0), B = 1:6, a = 0.1)
+  expect_error(unconstrain_draws(fs, p), class = "kb_error_arg",
+               regexp = "'draws' has a value on the boundary.*'s\\[2\\]' is -Inf")
+  p$s <- c(1, 2)
+  p$w <- c(0, 0.5, 0.5)
+  expect_error(unconstrain_draws(fs, p), class = "kb_error_arg",
+               regexp = "'draws' has a value on the boundary.*w__u1")
+})
