@@ -252,7 +252,13 @@ stan_flow <- function(call, env, fit, score_arg = NULL) {
     call[[score_arg]] <- stan_target(fit)
   }
   res <- eval(call, env)
-  res$draws <- constrain_draws(fit, res$x)
+  # particles whose transform overflows cannot be constrained: the flow's
+  # work is kept, without draws, with a warning saying why
+  res$draws <- tryCatch(constrain_draws(fit, res$x), kb_error_arg = function(e) {
+    warning(sprintf(paste0("the particles are returned without constrained ",
+                           "draws: %s"), conditionMessage(e)), call. = FALSE)
+    NULL
+  })
   res
 }
 

@@ -233,6 +233,16 @@ constrain_draws <- function(fit, upars) {
     stop_arg("upars", sprintf("row %d cannot be constrained: %s", i,
                               trimws(conditionMessage(e))))
   })
+  # finite unconstrained values whose transform overflows (log(tau) = 800)
+  # give parameters of Inf or NaN
+  pv <- out[, intersect(lay$columns, colnames(out)), drop = FALSE]
+  if (!all_finite(pv)) {
+    bad <- which(!is.finite(pv), arr.ind = TRUE)[1L, ]
+    stop_arg("upars", sprintf(paste0(
+      "row %d constrains to a non-finite value of '%s' (%s): its ",
+      "unconstrained coordinates are too large for the transform"),
+      bad[1L], colnames(pv)[bad[2L]], format(pv[bad[1L], bad[2L]])))
+  }
   posterior::as_draws_df(out)
 }
 

@@ -375,3 +375,27 @@ test_that("a draw on the boundary of its constraint is an error naming its sourc
   expect_error(unconstrain_draws(fs, p), class = "kb_error_arg",
                regexp = "'draws' has a value on the boundary.*w__u1")
 })
+
+test_that("constrain_draws refuses points whose transform overflows", {
+  skip_on_cran()
+  fit <- stan_test_fit("schools")
+  u <- unconstrain_draws(fit)[1:3, ]
+  u[2, "tau"] <- 800   # tau = exp(800) was returned as Inf
+  expect_error(constrain_draws(fit, u), class = "kb_error_arg",
+               regexp = "'upars' row 2 constrains to a non-finite value of 'tau' \\(Inf\\)")
+  u[2, "tau"] <- 700   # large but finite: fine
+  expect_equal(constrain_draws(fit, u)$tau[2], exp(700))
+  # a flow started from the fit whose particles overflow keeps its work:
+  # the particles come back without draws, with a warning (a stand-in flow
+  # returns such particles)
+  u[2, "tau"] <- 800
+  env <- new.env()
+  env$flow <- function(x0) list(x = u)
+  expect_warning(res <- kernbayes:::stan_flow(quote(flow()), env, fit),
+                 "without constrained draws: 'upars' row 2")
+  expect_identical(res$x, u)
+  expect_null(res$draws)
+  u[2, "tau"] <- 1
+  res <- kernbayes:::stan_flow(quote(flow()), env, fit)
+  expect_equal(res$draws$tau, exp(u[, "tau"]), tolerance = 1e-14)
+})
