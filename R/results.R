@@ -27,8 +27,9 @@ is_kb_result <- function(x) inherits(x, result_classes)
 result_set <- function(x, arg = "x") {
   if (inherits(x, "kb_ksdt_chains")) {
     if (is.null(x[["merged"]])) {
-      stop_arg(arg, "has no merged dictionary (merge = \"none\"): convert ",
-               "one chain's dictionary, e.g. x$chains[[1]]")
+      stop_arg(arg, "has no merged dictionary (merge = \"none\", or the ",
+               "merge failed): convert one chain's dictionary, e.g. ",
+               "x$chains[[1]]")
     }
     return(x[["merged"]])
   }

@@ -399,3 +399,22 @@ test_that("constrain_draws refuses points whose transform overflows", {
   res <- kernbayes:::stan_flow(quote(flow()), env, fit)
   expect_equal(res$draws$tau, exp(u[, "tau"]), tolerance = 1e-14)
 })
+
+test_that("ksdt_chains keeps its chains when the merge fails", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(1)
+  # merge_size above the number of distinct points is known only after the
+  # chains ran; the error lost every chain
+  expect_warning(
+    f <- ksdt_chains(tg, rbind(c(0, 0), c(1, 1)), n_iter = 100,
+                     merge = "stein_thin", merge_size = 10000),
+    "not merged \\('merge_size' must be at most")
+  expect_null(f$merged)
+  expect_length(f$chains, 2L)
+  expect_s3_class(f$chains[[1]], "kb_ksdt")
+  expect_output(print(f), "KSDT on 2 chains")
+  expect_error(as.data.frame(f), class = "kb_error_arg", regexp = "merge failed")
+  m <- c(f$chains[[1]], f$chains[[2]], how = "stein_thin", size = 5)
+  expect_identical(nrow(m$points), 5L)
+  expect_true(all(m$chain %in% 1:2))
+})
