@@ -76,7 +76,10 @@
 #'
 #' @return An object of class `kb_ksdt_chains`: `chains` (the `kb_ksdt` of
 #'   each chain; `NULL` for a failed one), `errors` (the failed chains'
-#'   conditions, named by chain number), `merged` (a `kb_ksdt`, or `NULL`;
+#'   conditions, named by chain number), `merged` (a `kb_ksdt`, or `NULL`
+#'   with `merge = "none"` or when the merge fails, e.g. a `merge_size`
+#'   above the number of distinct points of the chains' dictionaries: a
+#'   warning says why, and the chains are kept;
 #'   its `chain` and `iteration` give the chain and iteration of each kept
 #'   point, as do each chain's),
 #'   `elapsed` (seconds); `print`, `summary` and `plot` methods.
@@ -168,9 +171,20 @@ ksdt_chains <- function(target, x0, n_iter, ...,
     z
   })
   ok <- chains[!failed]
+  # a merge that fails (a merge_size above the number of distinct points,
+  # known only now) must not lose the chains: they are returned without a
+  # merged dictionary, with a warning
   merged <- if (merge == "none") NULL else if (length(ok) == 1L) ok[[1L]] else
-    merge_dicts(ok, how = merge, size = merge_size, nthreads = nthreads,
-                how_arg = "merge", size_arg = "merge_size")
+    tryCatch(merge_dicts(ok, how = merge, size = merge_size,
+                         nthreads = nthreads, how_arg = "merge",
+                         size_arg = "merge_size"),
+             kb_error = function(e) {
+               warning(sprintf(paste0(
+                 "the chains' dictionaries were not merged (%s); the ",
+                 "chains are kept in $chains, and c() merges them (see ",
+                 "?c.kb_ksdt)"), conditionMessage(e)), call. = FALSE)
+               NULL
+             })
   if (!is.null(merged$source)) {
     merged$source$dictionary <- which(!failed)[merged$source$dictionary]
     merged$chain <- merged$source$dictionary

@@ -28,10 +28,10 @@ has_draws_columns <- function(x) {
   is.data.frame(x) && any(c(".chain", ".iteration", ".draw") %in% names(x))
 }
 
-# Chain labels given as an argument (for a matrix): one per row, positive
-# whole numbers (kept), or a factor or strings (numbered 1, 2, ... in order
-# of first appearance; other numbers in increasing order); iterations count
-# the rows of each chain in their order.
+# Chain labels given as an argument (for a matrix): one per row, whole
+# numbers (kept as they are: 0-based labels stay 0, 1, ...), or a factor or
+# strings (numbered 1, 2, ... in order of first appearance); iterations
+# count the rows of each chain in their order.
 chain_labels <- function(chain, n) {
   if (!(is.numeric(chain) || is.factor(chain) || is.character(chain))) {
     stop_arg("chain", sprintf(paste0(
@@ -47,12 +47,15 @@ chain_labels <- function(chain, n) {
   if (is.numeric(chain) && any(chain != round(chain))) {
     stop_arg("chain", "must contain whole numbers, a factor or strings")
   }
-  ch <- if (is.numeric(chain) && all(chain >= 1) &&
-             all(chain <= .Machine$integer.max)) {
-    as.integer(chain)
-  } else {
-    v <- if (is.numeric(chain)) chain else as.character(chain)
-    match(v, if (is.numeric(v)) sort(unique(v)) else unique(v))
+  if (is.numeric(chain) && any(abs(chain) > .Machine$integer.max)) {
+    stop_arg("chain", "must contain whole numbers within R's integer range ",
+             "(or strings or a factor)")
+  }
+  # numbers are the user's labels and are kept (renumbering 0-based labels
+  # 1, 2, ... made every chain's reported label one off)
+  ch <- if (is.numeric(chain)) chain else {
+    v <- as.character(chain)
+    match(v, unique(v))
   }
   it <- stats::ave(seq_len(n), ch, FUN = seq_along)
   list(chain = as.integer(ch), iteration = as.integer(it))
@@ -184,13 +187,16 @@ match_score_draws <- function(score, x, lab, arg) {
 score_order_check <- function(x, s, lab, arg) {
   k <- length(unique(lab$chain))
   n <- nrow(x)
-  if (k < 2L || n %% k != 0L || any(tabulate(lab$chain) != n / k)) {
+  # chains numbered 1..k in the order they come in the rows (their labels
+  # need not be 1..k: chains 2 and 4 of a subset, 0-based labels), the
+  # order in which interleaved scores of the same chains would come
+  cr <- match(lab$chain, unique(lab$chain))
+  if (k < 2L || n %% k != 0L || any(tabulate(cr, k) != n / k)) {
     return(invisible())
   }
   xc <- x - rep(colMeans(x), each = n)
   ident <- function(sc) -sum(sc * xc) / (n * ncol(x))
   # iteration-major: the row of (chain c, t-th iteration) is (t - 1) k + c
-  cr <- match(lab$chain, sort(unique(lab$chain)))
   o <- order(cr, lab$iteration)
   tr <- integer(n)
   tr[o] <- sequence(tabulate(cr, k))   # rank of each row within its chain
@@ -246,7 +252,13 @@ stan_flow <- function(call, env, fit, score_arg = NULL) {
     call[[score_arg]] <- stan_target(fit)
   }
   res <- eval(call, env)
-  res$draws <- constrain_draws(fit, res$x)
+  # particles whose transform overflows cannot be constrained: the flow's
+  # work is kept, without draws, with a warning saying why
+  res$draws <- tryCatch(constrain_draws(fit, res$x), kb_error_arg = function(e) {
+    warning(sprintf(paste0("the particles are returned without constrained ",
+                           "draws: %s"), conditionMessage(e)), call. = FALSE)
+    NULL
+  })
   res
 }
 

@@ -28,6 +28,20 @@ check_dicts <- function(dicts, args = rep("...", length(dicts))) {
                                      "they cannot come from the same target"),
                               paste(d, collapse = ", ")))
   }
+  # the same variables in the same order: a dictionary whose columns are
+  # named otherwise would be merged coordinate by coordinate under the
+  # first one's names
+  nms <- lapply(dicts, function(z) colnames(z$points))
+  named <- which(!vapply(nms, is.null, TRUE))
+  for (i in named[-1L]) {
+    if (!identical(nms[[i]], nms[[named[1L]]])) {
+      stop_arg(args[i], sprintf(paste0(
+        "must have the variables of the other dictionaries in the same ",
+        "order: dictionary %d has %s, dictionary %d has %s"), named[1L],
+        paste(nms[[named[1L]]], collapse = ", "), i,
+        paste(nms[[i]], collapse = ", ")))
+    }
+  }
   sz <- vapply(dicts, function(z) nrow(z$points), 1L)
   if (any(sz == 0L)) {
     i <- which(sz == 0L)[1L]
@@ -65,7 +79,9 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
   k <- vapply(dicts, function(z) ksd_resolved(z$points, z$score, rk, nthreads), 0)
   o <- order(k)
   pts <- scr <- NULL
-  src <- data.frame(dictionary = integer(0), index = numeric(0))
+  # pos: the row of each point in its dictionary (for its labels)
+  src <- data.frame(dictionary = integer(0), index = numeric(0),
+                    pos = integer(0))
   for (i in o) {
     p <- dicts[[i]]$points
     s <- dicts[[i]]$score
@@ -76,7 +92,8 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
     pts <- rbind(pts, p[keep, , drop = FALSE])
     scr <- rbind(scr, s[keep, , drop = FALSE])
     src <- rbind(src, data.frame(dictionary = rep(i, sum(keep)),
-                                 index = dicts[[i]]$index[keep]))
+                                 index = dicts[[i]]$index[keep],
+                                 pos = which(keep)))
   }
   best_n <- nrow(dicts[[o[1L]]]$points)
   if (how == "ksdt") {
@@ -87,7 +104,7 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
     push_rows(st, pts, scr)
     res <- stream_result(st, method = "KSDT merge",
                          merged_from = length(dicts), input_ksd = k)
-    res$source <- merge_source(src, res$index)
+    rows <- res$index
   } else {
     if (is.null(size)) size <- best_n
     size <- check_count(size, size_arg, max = nrow(pts))
@@ -97,18 +114,52 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
                     th$index, th$ksd, seq_along(th$index), th$kernel,
                     t = nrow(pts),
                     method = "Stein thinning of the merged dictionaries",
-                    source = merge_source(src, th$index),
                     merged_from = length(dicts), input_ksd = k)
+    rows <- th$index
   }
-  res
+  res$source <- merge_source(src, rows)
+  merge_labels(res, dicts, src[rows, , drop = FALSE])
 }
 
 # For each point of a merged dictionary (`index`: rows of the union), the
 # dictionary it came from and its index there.
 merge_source <- function(src, index) {
-  out <- src[index, , drop = FALSE]
+  out <- src[index, c("dictionary", "index"), drop = FALSE]
   rownames(out) <- NULL
   out
+}
+
+# The chain, iteration and constrained draws of the merged points, carried
+# from the dictionaries (`from`: the dictionary and row there of each
+# point) when every dictionary has them; without them a merged point's
+# provenance is its `source` (dictionary and index).
+merge_labels <- function(res, dicts, from) {
+  has <- function(field) {
+    all(vapply(dicts, function(z) !is.null(z[[field]]), TRUE))
+  }
+  pick <- function(get) {
+    unlist(Map(function(i, p) get(dicts[[i]])[p], from$dictionary, from$pos),
+           use.names = FALSE)
+  }
+  if (has("chain") && has("iteration")) {
+    res$chain <- as.integer(pick(function(z) z[["chain"]]))
+    res$iteration <- as.integer(pick(function(z) z[["iteration"]]))
+  }
+  if (has("draws")) {
+    reserved <- c(".chain", ".iteration", ".draw", ".log_weight")
+    vars <- lapply(dicts, function(z) setdiff(names(z[["draws"]]), reserved))
+    if (all(vapply(vars, identical, TRUE, vars[[1L]]))) {
+      vals <- lapply(vars[[1L]], function(v) {
+        pick(function(z) unclass(z[["draws"]])[[v]])
+      })
+      df <- structure(stats::setNames(vals, vars[[1L]]), class = "data.frame",
+                      row.names = seq_len(nrow(from)))
+      res$draws <- if (requireNamespace("posterior", quietly = TRUE)) {
+        posterior::as_draws_df(df)
+      } else df
+    }
+  }
+  res
 }
 
 #' Merge KSDT dictionaries
@@ -124,7 +175,8 @@ merge_source <- function(src, index) {
 #' "stein_thin"` instead selects `size` distinct points of the union by
 #' greedy Stein thinning.
 #'
-#' All dictionaries must have the same dimension and should come from the
+#' All dictionaries must have the same dimension (and, where they name
+#' their columns, the same names in the same order) and should come from the
 #' same target (their scores are used as they are). When their kernels
 #' differ (a heuristic preconditioner resolved on each run), one kernel is
 #' resolved on the union of their points, with a message.
@@ -139,6 +191,11 @@ merge_source <- function(src, index) {
 #' @return A `kb_ksdt` object; `source` gives, for each kept point, the
 #'   dictionary it came from (its position among the arguments) and its
 #'   index there; `input_ksd` the inputs' KSDs under the merging kernel.
+#'   When every dictionary has them, each point keeps its `chain` and
+#'   `iteration` labels and its constrained `draws` (dictionaries of a Stan
+#'   fit with the same variables), so that [as.data.frame()] and
+#'   [posterior::as_draws_df()] report the point's own chain and its
+#'   constrained values.
 #' @examples
 #' tg <- gaussian_target(c(0, 0))
 #' set.seed(1)
@@ -152,7 +209,15 @@ merge_source <- function(src, index) {
 c.kb_ksdt <- function(..., how = c("ksdt", "stein_thin"), size = NULL,
                       budget = 0, nthreads = 1) {
   dicts <- list(...)
-  if (length(dicts) == 1L) return(dicts[[1L]])
+  if (length(dicts) == 1L) {
+    # nothing to merge, but the arguments are checked as for several
+    check_choice(how, c("ksdt", "stein_thin"), "how")
+    if (!is.null(size)) check_count(size, "size")
+    check_number(budget, "budget", lower = 0)
+    check_count(nthreads, "nthreads")
+    check_dicts(dicts)
+    return(dicts[[1L]])
+  }
   merge_dicts(dicts, how = how, size = size, budget = budget,
               nthreads = check_count(nthreads, "nthreads"))
 }

@@ -27,8 +27,9 @@ is_kb_result <- function(x) inherits(x, result_classes)
 result_set <- function(x, arg = "x") {
   if (inherits(x, "kb_ksdt_chains")) {
     if (is.null(x[["merged"]])) {
-      stop_arg(arg, "has no merged dictionary (merge = \"none\"): convert ",
-               "one chain's dictionary, e.g. x$chains[[1]]")
+      stop_arg(arg, "has no merged dictionary (merge = \"none\", or the ",
+               "merge failed): convert one chain's dictionary, e.g. ",
+               "x$chains[[1]]")
     }
     return(x[["merged"]])
   }
@@ -108,24 +109,41 @@ result_frame <- function(x, scale = NULL, weights = NULL, source = TRUE) {
     vals <- lapply(seq_len(ncol(p)), function(k) p[, k])
   }
   out <- stats::setNames(vals, vars)
+  extra <- list()
   if (inherits(x, "kb_chain")) {
     ch <- x[["chain"]] %||% rep(1L, m)
     it <- x[["iteration"]] %||% seq_len(m)
   } else {
     if (source && !inherits(x, "kb_particles")) {
       src <- result_source(x)
-      if (!is.null(src$chain)) out$source_chain <- as.integer(src$chain)
+      if (!is.null(src$chain)) extra$source_chain <- as.integer(src$chain)
       if (!is.null(src$iteration)) {
-        out$source_iteration <- as.integer(src$iteration)
+        extra$source_iteration <- as.integer(src$iteration)
       }
     }
     ch <- rep(1L, m)
     it <- seq_len(m)
   }
+  weights <- weights %||% x[["weights"]]
+  # a variable named as a label column would be overwritten by the label
+  # (a coordinate source_chain after a second round of thinning, a column
+  # .chain of a matrix)
+  clash <- intersect(vars, c(names(extra), ".chain", ".iteration", ".draw",
+                             ".log_weight"))
+  if (length(clash)) {
+    many <- length(clash) > 1L
+    stop_arg("x", sprintf(paste0(
+      "has variable%s named %s, the name%s of label columns of the draws ",
+      "table, which would overwrite %s: rename the columns of its points%s"),
+      if (many) "s" else "", paste(clash, collapse = ", "),
+      if (many) "s" else "", if (many) "them" else "it",
+      if (any(startsWith(clash, "source_"))) " or convert with source = FALSE"
+      else ""))
+  }
+  out[names(extra)] <- extra
   out$.chain <- as.integer(ch)
   out$.iteration <- as.integer(it)
   out$.draw <- seq_len(m)
-  weights <- weights %||% x[["weights"]]
   if (!is.null(weights)) {
     out$.log_weight <- log(check_result_weights(weights, m))
   }

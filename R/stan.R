@@ -131,7 +131,8 @@ stan_target <- function(fit) {
 #'   shape or flattened column-major).
 #' @param upars Unconstrained points: a matrix (or data frame) with one row
 #'   per point and one column per unconstrained coordinate, columns unnamed
-#'   or named as `unconstrain_draws()` names them; a vector is one point.
+#'   or named as `unconstrain_draws()` names them; a vector is one point
+#'   (its names, if it has them, are matched in the same way).
 #' @return `unconstrain_draws()`: an `n x d` matrix, `d =
 #'   rstan::get_num_upars(fit)`, with column names as described in
 #'   [stan_target()]. `constrain_draws()`: a [posterior::draws_df()] with one
@@ -190,7 +191,10 @@ constrain_draws <- function(fit, upars) {
     if (!all(ok)) stop_arg("upars", "must contain only numeric columns")
     upars <- as.matrix(upars)
   }
-  if (is.numeric(upars) && is.null(dim(upars))) upars <- matrix(upars, 1L)
+  if (is.numeric(upars) && is.null(dim(upars))) {
+    # one point; its names, if any, are matched like a matrix's columns
+    upars <- matrix(upars, 1L, dimnames = list(NULL, names(upars)))
+  }
   if (!is.matrix(upars) || !is.numeric(upars)) {
     stop_arg("upars", "must be a numeric matrix of unconstrained points ",
              "(one row per point), a data frame or one point as a vector")
@@ -229,6 +233,16 @@ constrain_draws <- function(fit, upars) {
     stop_arg("upars", sprintf("row %d cannot be constrained: %s", i,
                               trimws(conditionMessage(e))))
   })
+  # finite unconstrained values whose transform overflows (log(tau) = 800)
+  # give parameters of Inf or NaN
+  pv <- out[, intersect(lay$columns, colnames(out)), drop = FALSE]
+  if (!all_finite(pv)) {
+    bad <- which(!is.finite(pv), arr.ind = TRUE)[1L, ]
+    stop_arg("upars", sprintf(paste0(
+      "row %d constrains to a non-finite value of '%s' (%s): its ",
+      "unconstrained coordinates are too large for the transform"),
+      bad[1L], colnames(pv)[bad[2L]], format(pv[bad[1L], bad[2L]])))
+  }
   posterior::as_draws_df(out)
 }
 
@@ -418,6 +432,20 @@ stan_constrained_values <- function(draws, lay, arg) {
         stop_arg(arg, sprintf("element '%s' must be numeric with %d value%s",
                               p, max(1L, k), if (max(1L, k) == 1L) "" else "s"))
       }
+      # an array must have the parameter's shape, up to extents of 1 (a
+      # 3 x 2 matrix for a 2 x 3 parameter has the right length but its
+      # elements would land elsewhere); a plain vector is taken as
+      # flattened column-major
+      dm <- as.integer(dim(x))
+      core <- function(d) d[d != 1L]
+      if (length(dm) > 1L && !identical(core(dm), core(lay$dims[[p]]))) {
+        stop_arg(arg, sprintf(paste0(
+          "element '%s' has dimensions %s; the parameter has %s (give it in ",
+          "that shape, or flattened column-major as a vector)"), p,
+          paste(dm, collapse = " x "),
+          if (length(lay$dims[[p]])) paste(lay$dims[[p]], collapse = " x ")
+          else "none (a scalar)"))
+      }
       as.vector(x)
     })
     return(matrix(unlist(v), 1L, dimnames = list(NULL, lay$columns)))
@@ -476,5 +504,17 @@ stan_unconstrain_rows <- function(sf, vals, lay, arg) {
     stop_arg(arg, sprintf("row %d cannot be unconstrained: %s", i,
                           trimws(conditionMessage(e))))
   })
+  # a value on the boundary of its constraint (a scale of exactly 0, as an
+  # underflowing sampler can store it; a simplex element of 0) has no
+  # finite unconstrained value: rstan returns -Inf or Inf
+  if (!all_finite(out)) {
+    bad <- which(!is.finite(out), arr.ind = TRUE)[1L, ]
+    stop_arg(arg, sprintf(paste0(
+      "has a value on the boundary of its constraint (row %d): its ",
+      "unconstrained coordinate '%s' is %s (a scale of exactly 0, a ",
+      "simplex element of 0, ...); such a point has no density on the ",
+      "unconstrained scale"), bad[1L], colnames(out)[bad[2L]],
+      format(out[bad[1L], bad[2L]])))
+  }
   out
 }

@@ -72,7 +72,7 @@ wasserstein2 <- function(x, y) {
   # underflow at any scale (1e300 or 1e-300).
   s <- max(abs(x), abs(y))
   if (!(s > 0)) return(structure(0, assignment = seq_len(nrow(x))))
-  cost <- sq_dist_cross(x / s, y / s)
+  cost <- assign_cost(x / s, y / s)
   if (any(!is.finite(cost))) {
     stop_numeric("wasserstein2: the squared distances between 'x' and 'y' ",
                  "are not finite")
@@ -101,16 +101,25 @@ w2_points <- function(x, arg, d = NULL) {
   as_points(x, arg, d)
 }
 
-# All squared distances |x_i - y_j|^2, n x n: a sum over coordinates in low
-# dimension (exact to rounding); the Gram-matrix form, clipped at 0, in high
-# dimension where the sum over coordinates would be slow.
-sq_dist_cross <- function(x, y) {
+# The costs whose optimal assignment is W2's: the squared distances
+# |x_i - y_j|^2, n x n, as a sum over coordinates in low dimension (exact to
+# rounding); in high dimension, where that sum would be slow, -a_i'b_j for
+# a_i, b_j the points of x and y each centred at its own mean (m_x, m_y).
+# The two give the same optimal permutations: |x_i - y_j|^2 = |a_i|^2 +
+# |b_j|^2 - 2 a_i'b_j + 2 (m_x - m_y)'(a_i - b_j) + |m_x - m_y|^2, and every
+# term but -2 a_i'b_j depends on i alone, on j alone or on neither, so it
+# adds the same total to every permutation.  The Gram form of the uncentred points,
+# |x_i|^2 + |y_j|^2 - 2 x_i'y_j, loses the differences to cancellation when
+# the points sit far from the origin relative to their spread (an offset of
+# 1e8 with spread 1 in d = 12 gave an assignment 12% worse than the
+# optimum).
+assign_cost <- function(x, y) {
   if (ncol(x) <= 8L) {
     D <- matrix(0, nrow(x), nrow(y))
     for (k in seq_len(ncol(x))) D <- D + outer(x[, k], y[, k], "-")^2
     return(D)
   }
-  D <- outer(rowSums(x^2), rowSums(y^2), "+") - 2 * tcrossprod(x, y)
-  D[D < 0] <- 0
-  D
+  a <- x - rep(colMeans(x), each = nrow(x))
+  b <- y - rep(colMeans(y), each = nrow(y))
+  -tcrossprod(a, b)
 }
