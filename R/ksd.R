@@ -189,8 +189,9 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   computed by [ksd_blocks()], the blocks evaluated with the future
 #'   framework (each with `nthreads` threads, default 1).
 #' @param chain Chain labels for a matrix or data frame `x`, one per row
-#'   (positive whole numbers, or strings or a factor, numbered in order of
-#'   first appearance); `NULL` when `x` carries its own (draws, `mcmc.list`,
+#'   (whole numbers, kept as given, 0 and negatives included; or strings
+#'   or a factor, numbered in order of first appearance); `NULL` when `x`
+#'   carries its own (draws, `mcmc.list`,
 #'   Stan fit) or is one chain. Labelled results report the chain and
 #'   iteration of their points.
 #' @param by_chain If `TRUE`, return the KSD of each chain and of all
@@ -226,7 +227,8 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   the same number.
 #' @return A number; with `by_chain = TRUE` a data frame of class
 #'   `kb_ksd_by_chain` with columns `chain`, `n` and `ksd` (the last row,
-#'   `"all"`, is the pooled sample), printed with its kernel; with
+#'   `"all"`, is the pooled sample; `NA` for a chain of one row with
+#'   `type = "U"`), printed with its kernel; with
 #'   `reference`, a `kb_ksd_compare` object.
 #' @references Liu, Q., Lee, J. and Jordan, M. (2016). A kernelized Stein
 #'   discrepancy for goodness-of-fit tests. *ICML*. Gorham, J. and Mackey, L.
@@ -356,6 +358,9 @@ print.kb_ksd_by_chain <- function(x, ...) {
   tab$ksd <- signif(tab$ksd, 4)
   names(tab)[3L] <- if (identical(type, "U")) "ksd2_U" else "ksd"
   print(tab, row.names = FALSE)
+  if (identical(type, "U") && any(is.na(tab$ksd2_U))) {
+    cat("  NA: a chain of one row has no U-statistic (it needs two rows)\n")
+  }
   invisible(x)
 }
 

@@ -566,7 +566,10 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
   }
   if (2L %in% which) {
     path <- if (is.null(x$ksd)) x$mmd else x$ksd
-    graphics::plot(seq_len(x$m), path, type = "l", log = "y",
+    # a log axis needs positive values: an exact fit (a discrepancy of 0,
+    # e.g. m = n or a one-point sample) is drawn on a linear axis
+    graphics::plot(seq_len(x$m), path, type = "l",
+                   log = if (all(path > 0)) "y" else "",
                    xlab = "number of selected points",
                    ylab = if (is.null(x$ksd)) "MMD" else "KSD",
                    main = "discrepancy of the selection")

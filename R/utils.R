@@ -132,18 +132,14 @@ as_points <- function(x, arg = "x", d = NULL, one = FALSE) {
       stop_arg(arg, "is a posterior draws object but package 'posterior' ",
                "is not installed")
     }
+    if (is.data.frame(x)) check_point_columns(x, arg)
     x <- posterior::as_draws_matrix(x)
     x <- unclass(x)[, , drop = FALSE]
     attr(x, "nchains") <- NULL
   } else if (is.data.frame(x)) {
     # the labels of a data frame of draws are not coordinates
     x <- x[setdiff(names(x), c(".chain", ".iteration", ".draw"))]
-    ok <- vapply(x, function(col) is.numeric(col) || is.logical(col), TRUE)
-    if (!all(ok)) {
-      stop_arg(arg, "must contain only numeric columns; column(s) ",
-               paste(sQuote(names(x)[!ok], FALSE), collapse = ", "),
-               " are not numeric")
-    }
+    check_point_columns(x, arg)
     x <- as.matrix(x)
   } else if (is.numeric(x) && is.null(dim(x))) {
     x <- vector_points(x, d, one)
@@ -159,6 +155,14 @@ as_points <- function(x, arg = "x", d = NULL, one = FALSE) {
     stop_arg(arg, sprintf("must be one point (a vector or a one-row matrix); it has %d rows",
                           nrow(x)))
   }
+  if (".log_weight" %in% colnames(x)) {
+    # posterior::weight_draws()'s importance weights are not a coordinate,
+    # and dropping them would silently ignore them
+    stop_arg(arg, "carries importance weights (a .log_weight variable, as ",
+             "from posterior::weight_draws()); drop that variable from the ",
+             "draws and give the weights, exp(.log_weight) normalised, as ",
+             "'weights' to the functions that take them")
+  }
   if (!is.double(x)) storage.mode(x) <- "double"
   if (!all_finite(x)) {
     bad <- which(!is.finite(x), arr.ind = TRUE)[1L, ]
@@ -172,6 +176,19 @@ as_points <- function(x, arg = "x", d = NULL, one = FALSE) {
     dimnames(x) <- list(NULL, dn[[2L]])
   }
   x
+}
+
+# The columns of a data frame of points (draws_df included, its label
+# columns aside) must be numbers: a clear error before any coercion.
+check_point_columns <- function(x, arg) {
+  x <- unclass(x)[setdiff(names(x), c(".chain", ".iteration", ".draw"))]
+  ok <- vapply(x, function(col) is.numeric(col) || is.logical(col), TRUE)
+  if (!all(ok)) {
+    stop_arg(arg, "must contain only numeric columns; column(s) ",
+             paste(sQuote(names(x)[!ok], FALSE), collapse = ", "),
+             " are not numeric")
+  }
+  invisible(NULL)
 }
 
 # all(is.finite(x)) for a double vector or matrix, in one pass and without

@@ -252,3 +252,44 @@ test_that("ksd_weights keeps the labels of the rows it weights", {
   expect_equal(as.double(w), as.double(w0))
   expect_null(attr(w0, "chain"))
 })
+
+test_that("weighted draws and non-numeric draws_df columns are refused by name", {
+  # posterior::weight_draws() adds a .log_weight variable: taken as a
+  # coordinate it doubled the KSD (0.80 against 0.40) and added a column to
+  # stein_thin's points; a character column of a draws_df went through
+  # posterior's coercion warnings to a misleading NA error.
+  skip_if_not_installed("posterior")
+  set.seed(1)
+  x <- matrix(stats::rnorm(40), 20, dimnames = list(NULL, c("a", "b")))
+  d <- posterior::as_draws_df(x)
+  expect_identical(ksd(d, function(z) -z), ksd(x, function(z) -z))
+  expect_error(ksd(posterior::weight_draws(d, stats::runif(20)), function(z) -z),
+               "'x' carries importance weights.*'weights'")
+  expect_error(stein_thin(posterior::weight_draws(d, stats::runif(20)),
+                          function(z) -z, 5, progress = FALSE),
+               "'x' carries importance weights")
+  df <- as.data.frame(x)
+  df$.log_weight <- 0
+  expect_error(ksd(df, function(z) -z), "'x' carries importance weights")
+  d2 <- d
+  d2$s <- letters[1:20]
+  expect_no_warning(expect_error(ksd(d2, function(z) -z),
+                                 "'x' must contain only numeric columns.*'s'"))
+})
+
+test_that("plot of a thinning whose discrepancy is 0 throughout draws on a linear axis", {
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  th <- mmd_thin(matrix(c(0.3, -0.2), 1), 1,
+                 kernel = gaussian_kernel(precon = "id"), progress = FALSE)
+  expect_identical(th$mmd, 0)
+  expect_invisible(plot(th))
+})
+
+test_that("ksd(by_chain = TRUE, type = \"U\") explains a one-row chain's NA", {
+  set.seed(2)
+  x <- matrix(stats::rnorm(22), 11)
+  tab <- ksd(x, -x, type = "U", chain = c(rep(1, 10), 2), by_chain = TRUE)
+  expect_true(is.na(tab$ksd[2]))
+  expect_output(print(tab), "one row has no U-statistic")
+})
