@@ -8,9 +8,19 @@
 #include "args.h"
 #include "entries.h"
 
+/* The symbol .Random.seed, looked up once. */
+static SEXP seed_sym(void)
+{
+    static SEXP sym = NULL;
+    if (sym == NULL)
+        sym = Rf_install(".Random.seed");
+    return sym;
+}
+
 SEXP kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
 {
     cl->allow_neginf = 0;
+    cl->rng = 0;
     if (!Rf_isEnvironment(rho))
         KB_INTERNAL("rho is not an environment");
     SEXP sym = Rf_install(what);
@@ -37,10 +47,24 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
             kb_closure_row_matrix(cl);
     }
     memcpy(REAL(cl->arg), x, (size_t) cl->d * sizeof(double));
+    /* a closure that draws (runif(), sample(), a Monte Carlo integral)
+     * reads .Random.seed: without the Put it would restart from the state
+     * of our GetRNGstate() and repeat the numbers the sampler drew since */
+    SEXP seed = R_NilValue;
+    if (cl->rng) {
+        PutRNGstate();
+        seed = Rf_findVarInFrame(R_GlobalEnv, seed_sym());
+    }
+    /* protected, so that a new .Random.seed cannot take its address */
+    PROTECT(seed);
     SEXP res = PROTECT(R_forceAndCall(cl->call, 1, cl->rho));
+    /* .Random.seed is a new object once anything drew (or set.seed() ran):
+     * continue from where the closure left the generator */
+    if (cl->rng && Rf_findVarInFrame(R_GlobalEnv, seed_sym()) != seed)
+        GetRNGstate();
     if (TYPEOF(res) == INTSXP || TYPEOF(res) == LGLSXP)
         res = Rf_coerceVector(res, REALSXP);
-    UNPROTECT(1);
+    UNPROTECT(2);
     PROTECT(res);
     /* errors name the closure, not the internal function that called it;
      * they are "kb_error_callback" conditions */

@@ -12,6 +12,10 @@ typedef struct {
     int d;
     int allow_neginf; /* accept -Inf results (log densities); default 0 */
     int row_matrix;   /* pass the point as a 1 x d matrix (vectorised) */
+    int rng;          /* called between GetRNGstate() and PutRNGstate(): the
+                       * generator's state is handed to R around each call,
+                       * so that a closure drawing random numbers continues
+                       * the stream instead of replaying it; default 0 */
 } kb_closure;
 
 /* Build the call what(<length-d numeric>), to be evaluated in rho where

@@ -23,6 +23,8 @@ SEXP kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
     SET_VECTOR_ELT(keep, 0, kb_closure_init(&smp->logd, rho, d, "log_density"));
     SET_VECTOR_ELT(keep, 1, kb_closure_init(&smp->grad, rho, d, "score"));
     smp->logd.allow_neginf = 1;
+    /* the sampler draws between GetRNGstate() and PutRNGstate() */
+    smp->logd.rng = smp->grad.rng = 1;
     if (vectorized) {
         kb_closure_row_matrix(&smp->logd);
         kb_closure_row_matrix(&smp->grad);
