@@ -85,3 +85,21 @@ test_that("a closure drawing from R's generator continues the sampler's stream (
                     kernel = imq_kernel(precon = "id"), progress = FALSE)
   expect_equal(ks$points, ch$x[ks$index, , drop = FALSE], ignore_attr = TRUE)
 })
+
+# ---- step sizes ---------------------------------------------------------------
+
+test_that("MALA with a tiny step accepts (h^2 underflowed: every ratio was 0/0)", {
+  tg <- gaussian_target(c(0, 0))
+  for (h in c(1e-200, 1e-170, 1e-158)) {
+    set.seed(43)
+    # away from 0 the proposal rounds to the state: log alpha is exactly 0
+    ch <- mala(tg, c(0.5, -0.3), 30, step_size = h, progress = FALSE)
+    expect_identical(ch$accept_rate, 1)
+    expect_identical(ch$x[30, ], c(0.5, -0.3))
+    # at 0 it moves by h z, accepted (alpha = exp(O(h^2)))
+    set.seed(43)
+    ch <- mala(tg, c(0, 0), 30, step_size = h, progress = FALSE)
+    expect_gt(ch$accept_rate, 0.9)
+    expect_true(all(ch$x[30, ] != 0) && all(abs(ch$x) < 50 * h))
+  }
+})
