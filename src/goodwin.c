@@ -169,7 +169,9 @@ static int gw_advance(const double *th, gw_solver *S, double tout,
         double hprop = S->h, t = S->t;
         int last = t + 1.01 * hprop >= tout;
         double h = last ? tout - t : hprop;
-        if (h <= 16.0 * DBL_EPSILON * fmax(fabs(t), 1.0)) {
+        /* a landing step may be as short as the gap to tout (observation
+         * times 1e-15 apart, or a first time of 1e-15): taken as it is */
+        if (!last && h <= 16.0 * DBL_EPSILON * fmax(fabs(t), 1.0)) {
             code = GW_TINYSTEP;
             break;
         }

@@ -103,3 +103,66 @@ test_that("MALA with a tiny step accepts (h^2 underflowed: every ratio was 0/0)"
     expect_true(all(ch$x[30, ] != 0) && all(abs(ch$x) < 50 * h))
   }
 })
+
+# ---- Goodwin oscillator -------------------------------------------------------
+
+# Classical RK4 with a fixed step (at most h, landing on each time) on the
+# state and its sensitivities S = dx/dtheta (?goodwin_target, "Model":
+# S' = (df/dx) S + df/dtheta), rho = 10.
+fzm_goodwin_rk4 <- function(th, times, h = 2e-3) {
+  a1 <- th[1]; a2 <- th[2]; k1 <- th[3]; al <- th[4]
+  f <- function(z) {
+    x1 <- z[1]; x2 <- z[2]
+    S <- matrix(z[-(1:2)], 2, 4)
+    q <- 1 + a2 * x2^10
+    J <- rbind(c(-al, -a1 * a2 * 10 * x2^9 / q^2), c(k1, -al))
+    Ft <- rbind(c(1 / q, -a1 * x2^10 / q^2, 0, -x1), c(0, 0, x1, -x2))
+    c(a1 / q - al * x1, k1 * x1 - al * x2, J %*% S + Ft)
+  }
+  z <- numeric(10)
+  t <- 0
+  x <- matrix(NA_real_, length(times), 2)
+  sens <- array(NA_real_, c(length(times), 2, 4))
+  for (i in seq_along(times)) {
+    n <- max(1, ceiling((times[i] - t) / h))
+    hh <- (times[i] - t) / n
+    if (hh > 0) for (s in seq_len(n)) {
+      k1s <- f(z); k2s <- f(z + hh / 2 * k1s); k3s <- f(z + hh / 2 * k2s)
+      k4s <- f(z + hh * k3s)
+      z <- z + hh / 6 * (k1s + 2 * k2s + 2 * k3s + k4s)
+    }
+    t <- times[i]
+    x[i, ] <- z[1:2]
+    sens[i, , ] <- z[-(1:2)]
+  }
+  list(x = x, sens = sens)
+}
+
+test_that("goodwin_solve() matches a fine-step RK4 with sensitivities to 1e-6", {
+  times <- c(0.5, 1, 5, 10.25, 20)
+  for (th in list(c(1, 3, 2, 0.5), c(2, 0.5, 4, 1.3))) {
+    ref <- fzm_goodwin_rk4(th, times)
+    g <- goodwin_solve(th, times, sensitivities = TRUE)
+    expect_equal(g$x, ref$x, tolerance = 1e-6, ignore_attr = TRUE)
+    expect_lt(max(abs(g$x - ref$x)), 1e-7)
+    expect_lt(max(abs(g$sens - ref$sens)), 1e-6 * max(1, abs(ref$sens)))
+  }
+})
+
+test_that("goodwin_solve() takes times closer than 16 eps (the landing step was refused as too small)", {
+  th <- c(1, 3, 2, 0.5)
+  # x1 = a1 t, x2 = k1 a1 t^2 / 2 to first order at a tiny t
+  for (t in c(1e-15, 1e-300)) {
+    g <- goodwin_solve(th, t, sensitivities = TRUE)
+    expect_equal(unname(g$x[1, ]), c(t, t^2), tolerance = 1e-12)
+    expect_equal(unname(g$sens[1, 1, "a1"]), t, tolerance = 1e-12)
+  }
+  expect_equal(goodwin_solve(th, c(1, 1 + 1e-15))[2, ],
+               goodwin_solve(th, 1)[1, ], tolerance = 1e-13)
+  g <- goodwin_solve(th, c(10, 10 + 1e-13, 20))
+  expect_equal(g[c(1, 3), ], goodwin_solve(th, c(10, 20)), tolerance = 1e-12)
+  # the target at such times is finite (it was -Inf everywhere)
+  y <- goodwin_solve(th, c(1e-15, 1, 2))
+  tg <- goodwin_target(y, c(1e-15, 1, 2))
+  expect_true(is.finite(target_log_density(tg, log(th))))
+})
