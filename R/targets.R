@@ -460,9 +460,7 @@ gaussian_mixture_target <- function(means, covs = NULL, weights = NULL) {
 #' @export
 logistic_regression_target <- function(X, y, prior_sd = 1, intercept = TRUE,
                                        scale = TRUE) {
-  if (is.data.frame(X)) {
-    X <- stats::model.matrix(~ . - 1, data = X)
-  }
+  if (is.data.frame(X)) X <- design_matrix(X, "X")
   if (!is.numeric(X) || !is.matrix(X) || nrow(X) < 1L || ncol(X) < 1L) {
     stop_arg("X", "must be a numeric matrix or a data frame with at least one row and column")
   }
@@ -506,7 +504,7 @@ logistic_regression_target <- function(X, y, prior_sd = 1, intercept = TRUE,
     t(crossprod(Xs, y - stats::plogis(eta))) - b / s2
   }
   predict <- function(beta, newX) {
-    if (is.data.frame(newX)) newX <- stats::model.matrix(~ . - 1, data = newX)
+    if (is.data.frame(newX)) newX <- design_matrix(newX, "newX")
     newX <- as.matrix(newX)
     if (ncol(newX) != length(ctr)) {
       stop_arg("newX", sprintf("must have %d columns, like X", length(ctr)))
@@ -523,6 +521,18 @@ logistic_regression_target <- function(X, y, prior_sd = 1, intercept = TRUE,
   tg$x_scale <- scl
   tg$predict <- predict
   tg
+}
+
+# The design matrix of a data frame (factors as indicator columns, no
+# intercept), one row per row of df: rows with NA are kept (as NA, which the
+# caller refuses or propagates), not dropped as model.frame() would by
+# default, which misaligned X with y and predictions with newX's rows.
+design_matrix <- function(df, arg) {
+  if (ncol(df) < 1L) {
+    stop_arg(arg, "must have at least one column")
+  }
+  mf <- stats::model.frame(~ ., data = df, na.action = stats::na.pass)
+  stats::model.matrix(~ . - 1, data = mf)
 }
 
 #' Gaussian-Bernoulli restricted Boltzmann machine target

@@ -166,3 +166,33 @@ test_that("goodwin_solve() takes times closer than 16 eps (the landing step was 
   tg <- goodwin_target(y, c(1e-15, 1, 2))
   expect_true(is.finite(target_log_density(tg, log(th))))
 })
+
+# ---- built-in targets ------------------------------------------------------------
+
+test_that("logistic_regression_target(): rows of a data frame with NA are not dropped", {
+  df <- data.frame(a = c(1, 2, NA, 4, 5), b = factor(c("u", "v", "u", "v", "u")))
+  df2 <- data.frame(a = 1:5, b = factor(c("u", "v", NA, "v", "u")))
+  y <- c(0, 1, 0, 1, 1)
+  # model.matrix() dropped the row, and the error blamed y's length
+  expect_error(logistic_regression_target(df, y), "'X' must not contain NA")
+  expect_error(logistic_regression_target(df2, y), "'X' must not contain NA")
+  expect_error(logistic_regression_target(data.frame(), y), "'X'")
+  tg <- logistic_regression_target(df[-3, ], y[-3])
+  beta <- c(0.2, 1, -0.5, 0.5)
+  # one prediction per row of newX, NA where newX has NA (a row was
+  # dropped: 4 predictions for 5 rows, misaligned)
+  for (nd in list(df, df2)) {
+    p <- tg$predict(beta, nd)
+    expect_length(p, 5L)
+    expect_true(is.na(p[3]) && !anyNA(p[-3]))
+  }
+  # against the formula: plogis of the scaled design row times beta
+  a <- (c(1, 2, 5) - mean(c(1, 2, 4, 5))) / stats::sd(c(1, 2, 4, 5))
+  bu <- c(1, 0, 1)
+  bv <- 1 - bu
+  eta <- beta[1] + beta[2] * a +
+    beta[3] * (bu - 0.5) / stats::sd(c(1, 0, 0, 1)) +
+    beta[4] * (bv - 0.5) / stats::sd(c(0, 1, 1, 0))
+  expect_equal(unname(tg$predict(beta, df[c(1, 2, 5), ])), stats::plogis(eta),
+               tolerance = 1e-12)
+})
