@@ -352,15 +352,17 @@ as_row_matrix <- function(x, d) {
 #' @export
 gaussian_mixture_target <- function(means, covs = NULL, weights = NULL) {
   if (is.list(means)) {
+    if (length(means) < 1L) stop_arg("means", "must hold at least one mean")
     means <- lapply(means, check_mean, arg = "means")
     if (length(unique(lengths(means))) != 1L) {
       stop_arg("means", "must be vectors of a common length")
     }
     means <- do.call(rbind, means)
   }
-  if (!is.matrix(means) || !is.numeric(means) || anyNA(means) ||
-      any(!is.finite(means))) {
-    stop_arg("means", "must be a numeric matrix with one finite mean per row")
+  if (!is.matrix(means) || !is.numeric(means) || nrow(means) < 1L ||
+      ncol(means) < 1L || anyNA(means) || any(!is.finite(means))) {
+    stop_arg("means", paste0("must be a numeric matrix with one finite mean ",
+                             "per row (at least one row and column)"))
   }
   K <- nrow(means)
   d <- ncol(means)
@@ -383,9 +385,12 @@ gaussian_mixture_target <- function(means, covs = NULL, weights = NULL) {
         0.5 * rowSums((z %*% cvs[[k]]$prec) * z)
     }, numeric(nrow(x)))
   }
+  # log sum exp of each row; -Inf where every term is -Inf (a point so far
+  # out that every quadratic form overflows: -Inf - -Inf was NaN)
   lse_rows <- function(a) {
     a <- matrix(a, ncol = K)
     m <- apply(a, 1L, max)
+    m[m == -Inf] <- 0
     m + log(rowSums(exp(a - m)))
   }
   log_density <- function(x) {

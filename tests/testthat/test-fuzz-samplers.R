@@ -196,3 +196,24 @@ test_that("logistic_regression_target(): rows of a data frame with NA are not dr
   expect_equal(unname(tg$predict(beta, df[c(1, 2, 5), ])), stats::plogis(eta),
                tolerance = 1e-12)
 })
+
+test_that("gaussian_mixture_target(): -Inf far out, as gaussian_target(); no component is an error naming means", {
+  mx <- gaussian_mixture_target(rbind(c(-2, 0), c(2, 0)), weights = c(0.3, 0.7))
+  g <- gaussian_target(c(0, 0))
+  X <- rbind(c(1e160, 0), c(-1e200, 1), c(0.5, 1))
+  ld <- target_log_density(mx, X)
+  # every quadratic form overflows: log p is -Inf (it was NaN, an error)
+  expect_identical(ld[1:2], c(-Inf, -Inf))
+  expect_identical(ld[1:2], target_log_density(g, X)[1:2])
+  comp <- function(x, m) -sum((x - m)^2) / 2 - log(2 * pi)
+  expect_equal(ld[3], log(0.3 * exp(comp(X[3, ], c(-2, 0))) +
+                            0.7 * exp(comp(X[3, ], c(2, 0)))),
+               tolerance = 1e-14)
+  # so a random walk proposing there rejects instead of stopping
+  set.seed(44)
+  ch <- rwm(mx, c(0, 0), 20, step_size = 1e150, progress = FALSE)
+  expect_identical(ch$accept_rate, 0)
+  expect_error(gaussian_mixture_target(matrix(0, 0, 2)), "'means'")
+  expect_error(gaussian_mixture_target(matrix(0, 2, 0)), "'means'")
+  expect_error(gaussian_mixture_target(list()), "'means'.*at least one")
+})
