@@ -217,3 +217,113 @@ test_that("gaussian_mixture_target(): -Inf far out, as gaussian_target(); no com
   expect_error(gaussian_mixture_target(matrix(0, 2, 0)), "'means'")
   expect_error(gaussian_mixture_target(list()), "'means'.*at least one")
 })
+
+# Central differences of a log density f at x (rows), step 1e-5 max(1, |x|).
+fzm_fd <- function(f, x) {
+  do.call(rbind, lapply(seq_len(nrow(x)), function(i) {
+    p <- x[i, ]
+    vapply(seq_along(p), function(k) {
+      h <- 1e-5 * max(1, abs(p[k]))
+      e <- replace(numeric(length(p)), k, h)
+      (f(p + e) - f(p - e)) / (2 * h)
+    }, 0)
+  }))
+}
+
+fzm_spd <- function(d) {
+  A <- matrix(stats::rnorm(d * d), d) / sqrt(d)
+  crossprod(A) + diag(0.5, d)
+}
+
+test_that("built-in targets at d = 1 and d = 12: log densities by closed forms, scores by central differences", {
+  set.seed(45)
+  for (d in c(1L, 12L)) {
+    X <- matrix(stats::rnorm(4 * d, sd = 1.5), 4, d)
+    # Gaussian, full covariance
+    mu <- stats::rnorm(d)
+    S <- fzm_spd(d)
+    P <- solve(S)
+    lg <- function(x) {
+      -0.5 * (d * log(2 * pi) + log(det(S)) + sum((x - mu) * (P %*% (x - mu))))
+    }
+    tg <- gaussian_target(mu, S)
+    expect_equal(target_log_density(tg, X), apply(X, 1L, lg), tolerance = 1e-12)
+    sc <- target_score(tg, X)
+    expect_equal(sc, fzm_fd(lg, X), tolerance = 1e-6, ignore_attr = TRUE)
+    # a mixture of 3 with their own covariances and unequal weights
+    M <- matrix(stats::rnorm(3 * d, sd = 2), 3, d)
+    Ss <- lapply(1:3, function(k) fzm_spd(d))
+    w <- c(0.2, 0.5, 0.3)
+    lm <- function(x) {
+      log(sum(vapply(1:3, function(k) {
+        z <- x - M[k, ]
+        w[k] * exp(-0.5 * (d * log(2 * pi) + log(det(Ss[[k]])) +
+                             sum(z * solve(Ss[[k]], z))))
+      }, 0)))
+    }
+    mx <- gaussian_mixture_target(M, Ss, w * 7)
+    expect_equal(target_log_density(mx, X), apply(X, 1L, lm), tolerance = 1e-10)
+    expect_equal(target_score(mx, X), fzm_fd(lm, X), tolerance = 1e-6,
+                 ignore_attr = TRUE)
+    # logistic regression, no scaling and no intercept: the formula of
+    # ?logistic_regression_target
+    Z <- matrix(stats::rnorm(30 * d), 30, d)
+    y <- stats::rbinom(30, 1, 0.4)
+    ll <- function(b) {
+      eta <- drop(Z %*% b)
+      sum(y * eta - log(1 + exp(eta))) - sum(b^2) / (2 * 2.5^2)
+    }
+    lr <- logistic_regression_target(Z, y, prior_sd = 2.5, intercept = FALSE,
+                                     scale = FALSE)
+    expect_equal(target_log_density(lr, X), apply(X, 1L, ll), tolerance = 1e-12)
+    expect_equal(target_score(lr, X), fzm_fd(ll, X), tolerance = 1e-6,
+                 ignore_attr = TRUE)
+    # RBM: the sum over the 2^3 hidden states, by brute force
+    B <- matrix(stats::rnorm(d * 3) / 2, d, 3)
+    bb <- stats::rnorm(d)
+    cc <- stats::rnorm(3)
+    H <- as.matrix(expand.grid(rep(list(c(-1, 1)), 3)))
+    lrbm <- function(x) {
+      log(sum(exp(drop(H %*% (crossprod(B, x) + cc)) + sum(bb * x) -
+                    sum(x^2) / 2)))
+    }
+    rb <- rbm_target(B, bb, cc)
+    expect_equal(target_log_density(rb, X), apply(X, 1L, lrbm),
+                 tolerance = 1e-12)
+    expect_equal(target_score(rb, X), fzm_fd(lrbm, X), tolerance = 1e-6,
+                 ignore_attr = TRUE)
+  }
+})
+
+# ---- samplers replayed --------------------------------------------------------
+
+test_that("rwm() and mala() replay step by step at d = 1 and d = 12, n_iter = 1, 2, 40", {
+  set.seed(46)
+  for (d in c(1L, 12L)) {
+    tg <- gaussian_target(stats::rnorm(d), fzm_spd(d))
+    # plain-R closures of the same density (one point per call)
+    P <- solve(fzm_spd(d))
+    mu <- stats::rnorm(d)
+    ld <- function(x) -0.5 * sum((x - mu) * (P %*% (x - mu)))
+    sc <- function(x) -drop(P %*% (x - mu))
+    tu <- kb_target(ld, sc, dim = d)
+    x0 <- stats::rnorm(d)
+    for (n in c(1L, 2L, 40L)) for (mala in c(TRUE, FALSE)) {
+      f <- if (mala) kernbayes::mala else rwm
+      h <- if (mala) 0.9 / sqrt(d) else 1.5 / sqrt(d)
+      for (t in list(tg, tu)) {
+        set.seed(47)
+        ch <- f(t, x0, n, step_size = h, progress = FALSE)
+        set.seed(47)
+        rf <- fzm_chain(function(x) target_log_density(t, matrix(x, 1)),
+                        function(x) drop(target_score(t, matrix(x, 1))),
+                        x0, n, h, mala)
+        expect_equal(ch$x, rf$x, tolerance = 1e-12, ignore_attr = TRUE)
+        expect_identical(ch$accept_rate, rf$accept_rate)
+        expect_identical(dim(ch$x), c(n, d))
+        expect_equal(ch$score, target_score(t, ch$x), tolerance = 1e-13,
+                     ignore_attr = TRUE)
+      }
+    }
+  }
+})
