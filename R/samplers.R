@@ -25,6 +25,19 @@ check_x0 <- function(x0, target) {
   stats::setNames(x0[1L, ], colnames(x0))
 }
 
+# A given step size: positive, and small enough that MALA's move by
+# step^2 / 2 times the score stays finite (mala(), rwm(), ksdt_sample(),
+# sp_mcmc()).
+check_step <- function(step) {
+  step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
+  if (step > 1e150) {
+    stop_arg("step_size", sprintf(paste0("is too large: %s; proposals would ",
+                                         "leave the finite range"),
+                                  format(step)))
+  }
+  step
+}
+
 run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
                      scores = TRUE, progress = FALSE) {
   check_target(target)
@@ -34,12 +47,7 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
   if (adapt) {
     step <- 2.38 / sqrt(target$dim) * if (sampler == "mala") 0.5 else 1
   } else {
-    step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
-    # MALA moves by step^2 / 2 times the score: its square must be finite
-    if (step > 1e150) {
-      stop_arg("step_size", sprintf(paste0("is too large: %s; proposals would ",
-                                      "leave the finite range"), format(step)))
-    }
+    step <- check_step(step)
   }
   if (is.null(warmup)) warmup <- if (adapt) min(1000L, n_iter) else 0L
   warmup <- check_count(warmup, "warmup", min = 0L)

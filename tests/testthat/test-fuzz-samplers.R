@@ -327,3 +327,26 @@ test_that("rwm() and mala() replay step by step at d = 1 and d = 12, n_iter = 1,
     }
   }
 })
+
+test_that("ksdt_sample() and sp_mcmc() refuse a step too large for MALA before running, as mala() does", {
+  tg <- gaussian_target(c(0, 0))
+  calls <- 0
+  tc <- kb_target(function(x) {
+    calls <<- calls + 1
+    -sum(x^2) / 2
+  }, function(x) -x, dim = 2)
+  expect_error(mala(tc, c(0, 0), 5, step_size = 1e200), "'step_size' is too large")
+  # was a numeric error from the chain's first step
+  expect_error(ksdt_sample(tc, c(0, 0), 5, step_size = 1e200, progress = FALSE),
+               "'step_size' is too large", class = "kb_error_arg")
+  expect_error(sp_mcmc(tc, c(0, 0), 5, step_size = 1e200, progress = FALSE),
+               "'step_size' is too large", class = "kb_error_arg")
+  expect_error(ksdt_chains(tc, rbind(c(0, 0), c(1, 1)), 5, step_size = 1e200),
+               "'step_size' is too large", class = "kb_error_arg")
+  expect_identical(calls, 0)
+  # 1e150 itself runs (and rejects everything)
+  set.seed(48)
+  fit <- ksdt_sample(tg, c(0, 0), 3, sampler = "rwm", step_size = 1e150,
+                     kernel = imq_kernel(precon = "id"), progress = FALSE)
+  expect_identical(fit$accept_rate, 0)
+})
