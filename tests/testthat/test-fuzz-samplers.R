@@ -350,3 +350,105 @@ test_that("ksdt_sample() and sp_mcmc() refuse a step too large for MALA before r
                      kernel = imq_kernel(precon = "id"), progress = FALSE)
   expect_identical(fit$accept_rate, 0)
 })
+
+# ---- KSDT inside the sampler ---------------------------------------------------
+
+# The Stein kernel of DESIGN.md for the IMQ kernel (c = 1, beta = -1/2) with
+# L = I: k_p(x, y) = s_x's_y phi + 2 phi' u'(s_y - s_x) - 4 phi'' |u|^2
+# - 2 phi' d, u = x - y, r = |u|^2.
+fzm_kp <- function(x, sx, y, sy) {
+  u <- x - y
+  r <- sum(u^2)
+  p0 <- (1 + r)^-0.5
+  p1 <- -0.5 * (1 + r)^-1.5
+  p2 <- 0.75 * (1 + r)^-2.5
+  sum(sx * sy) * p0 + 2 * p1 * sum(u * (sy - sx)) - 4 * p2 * r -
+    2 * p1 * length(x)
+}
+
+# KSDT over the rows of X (scores S) as DESIGN.md states it: add x_t, then
+# while |D| - 1 >= f(t) remove the point whose removal gives the smallest
+# KSD^2, if that is at most KSD^2(D u {x_t}) + eps.  Brute force.
+fzm_ksdt <- function(X, S, eps, f) {
+  D <- integer(0)
+  ksd <- size <- numeric(nrow(X))
+  for (t in seq_len(nrow(X))) {
+    D <- c(D, t)
+    K <- outer(D, D, Vectorize(function(i, j) fzm_kp(X[i, ], S[i, ], X[j, ], S[j, ])))
+    n <- length(D)
+    K0 <- sum(K) / n^2
+    repeat {
+      if (n - 1 < f(t)) break
+      rem <- vapply(seq_len(n), function(j) sum(K[-j, -j]) / (n - 1)^2, 0)
+      j <- which.min(rem)
+      if (rem[j] > K0 + eps) break
+      D <- D[-j]
+      K <- K[-j, -j, drop = FALSE]
+      n <- n - 1
+    }
+    ksd[t] <- sqrt(sum(K)) / n
+    size[t] <- n
+  }
+  list(index = D, ksd = ksd, size = size)
+}
+
+test_that("ksdt_sample()'s dictionary follows DESIGN.md's KSDT rule on its chain (d = 1, 12)", {
+  for (d in c(1L, 12L)) {
+    tg <- gaussian_target(seq_len(d) / d, diag(seq(0.5, 2, length.out = d), d))
+    for (eps in c(0, 0.05)) {
+      set.seed(49)
+      ch <- rwm(tg, rep(0.5, d), 30, step_size = 1.2 / sqrt(d), progress = FALSE)
+      set.seed(49)
+      fit <- ksdt_sample(tg, rep(0.5, d), 30, sampler = "rwm",
+                         step_size = 1.2 / sqrt(d), budget = eps,
+                         min_size = function(t) 2 + 0.2 * t, min_size_floor = 1,
+                         kernel = imq_kernel(precon = "id"), progress = FALSE)
+      rf <- fzm_ksdt(ch$x, ch$score, eps, function(t) max(1, 2 + 0.2 * t))
+      # the same states (a rejected move repeats a state: which copy is
+      # kept is a tie, decided by rounding)
+      expect_identical(ch$x[fit$index, , drop = FALSE],
+                       ch$x[rf$index, , drop = FALSE])
+      expect_equal(fit$points, ch$x[rf$index, , drop = FALSE], ignore_attr = TRUE)
+      expect_equal(fit$ksd, rf$ksd, tolerance = 1e-10)
+      expect_identical(as.double(fit$size), rf$size)
+      expect_identical(fit$accept_rate, ch$accept_rate)
+    }
+  }
+})
+
+# ---- Stein Points ---------------------------------------------------------------
+
+test_that("stein_points(): the KSD path and criteria from a plain-R Stein kernel (d = 1, 3; n = 1, 2, 6)", {
+  for (d in c(1L, 3L)) {
+    tg <- gaussian_target(seq_len(d) / 2, diag(seq(0.5, 1.5, length.out = d), d))
+    for (n in c(1L, 2L, 6L)) for (method in c("greedy", "herding")) {
+      set.seed(50)
+      sp <- stein_points(tg, n, method = method,
+                         control = list(n_candidates = 7, keep_candidates = TRUE),
+                         progress = FALSE)
+      X <- sp$points
+      S <- target_score(tg, X)
+      K <- matrix(0, n, n)
+      for (i in seq_len(n)) for (j in seq_len(n)) {
+        K[i, j] <- fzm_kp(X[i, ], S[i, ], X[j, ], S[j, ])
+      }
+      path <- vapply(seq_len(n), function(j) sqrt(sum(K[1:j, 1:j])) / j, 0)
+      expect_equal(sp$ksd, path, tolerance = 1e-10)
+      # each point is its step's best candidate under the documented
+      # criterion, recomputed here
+      for (j in seq_len(n)) {
+        Y <- sp$candidates[[j]]$x
+        SY <- target_score(tg, Y)
+        crit <- vapply(seq_len(nrow(Y)), function(c) {
+          kd <- fzm_kp(Y[c, ], SY[c, ], Y[c, ], SY[c, ])
+          ks <- sum(vapply(seq_len(j - 1L), function(i) {
+            fzm_kp(X[i, ], S[i, ], Y[c, ], SY[c, ])
+          }, 0))
+          if (method == "greedy") kd + 2 * ks else if (j == 1L) kd else ks
+        }, 0)
+        expect_equal(sp$candidates[[j]]$criterion, crit, tolerance = 1e-10)
+        expect_identical(unname(X[j, ]), unname(Y[which.min(crit), ]))
+      }
+    }
+  }
+})
