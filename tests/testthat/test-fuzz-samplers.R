@@ -452,3 +452,86 @@ test_that("stein_points(): the KSD path and criteria from a plain-R Stein kernel
     }
   }
 })
+
+# ---- bad input before any closure call -------------------------------------------
+
+test_that("bad arguments of the samplers, ksdt_chains and stein_points are refused before a closure runs", {
+  calls <- 0
+  tc <- kb_target(function(x) {
+    calls <<- calls + 1
+    -sum(x^2) / 2
+  }, function(x) {
+    calls <<- calls + 1
+    -x
+  }, dim = 2)
+  x0 <- c(0.1, 0.2)
+  bad <- list(
+    list(mala, list(tc, x0, 5, step_size = -1), "step_size"),
+    list(rwm, list(tc, c(x0, 0), 5), "x0"),
+    list(rwm, list(tc, matrix(x0, 2), 5), "x0"),
+    list(ksdt_sample, list(tc, x0, 5, step_size = 1, candidates = 0), "candidates"),
+    list(ksdt_sample, list(tc, x0, 5, step_size = 1, sampler = "hmc"), "sampler"),
+    list(ksdt_sample, list(tc, x0, 5, step_size = 1, budget = NA), "budget"),
+    list(ksdt_sample, list(tc, x0, 5, step_size = 1, warmup = 1), "warmup"),
+    list(ksdt_sample, list(tc, x0, 5, kernel = imq_kernel(precon = diag(3))), "precon"),
+    list(sp_mcmc, list(tc, x0, 5, kernel = imq_kernel(precon = matrix(c(1, 2, 2, 1), 2))), "precon"),
+    list(ksdt_chains, list(tc, rbind(x0, x0), 5, kernel = imq_kernel(precon = diag(3))), "precon"),
+    list(ksdt_sample, list(tc, x0, 5, step_size = 1, min_size = "cubic"), "min_size"),
+    list(ksdt_sample, list(tc, x0, 5, step_size = 1, size = 3, min_size = "sqrt"), "size|min_size"),
+    list(ksdt_sample, list(tc, x0, 2^16, step_size = 1, candidates = 2^16), "n_iter"),
+    list(sp_mcmc, list(tc, x0, 5, step_size = 1, start = "first"), "start"),
+    list(sp_mcmc, list(tc, x0, 5, step_size = 1, regularize = -1), "regularize"),
+    list(sp_mcmc, list(tc, x0, 0, step_size = 1), "n_iter"),
+    list(ksdt_chains, list(tc, rbind(x0, c(NA, 0)), 5, step_size = 1), "x0"),
+    list(ksdt_chains, list(tc, rbind(x0, x0), 5, step_size = 1, candidates = -1), "candidates"),
+    list(ksdt_chains, list(tc, rbind(x0, x0), 5, step_size = 1, merge = "all"), "merge"),
+    list(ksdt_chains, list(tc, rbind(x0, x0), 5, 1), "\\.\\.\\."),
+    list(ksdt_chains, list(tc, matrix(0, 0, 2), 5), "x0"),
+    list(stein_points, list(tc, 5, control = list(n_candidates = 0)), "control\\$n_candidates"),
+    list(stein_points, list(tc, 5, optimizer = "grid", control = list(grid_size = 1)), "control\\$grid_size"),
+    list(stein_points, list(tc, 5, kernel = imq_kernel(precon = "med")), "kernel"),
+    list(stein_points, list(tc, 5, truncation = "upper"), "c2"))
+  for (b in bad) {
+    expect_error(do.call(b[[1]], c(b[[2]], list(progress = FALSE))),
+                 paste0("'(", b[[3]], ")'"), class = "kb_error_arg")
+  }
+  expect_identical(calls, 0)
+})
+
+test_that("a closure failing inside ksdt_sample or sp_mcmc stops with its own error; a failing chain of ksdt_chains is reported", {
+  n <- 0
+  tf <- kb_target(function(x) {
+    n <<- n + 1
+    if (n > 25) stop("log density gave up")
+    -sum(x^2) / 2
+  }, function(x) -x, dim = 2)
+  set.seed(51)
+  expect_error(ksdt_sample(tf, c(0, 0), 50, step_size = 1, progress = FALSE),
+               "log density gave up")
+  n <- 0
+  expect_error(sp_mcmc(tf, c(0, 0), 50, candidates = 3, step_size = 1,
+                       progress = FALSE), "log density gave up")
+  # a score of the wrong length, inside the KSDT feed
+  tw <- kb_target(function(x) -sum(x^2) / 2,
+                  function(x) if (x[1] > 0.5) -x[1] else -x, dim = 2)
+  set.seed(52)
+  expect_error(ksdt_sample(tw, c(0, 0), 100, step_size = 1, progress = FALSE),
+               "'score' returned a vector of length 1", class = "kb_error_callback")
+  # the generator's state is committed up to the failure: a retry with
+  # the same seed fails at the same place
+  set.seed(52)
+  e1 <- tryCatch(ksdt_sample(tw, c(0, 0), 100, step_size = 1, progress = FALSE),
+                 error = function(e) stats::runif(1))
+  set.seed(52)
+  e2 <- tryCatch(ksdt_sample(tw, c(0, 0), 100, step_size = 1, progress = FALSE),
+                 error = function(e) stats::runif(1))
+  expect_identical(e1, e2)
+  # one chain of two fails (its start is above 0.5): the other is kept
+  set.seed(53)
+  expect_warning(fit <- ksdt_chains(tw, rbind(c(0.9, 0), c(-3, 0)), 5,
+                                     step_size = 0.01, sampler = "rwm"),
+                 "chain 1 failed")
+  expect_null(fit$chains[[1]])
+  expect_s3_class(fit$chains[[2]], "kb_ksdt")
+  expect_identical(names(fit$errors), "1")
+})
