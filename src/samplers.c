@@ -98,19 +98,30 @@ void kb_sampler_set_state(kb_sampler *smp, const double *x, const double *s,
 }
 
 /* MALA proposal density log q(to | from) up to a constant:
- * -|to - from - (h^2/2) s(from)|^2 / (2 h^2), taken as -|v|^2 / 2 with
- * v = (to - from) / h - (h/2) s(from): h^2 underflows to 0 below h = 1e-162
- * (and loses digits below 1e-154), which made every ratio 0/0 and every
- * proposal rejected. */
+ * -|to - from - (h^2/2) s(from)|^2 / (2 h^2).  Below h = 1e-100 it is
+ * taken as -|v|^2 / 2 with v = (to - from) / h - (h/2) s(from): h^2
+ * underflows to 0 below h = 1e-162 (and loses digits below 1e-154), which
+ * made every ratio 0/0 and every proposal rejected.  Above, the direct form
+ * is kept: chains are reproduced bit for bit by plain-R transcriptions of
+ * it (tests/testthat/helper-reference.R), and MALA on a Gaussian amplifies
+ * a last-bit change in an adapted step to 1e-9 within a hundred steps. */
 static double mala_logq(int d, double h, const double *to, const double *from,
                         const double *sfrom)
 {
     double acc = 0.0;
-    for (int k = 0; k < d; k++) {
-        double v = (to[k] - from[k]) / h - 0.5 * h * sfrom[k];
-        acc += v * v;
+    if (h < 1e-100) {
+        for (int k = 0; k < d; k++) {
+            double v = (to[k] - from[k]) / h - 0.5 * h * sfrom[k];
+            acc += v * v;
+        }
+        return -0.5 * acc;
     }
-    return -0.5 * acc;
+    double h2 = h * h;
+    for (int k = 0; k < d; k++) {
+        double u = to[k] - from[k] - 0.5 * h2 * sfrom[k];
+        acc += u * u;
+    }
+    return -acc / (2.0 * h2);
 }
 
 void kb_sampler_step(kb_sampler *smp)
