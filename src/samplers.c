@@ -36,7 +36,7 @@ SEXP kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
     smp->sy = buf + 3 * d;
     smp->z = buf + 4 * d;
     memcpy(smp->x, x0, (size_t) d * sizeof(double));
-    kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 1);
+    kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 0);
     if (!R_FINITE(smp->lp))
         kb_error_class("kb_error_arg", _("'x0' must be a point where the log "
                                          "density is finite; it is %g there"),
@@ -53,7 +53,7 @@ SEXP kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
 void kb_sampler_score(kb_sampler *smp)
 {
     if (!smp->has_score) {
-        kb_closure_eval(&smp->grad, smp->x, smp->d, smp->s, 1);
+        kb_closure_eval(&smp->grad, smp->x, smp->d, smp->s, 0);
         smp->has_score = 1;
     }
 }
@@ -70,9 +70,9 @@ double kb_sampler_laplacian_plus(kb_sampler *smp, double *scratch)
         double xk = smp->x[k], h = c * (fabs(xk) > 1.0 ? fabs(xk) : 1.0);
         double xp = xk + h, xm = xk - h;
         xe[k] = xp;
-        kb_closure_eval(&smp->grad, xe, d, sp, 1);
+        kb_closure_eval(&smp->grad, xe, d, sp, 0);
         xe[k] = xm;
-        kb_closure_eval(&smp->grad, xe, d, sm, 1);
+        kb_closure_eval(&smp->grad, xe, d, sm, 0);
         xe[k] = xk;
         double H = (sp[k] - sm[k]) / (xp - xm);
         lap += H > 0.0 ? H : 0.0;
@@ -84,7 +84,7 @@ void kb_sampler_jump(kb_sampler *smp, const double *x, const double *s)
 {
     memcpy(smp->x, x, (size_t) smp->d * sizeof(double));
     memcpy(smp->s, s, (size_t) smp->d * sizeof(double));
-    kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 1);
+    kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 0);
     smp->has_score = 1;
 }
 
@@ -146,12 +146,12 @@ void kb_sampler_step(kb_sampler *smp)
                              "target; give a smaller 'step_size'"),
                            smp->type == KB_MALA ? "MALA" : "random walk",
                            k + 1, smp->y[k], h);
-    kb_closure_eval(&smp->logd, smp->y, 1, &smp->lpy, 1);
+    kb_closure_eval(&smp->logd, smp->y, 1, &smp->lpy, 0);
     double loga = R_NegInf;
     if (smp->lpy > R_NegInf) {
         loga = smp->lpy - smp->lp;
         if (smp->type == KB_MALA) {
-            kb_closure_eval(&smp->grad, smp->y, d, smp->sy, 1);
+            kb_closure_eval(&smp->grad, smp->y, d, smp->sy, 0);
             loga += mala_logq(d, h, smp->x, smp->y, smp->sy) -
                 mala_logq(d, h, smp->y, smp->x, smp->s);
         }

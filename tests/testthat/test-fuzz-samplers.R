@@ -517,8 +517,7 @@ test_that("a closure failing inside ksdt_sample or sp_mcmc stops with its own er
   set.seed(52)
   expect_error(ksdt_sample(tw, c(0, 0), 100, step_size = 1, progress = FALSE),
                "'score' returned a vector of length 1", class = "kb_error_callback")
-  # the generator's state is committed up to the failure: a retry with
-  # the same seed fails at the same place
+  # a failing run is reproducible under set.seed()
   set.seed(52)
   e1 <- tryCatch(ksdt_sample(tw, c(0, 0), 100, step_size = 1, progress = FALSE),
                  error = function(e) stats::runif(1))
@@ -534,4 +533,25 @@ test_that("a closure failing inside ksdt_sample or sp_mcmc stops with its own er
   expect_null(fit$chains[[1]])
   expect_s3_class(fit$chains[[2]], "kb_ksdt")
   expect_identical(names(fit$errors), "1")
+})
+
+test_that("a sampler's closure error names the point it was called at, not 'row 1 of x'", {
+  tn <- kb_target(function(x) if (x[1] > 1) NaN else -sum(x^2) / 2,
+                  function(x) -x, dim = 2)
+  set.seed(54)
+  e <- expect_error(rwm(tn, c(0, 0), 500, step_size = 1, progress = FALSE),
+                    class = "kb_error_callback")
+  msg <- conditionMessage(e)
+  expect_match(msg, "'log_density' returned a non-finite value .* at the point \\(")
+  expect_false(grepl("row", msg))
+  # the point named is a proposal beyond x1 = 1
+  x1 <- as.numeric(sub(".*at the point \\(([^,]+),.*", "\\1", msg))
+  expect_gt(x1, 1)
+  # six coordinates: the first four, then "..."
+  t6 <- kb_target(function(x) -sum(x^2) / 2, function(x) c(-x, 0), dim = 6)
+  expect_error(mala(t6, 1:6, 5, step_size = 1, progress = FALSE),
+               "'score' returned a vector of length 7 at the point \\(1, 2, 3, 4, \\.\\.\\.\\); expected length 6")
+  # the same closure through target_score() still names the row
+  expect_error(target_score(t6, rbind(1:6, 1:6)),
+               "'score' returned a vector of length 7 at row 1 of x")
 })
