@@ -198,6 +198,11 @@ print.summary.kb_chain <- function(x, ...) {
 #' @return `x`, invisibly.
 #' @export
 plot.kb_chain <- function(x, which = seq_len(min(4L, x$d)), ...) {
+  if (!is.numeric(which) || length(which) < 1L || anyNA(which) ||
+      any(which != round(which)) || any(which < 1 | which > x$d)) {
+    stop_arg("which", sprintf("must be coordinates of the chain: whole numbers in 1..%d",
+                              x$d))
+  }
   op <- graphics::par(mfrow = c(length(which), 1L), mar = c(3, 4, 1, 1))
   on.exit(graphics::par(op))
   cn <- colnames(x$x) %||% paste0("x", seq_len(x$d))

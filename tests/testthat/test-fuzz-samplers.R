@@ -555,3 +555,26 @@ test_that("a sampler's closure error names the point it was called at, not 'row 
   expect_error(target_score(t6, rbind(1:6, 1:6)),
                "'score' returned a vector of length 7 at row 1 of x")
 })
+
+test_that("print, summary and plot of the results at n_iter = 1 and d = 12; plot.kb_chain checks 'which'", {
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  set.seed(55)
+  c1 <- mala(gaussian_target(0), 0.3, 1, step_size = 1, progress = FALSE)
+  expect_output(print(c1), "MALA chain: 1 iterations in dimension 1")
+  expect_output(print(summary(c1)), "x1")
+  expect_identical(summary(c1)$table$mean, c1$x[1, 1])
+  expect_silent(plot(c1))
+  c12 <- rwm(gaussian_target(rep(0, 12)), rep(0, 12), 2, step_size = 1,
+             progress = FALSE)
+  expect_silent(plot(c12, which = 12))
+  for (w in list(0, 13, NA, "a", 1.5, integer(0))) {
+    expect_error(plot(c12, which = w), "'which'", class = "kb_error_arg")
+  }
+  k1 <- ksdt_sample(gaussian_target(0), 0, 1, step_size = 1, progress = FALSE)
+  expect_output(print(k1), "1 of 1 states kept")
+  expect_silent(plot(k1))
+  s1 <- sp_mcmc(gaussian_target(rep(0, 12)), rep(0, 12), 1, candidates = 2,
+                step_size = 1, progress = FALSE)
+  expect_output(print(summary(s1)), "d = 12")
+})
