@@ -578,3 +578,28 @@ test_that("print, summary and plot of the results at n_iter = 1 and d = 12; plot
                 step_size = 1, progress = FALSE)
   expect_output(print(summary(s1)), "d = 12")
 })
+
+# ---- statistical properties ------------------------------------------------------
+
+test_that("d = 12: MALA's moments within Monte Carlo error; acceptance falls as the step grows", {
+  set.seed(56)
+  d <- 12L
+  S <- diag(seq(0.5, 2, length.out = d))
+  mu <- seq(-1, 1, length.out = d)
+  tg <- gaussian_target(mu, S)
+  ch <- mala(tg, mu, 4000, step_size = 0.5, progress = FALSE)
+  # batch means: 40 batches of 100
+  bm <- apply(ch$x, 2L, function(v) colMeans(matrix(v, 100)))
+  se <- apply(bm, 2L, stats::sd) / sqrt(40)
+  z <- (colMeans(ch$x) - mu) / se
+  expect_lt(max(abs(z)), 4.5)
+  expect_lt(mean(abs(diag(stats::var(ch$x)) / diag(S) - 1)), 0.15)
+  for (f in list(kernbayes::mala, rwm)) {
+    acc <- vapply(c(0.05, 0.3, 1, 3), function(h) {
+      set.seed(57)
+      f(tg, mu, 300, step_size = h, progress = FALSE)$accept_rate
+    }, 0)
+    expect_true(all(diff(acc) < 0))
+    expect_gt(acc[1], 0.9)
+  }
+})
