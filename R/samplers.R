@@ -43,6 +43,9 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
   check_target(target)
   x0 <- check_x0(x0, target)
   n_iter <- check_count(n_iter, "n_iter")
+  # the states, scores and log densities kept
+  check_memory(8 * as.double(n_iter) * (2 * target$dim + 1), "n_iter",
+               sprintf("a chain of %.0f states", as.double(n_iter)))
   adapt <- is.null(step)
   if (adapt) {
     step <- 2.38 / sqrt(target$dim) * if (sampler == "mala") 0.5 else 1

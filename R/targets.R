@@ -259,6 +259,9 @@ sample_target <- function(target, n) {
   if (is.null(target$sampler)) {
     stop_arg("target", "has no exact sampler; use an MCMC sampler instead")
   }
+  # the normals, the draws and a product or sweep of them
+  check_memory(8 * 3 * as.double(n) * target$dim, "n",
+               sprintf("%.0f draws in dimension %d", as.double(n), target$dim))
   target$sampler(n)
 }
 

@@ -603,3 +603,24 @@ test_that("d = 12: MALA's moments within Monte Carlo error; acceptance falls as 
     expect_gt(acc[1], 0.9)
   }
 })
+
+test_that("a chain or a sample too large for kernbayes.max_memory is refused naming n_iter / n", {
+  calls <- 0
+  tc <- kb_target(function(x) {
+    calls <<- calls + 1
+    -sum(x^2) / 2
+  }, function(x) -x, dim = 12)
+  # 2e8 states of 12 coordinates and their scores: 37 GB, allocated after
+  # the closures ran at x0 (and, on an overcommitting system, possibly a
+  # process killed while the chain filled it)
+  expect_error(mala(tc, rep(0, 12), 2e8, step_size = 0.1), "'n_iter' is too large",
+               class = "kb_error_arg")
+  expect_identical(calls, 0)
+  expect_error(sample_target(gaussian_target(rep(0, 12)), 1e9), "'n' is too large",
+               class = "kb_error_arg")
+  op <- options(kernbayes.max_memory = 1e4)
+  on.exit(options(op), add = TRUE)
+  expect_error(rwm(gaussian_target(0), 0, 1000, step_size = 1), "'n_iter'")
+  expect_identical(dim(rwm(gaussian_target(0), 0, 100, step_size = 1,
+                           progress = FALSE)$x), c(100L, 1L))
+})
