@@ -95,7 +95,9 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
 #' iterations (Robbins-Monro on \eqn{\log h} towards `target_accept`), which
 #' are then discarded; with a given `step_size`, `warmup` iterations (default 0)
 #' are discarded without adaptation. Randomness comes from R's generator, so
-#' [set.seed()] reproduces a run.
+#' [set.seed()] reproduces a run; the target's closures may draw from it
+#' too (a Monte Carlo integral inside a log density): they continue the
+#' chain's stream.
 #'
 #' @param target A [kb_target()].
 #' @param x0 Starting point: a vector of length `target$dim` or a one-row

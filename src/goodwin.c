@@ -241,8 +241,8 @@ static void NORET goodwin_fail(int code, const double *th, double t_fail)
         "the solution is not finite";
     kb_error_numeric(_("Goodwin ODE solver failed at theta = (a1 = %g, "
                        "a2 = %g, k1 = %g, alpha = %g): %s (reached t = %g); "
-                       "the ODE may be stiff for these parameters, or "
-                       "'rtol'/'atol' too small"),
+                       "the ODE may be stiff for these parameters, the "
+                       "time span too long, or 'rtol'/'atol' too small"),
                      th[0], th[1], th[2], th[3], why, t_fail);
 }
 

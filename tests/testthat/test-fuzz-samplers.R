@@ -624,3 +624,9 @@ test_that("a chain or a sample too large for kernbayes.max_memory is refused nam
   expect_identical(dim(rwm(gaussian_target(0), 0, 100, step_size = 1,
                            progress = FALSE)$x), c(100L, 1L))
 })
+
+test_that("goodwin_solve() over a very long span says so (not only stiffness)", {
+  expect_error(goodwin_solve(c(1, 3, 2, 0.5), 1e6),
+               "more than 100000 steps.*time span too long",
+               class = "kb_error_numeric")
+})
