@@ -630,3 +630,19 @@ test_that("goodwin_solve() over a very long span says so (not only stiffness)", 
                "more than 100000 steps.*time span too long",
                class = "kb_error_numeric")
 })
+
+test_that("stein_points(): a control$alpha function that fails is an error naming it, before the score runs", {
+  calls <- 0
+  tc <- kb_target(function(x) -sum(x^2) / 2, function(x) {
+    calls <<- calls + 1
+    -x
+  }, dim = 1)
+  expect_error(stein_points(tc, 3, control = list(alpha = function(j, n) {
+    if (j == 2) stop("no alpha here") else 0.5
+  }), progress = FALSE), "'control\\$alpha' failed at step j = 2: no alpha here",
+  class = "kb_error_arg")
+  expect_error(stein_points(tc, 3, control = list(alpha = function(j, n) "a"),
+                            progress = FALSE), "'control\\$alpha'",
+               class = "kb_error_arg")
+  expect_identical(calls, 0)
+})
