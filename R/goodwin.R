@@ -44,9 +44,11 @@ goodwin_par_names <- c("a1", "a2", "k1", "alpha")
 #' The ODE is solved by an adaptive Dormand-Prince 5(4) Runge-Kutta method
 #' (Hairer, Norsett and Wanner 1993, Sec. II.5) with error control on state
 #' and sensitivities (weights `atol + rtol * |z|`) that steps exactly onto
-#' each observation time. After 100000 steps, which happens only where the
-#' ODE is stiff (very large \eqn{\alpha}, \eqn{a_1} or \eqn{k_1}), far
-#' outside the posterior of the example data, `goodwin_solve()` stops with
+#' each observation time. After 100000 steps, which happens where the ODE
+#' is stiff (very large \eqn{\alpha}, \eqn{a_1} or \eqn{k_1}), far
+#' outside the posterior of the example data, or over a very long time
+#' span (about \eqn{t > 2 \times 10^5} at the example's \eqn{\theta}),
+#' `goodwin_solve()` stops with
 #' an error naming the parameters, while the target gives the point log
 #' density `-Inf` and score 0, so that a sampler rejects it and goes on.
 #'

@@ -328,6 +328,12 @@ ksdt_stream <- function(dim, budget = 0, min_size = "sqrt", min_size_coef = 1,
   min_size_coef <- f$coef
   min_size_floor <- f$floor
   check_kernel(kernel)
+  if (!is.character(kernel$precon)) {
+    # a fixed preconditioner (a number or matrix) is checked against dim
+    # now, not at the first push: after ksdt_sample()'s pilot chain, or
+    # after every chain's pilot in ksdt_chains()
+    resolve_kernel(kernel, matrix(0, 1L, dim))
+  }
   st <- new.env(parent = emptyenv())
   st$dim <- dim
   st$budget_fun <- make_budget(budget)

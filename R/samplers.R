@@ -25,21 +25,32 @@ check_x0 <- function(x0, target) {
   stats::setNames(x0[1L, ], colnames(x0))
 }
 
+# A given step size: positive, and small enough that MALA's move by
+# step^2 / 2 times the score stays finite (mala(), rwm(), ksdt_sample(),
+# sp_mcmc()).
+check_step <- function(step) {
+  step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
+  if (step > 1e150) {
+    stop_arg("step_size", sprintf(paste0("is too large: %s; proposals would ",
+                                         "leave the finite range"),
+                                  format(step)))
+  }
+  step
+}
+
 run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
                      scores = TRUE, progress = FALSE) {
   check_target(target)
   x0 <- check_x0(x0, target)
   n_iter <- check_count(n_iter, "n_iter")
+  # the states, scores and log densities kept
+  check_memory(8 * as.double(n_iter) * (2 * target$dim + 1), "n_iter",
+               sprintf("a chain of %.0f states", as.double(n_iter)))
   adapt <- is.null(step)
   if (adapt) {
     step <- 2.38 / sqrt(target$dim) * if (sampler == "mala") 0.5 else 1
   } else {
-    step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
-    # MALA moves by step^2 / 2 times the score: its square must be finite
-    if (step > 1e150) {
-      stop_arg("step_size", sprintf(paste0("is too large: %s; proposals would ",
-                                      "leave the finite range"), format(step)))
-    }
+    step <- check_step(step)
   }
   if (is.null(warmup)) warmup <- if (adapt) min(1000L, n_iter) else 0L
   warmup <- check_count(warmup, "warmup", min = 0L)
@@ -84,7 +95,9 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
 #' iterations (Robbins-Monro on \eqn{\log h} towards `target_accept`), which
 #' are then discarded; with a given `step_size`, `warmup` iterations (default 0)
 #' are discarded without adaptation. Randomness comes from R's generator, so
-#' [set.seed()] reproduces a run.
+#' [set.seed()] reproduces a run; the target's closures may draw from it
+#' too (a Monte Carlo integral inside a log density): they continue the
+#' chain's stream.
 #'
 #' @param target A [kb_target()].
 #' @param x0 Starting point: a vector of length `target$dim` or a one-row
@@ -190,6 +203,11 @@ print.summary.kb_chain <- function(x, ...) {
 #' @return `x`, invisibly.
 #' @export
 plot.kb_chain <- function(x, which = seq_len(min(4L, x$d)), ...) {
+  if (!is.numeric(which) || length(which) < 1L || anyNA(which) ||
+      any(which != round(which)) || any(which < 1 | which > x$d)) {
+    stop_arg("which", sprintf("must be coordinates of the chain: whole numbers in 1..%d",
+                              x$d))
+  }
   op <- graphics::par(mfrow = c(length(which), 1L), mar = c(3, 4, 1, 1))
   on.exit(graphics::par(op))
   cn <- colnames(x$x) %||% paste0("x", seq_len(x$d))

@@ -45,7 +45,7 @@ check_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
   target_accept <- check_number(target_accept, "target_accept", lower = 0,
                                 upper = 1, lower_open = TRUE,
                                 upper_open = TRUE)
-  if (!is.null(step)) step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
+  if (!is.null(step)) step <- check_step(step)
   warmup <- if (is.null(warmup)) 1000L else check_count(warmup, "warmup", 2L)
   heuristic <- is.character(stream$kernel$precon) && stream$kernel$precon != "id"
   t <- stream_t(stream) + seq_len(n_iter)

@@ -251,7 +251,10 @@ sp_control <- function(control, d, n, optimizer) {
     else 1
   } else if (is.function(alpha)) {
     a <- vapply(seq_len(n), function(j) {
-      v <- alpha(j, n)
+      v <- tryCatch(alpha(j, n), error = function(e) {
+        stop_arg(arg("alpha"), sprintf("failed at step j = %d: %s", j,
+                                       conditionMessage(e)))
+      })
       if (!is.numeric(v) || length(v) != 1L || is.na(v)) NA_real_ else v
     }, 0)
     a

@@ -259,6 +259,9 @@ sample_target <- function(target, n) {
   if (is.null(target$sampler)) {
     stop_arg("target", "has no exact sampler; use an MCMC sampler instead")
   }
+  # the normals, the draws and a product or sweep of them
+  check_memory(8 * 3 * as.double(n) * target$dim, "n",
+               sprintf("%.0f draws in dimension %d", as.double(n), target$dim))
   target$sampler(n)
 }
 
@@ -352,15 +355,17 @@ as_row_matrix <- function(x, d) {
 #' @export
 gaussian_mixture_target <- function(means, covs = NULL, weights = NULL) {
   if (is.list(means)) {
+    if (length(means) < 1L) stop_arg("means", "must hold at least one mean")
     means <- lapply(means, check_mean, arg = "means")
     if (length(unique(lengths(means))) != 1L) {
       stop_arg("means", "must be vectors of a common length")
     }
     means <- do.call(rbind, means)
   }
-  if (!is.matrix(means) || !is.numeric(means) || anyNA(means) ||
-      any(!is.finite(means))) {
-    stop_arg("means", "must be a numeric matrix with one finite mean per row")
+  if (!is.matrix(means) || !is.numeric(means) || nrow(means) < 1L ||
+      ncol(means) < 1L || anyNA(means) || any(!is.finite(means))) {
+    stop_arg("means", paste0("must be a numeric matrix with one finite mean ",
+                             "per row (at least one row and column)"))
   }
   K <- nrow(means)
   d <- ncol(means)
@@ -383,9 +388,12 @@ gaussian_mixture_target <- function(means, covs = NULL, weights = NULL) {
         0.5 * rowSums((z %*% cvs[[k]]$prec) * z)
     }, numeric(nrow(x)))
   }
+  # log sum exp of each row; -Inf where every term is -Inf (a point so far
+  # out that every quadratic form overflows: -Inf - -Inf was NaN)
   lse_rows <- function(a) {
     a <- matrix(a, ncol = K)
     m <- apply(a, 1L, max)
+    m[m == -Inf] <- 0
     m + log(rowSums(exp(a - m)))
   }
   log_density <- function(x) {
@@ -460,9 +468,7 @@ gaussian_mixture_target <- function(means, covs = NULL, weights = NULL) {
 #' @export
 logistic_regression_target <- function(X, y, prior_sd = 1, intercept = TRUE,
                                        scale = TRUE) {
-  if (is.data.frame(X)) {
-    X <- stats::model.matrix(~ . - 1, data = X)
-  }
+  if (is.data.frame(X)) X <- design_matrix(X, "X")
   if (!is.numeric(X) || !is.matrix(X) || nrow(X) < 1L || ncol(X) < 1L) {
     stop_arg("X", "must be a numeric matrix or a data frame with at least one row and column")
   }
@@ -506,7 +512,7 @@ logistic_regression_target <- function(X, y, prior_sd = 1, intercept = TRUE,
     t(crossprod(Xs, y - stats::plogis(eta))) - b / s2
   }
   predict <- function(beta, newX) {
-    if (is.data.frame(newX)) newX <- stats::model.matrix(~ . - 1, data = newX)
+    if (is.data.frame(newX)) newX <- design_matrix(newX, "newX")
     newX <- as.matrix(newX)
     if (ncol(newX) != length(ctr)) {
       stop_arg("newX", sprintf("must have %d columns, like X", length(ctr)))
@@ -523,6 +529,18 @@ logistic_regression_target <- function(X, y, prior_sd = 1, intercept = TRUE,
   tg$x_scale <- scl
   tg$predict <- predict
   tg
+}
+
+# The design matrix of a data frame (factors as indicator columns, no
+# intercept), one row per row of df: rows with NA are kept (as NA, which the
+# caller refuses or propagates), not dropped as model.frame() would by
+# default, which misaligned X with y and predictions with newX's rows.
+design_matrix <- function(df, arg) {
+  if (ncol(df) < 1L) {
+    stop_arg(arg, "must have at least one column")
+  }
+  mf <- stats::model.frame(~ ., data = df, na.action = stats::na.pass)
+  stats::model.matrix(~ . - 1, data = mf)
 }
 
 #' Gaussian-Bernoulli restricted Boltzmann machine target

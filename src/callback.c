@@ -8,9 +8,38 @@
 #include "args.h"
 #include "entries.h"
 
+/* The symbol .Random.seed, looked up once. */
+static SEXP seed_sym(void)
+{
+    static SEXP sym = NULL;
+    if (sym == NULL)
+        sym = Rf_install(".Random.seed");
+    return sym;
+}
+
+/* Where a closure was called, for messages: "at row i of x", or for row 0
+ * (a point of no x, e.g. a sampler's state or proposal) "at the point
+ * (x1, x2, x3, x4, ...)". */
+static const char *closure_where(char *buf, size_t size, const double *x,
+                                 int d, R_xlen_t row)
+{
+    if (row > 0) {
+        snprintf(buf, size, "at row %lld of x", (long long) row);
+        return buf;
+    }
+    size_t used = (size_t) snprintf(buf, size, "at the point (");
+    for (int k = 0; k < d && k < 4 && used < size; k++)
+        used += (size_t) snprintf(buf + used, size - used, "%s%.6g",
+                                  k ? ", " : "", x[k]);
+    if (used < size)
+        snprintf(buf + used, size - used, "%s)", d > 4 ? ", ..." : "");
+    return buf;
+}
+
 SEXP kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
 {
     cl->allow_neginf = 0;
+    cl->rng = 0;
     if (!Rf_isEnvironment(rho))
         KB_INTERNAL("rho is not an environment");
     SEXP sym = Rf_install(what);
@@ -37,30 +66,46 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
             kb_closure_row_matrix(cl);
     }
     memcpy(REAL(cl->arg), x, (size_t) cl->d * sizeof(double));
+    /* a closure that draws (runif(), sample(), a Monte Carlo integral)
+     * reads .Random.seed: without the Put it would restart from the state
+     * of our GetRNGstate() and repeat the numbers the sampler drew since */
+    SEXP seed = R_NilValue;
+    if (cl->rng) {
+        PutRNGstate();
+        seed = Rf_findVarInFrame(R_GlobalEnv, seed_sym());
+    }
+    /* protected, so that a new .Random.seed cannot take its address */
+    PROTECT(seed);
     SEXP res = PROTECT(R_forceAndCall(cl->call, 1, cl->rho));
+    /* .Random.seed is a new object once anything drew (or set.seed() ran):
+     * continue from where the closure left the generator */
+    if (cl->rng && Rf_findVarInFrame(R_GlobalEnv, seed_sym()) != seed)
+        GetRNGstate();
     if (TYPEOF(res) == INTSXP || TYPEOF(res) == LGLSXP)
         res = Rf_coerceVector(res, REALSXP);
-    UNPROTECT(1);
+    UNPROTECT(2);
     PROTECT(res);
     /* errors name the closure, not the internal function that called it;
      * they are "kb_error_callback" conditions */
+    char loc[192];
     if (TYPEOF(res) != REALSXP)
         kb_error_class("kb_error_callback",
-                       _("'%s' must return a numeric vector (at row %lld of "
-                         "x); it returned an object of type '%s'"),
-                       cl->what, (long long) row, Rf_type2char(TYPEOF(res)));
+                       _("'%s' must return a numeric vector (%s); it returned "
+                         "an object of type '%s'"), cl->what,
+                       closure_where(loc, sizeof loc, x, cl->d, row),
+                       Rf_type2char(TYPEOF(res)));
     if (XLENGTH(res) != len_out)
         kb_error_class("kb_error_callback",
-                       _("'%s' returned a vector of length %lld at row %lld "
-                         "of x; expected length %d"), cl->what,
-                       (long long) XLENGTH(res), (long long) row, len_out);
+                       _("'%s' returned a vector of length %lld %s; expected "
+                         "length %d"), cl->what, (long long) XLENGTH(res),
+                       closure_where(loc, sizeof loc, x, cl->d, row), len_out);
     const double *v = REAL(res);
     for (int k = 0; k < len_out; k++) {
         if (!R_FINITE(v[k]) && !(cl->allow_neginf && v[k] == R_NegInf))
             kb_error_class("kb_error_callback",
                            _("'%s' returned a non-finite value (NA, NaN or "
-                             "Inf) at row %lld of x"), cl->what,
-                           (long long) row);
+                             "Inf) %s"), cl->what,
+                           closure_where(loc, sizeof loc, x, cl->d, row));
         out[k] = v[k];
     }
     UNPROTECT(1);

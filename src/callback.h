@@ -12,6 +12,10 @@ typedef struct {
     int d;
     int allow_neginf; /* accept -Inf results (log densities); default 0 */
     int row_matrix;   /* pass the point as a 1 x d matrix (vectorised) */
+    int rng;          /* called between GetRNGstate() and PutRNGstate(): the
+                       * generator's state is handed to R around each call,
+                       * so that a closure drawing random numbers continues
+                       * the stream instead of replaying it; default 0 */
 } kb_closure;
 
 /* Build the call what(<length-d numeric>), to be evaluated in rho where
@@ -23,7 +27,8 @@ SEXP kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what);
 void kb_closure_row_matrix(kb_closure *cl);
 
 /* Evaluate at one point x (length d); the result (length len_out) goes into
- * out.  row is the 1-based row named in messages. */
+ * out.  row is the 1-based row named in messages; 0 names the point itself
+ * (a sampler's state or proposal, which is no row of any x). */
 void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
                      double *out, R_xlen_t row);
 

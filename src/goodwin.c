@@ -169,7 +169,9 @@ static int gw_advance(const double *th, gw_solver *S, double tout,
         double hprop = S->h, t = S->t;
         int last = t + 1.01 * hprop >= tout;
         double h = last ? tout - t : hprop;
-        if (h <= 16.0 * DBL_EPSILON * fmax(fabs(t), 1.0)) {
+        /* a landing step may be as short as the gap to tout (observation
+         * times 1e-15 apart, or a first time of 1e-15): taken as it is */
+        if (!last && h <= 16.0 * DBL_EPSILON * fmax(fabs(t), 1.0)) {
             code = GW_TINYSTEP;
             break;
         }
@@ -239,8 +241,8 @@ static void NORET goodwin_fail(int code, const double *th, double t_fail)
         "the solution is not finite";
     kb_error_numeric(_("Goodwin ODE solver failed at theta = (a1 = %g, "
                        "a2 = %g, k1 = %g, alpha = %g): %s (reached t = %g); "
-                       "the ODE may be stiff for these parameters, or "
-                       "'rtol'/'atol' too small"),
+                       "the ODE may be stiff for these parameters, the "
+                       "time span too long, or 'rtol'/'atol' too small"),
                      th[0], th[1], th[2], th[3], why, t_fail);
 }
 

@@ -23,6 +23,8 @@ SEXP kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
     SET_VECTOR_ELT(keep, 0, kb_closure_init(&smp->logd, rho, d, "log_density"));
     SET_VECTOR_ELT(keep, 1, kb_closure_init(&smp->grad, rho, d, "score"));
     smp->logd.allow_neginf = 1;
+    /* the sampler draws between GetRNGstate() and PutRNGstate() */
+    smp->logd.rng = smp->grad.rng = 1;
     if (vectorized) {
         kb_closure_row_matrix(&smp->logd);
         kb_closure_row_matrix(&smp->grad);
@@ -34,7 +36,7 @@ SEXP kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
     smp->sy = buf + 3 * d;
     smp->z = buf + 4 * d;
     memcpy(smp->x, x0, (size_t) d * sizeof(double));
-    kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 1);
+    kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 0);
     if (!R_FINITE(smp->lp))
         kb_error_class("kb_error_arg", _("'x0' must be a point where the log "
                                          "density is finite; it is %g there"),
@@ -51,7 +53,7 @@ SEXP kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
 void kb_sampler_score(kb_sampler *smp)
 {
     if (!smp->has_score) {
-        kb_closure_eval(&smp->grad, smp->x, smp->d, smp->s, 1);
+        kb_closure_eval(&smp->grad, smp->x, smp->d, smp->s, 0);
         smp->has_score = 1;
     }
 }
@@ -68,9 +70,9 @@ double kb_sampler_laplacian_plus(kb_sampler *smp, double *scratch)
         double xk = smp->x[k], h = c * (fabs(xk) > 1.0 ? fabs(xk) : 1.0);
         double xp = xk + h, xm = xk - h;
         xe[k] = xp;
-        kb_closure_eval(&smp->grad, xe, d, sp, 1);
+        kb_closure_eval(&smp->grad, xe, d, sp, 0);
         xe[k] = xm;
-        kb_closure_eval(&smp->grad, xe, d, sm, 1);
+        kb_closure_eval(&smp->grad, xe, d, sm, 0);
         xe[k] = xk;
         double H = (sp[k] - sm[k]) / (xp - xm);
         lap += H > 0.0 ? H : 0.0;
@@ -82,7 +84,7 @@ void kb_sampler_jump(kb_sampler *smp, const double *x, const double *s)
 {
     memcpy(smp->x, x, (size_t) smp->d * sizeof(double));
     memcpy(smp->s, s, (size_t) smp->d * sizeof(double));
-    kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 1);
+    kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 0);
     smp->has_score = 1;
 }
 
@@ -96,11 +98,25 @@ void kb_sampler_set_state(kb_sampler *smp, const double *x, const double *s,
 }
 
 /* MALA proposal density log q(to | from) up to a constant:
- * -|to - from - (h^2/2) s(from)|^2 / (2 h^2). */
+ * -|to - from - (h^2/2) s(from)|^2 / (2 h^2).  Below h = 1e-100 it is
+ * taken as -|v|^2 / 2 with v = (to - from) / h - (h/2) s(from): h^2
+ * underflows to 0 below h = 1e-162 (and loses digits below 1e-154), which
+ * made every ratio 0/0 and every proposal rejected.  Above, the direct form
+ * is kept: chains are reproduced bit for bit by plain-R transcriptions of
+ * it (tests/testthat/helper-reference.R), and MALA on a Gaussian amplifies
+ * a last-bit change in an adapted step to 1e-9 within a hundred steps. */
 static double mala_logq(int d, double h, const double *to, const double *from,
                         const double *sfrom)
 {
-    double acc = 0.0, h2 = h * h;
+    double acc = 0.0;
+    if (h < 1e-100) {
+        for (int k = 0; k < d; k++) {
+            double v = (to[k] - from[k]) / h - 0.5 * h * sfrom[k];
+            acc += v * v;
+        }
+        return -0.5 * acc;
+    }
+    double h2 = h * h;
     for (int k = 0; k < d; k++) {
         double u = to[k] - from[k] - 0.5 * h2 * sfrom[k];
         acc += u * u;
@@ -130,12 +146,12 @@ void kb_sampler_step(kb_sampler *smp)
                              "target; give a smaller 'step_size'"),
                            smp->type == KB_MALA ? "MALA" : "random walk",
                            k + 1, smp->y[k], h);
-    kb_closure_eval(&smp->logd, smp->y, 1, &smp->lpy, 1);
+    kb_closure_eval(&smp->logd, smp->y, 1, &smp->lpy, 0);
     double loga = R_NegInf;
     if (smp->lpy > R_NegInf) {
         loga = smp->lpy - smp->lp;
         if (smp->type == KB_MALA) {
-            kb_closure_eval(&smp->grad, smp->y, d, smp->sy, 1);
+            kb_closure_eval(&smp->grad, smp->y, d, smp->sy, 0);
             loga += mala_logq(d, h, smp->x, smp->y, smp->sy) -
                 mala_logq(d, h, smp->y, smp->x, smp->s);
         }

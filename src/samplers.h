@@ -22,8 +22,10 @@ typedef struct {
     double last_alpha;         /* acceptance probability of the last step */
 } kb_sampler;
 
-/* Set up from an environment binding `log_density` and `score`.  x0 must
- * have a finite log density.  Returns the object holding the sampler's R
+/* Set up from an environment binding `log_density` and `score`, between
+ * GetRNGstate() and PutRNGstate() (the closures are called with the
+ * generator's state handed to R, see kb_closure.rng).  x0 must have a
+ * finite log density.  Returns the object holding the sampler's R
  * calls: the caller protects it for as long as the sampler is used. */
 SEXP kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
                      int d, const double *x0, double step);
