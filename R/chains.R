@@ -37,7 +37,8 @@
 #' @param merge `"ksdt"` (merge the dictionaries by a KSDT pass),
 #'   `"stein_thin"` (Stein thinning of their union to `merge_size` points)
 #'   or `"none"`.
-#' @param merge_size For `merge = "stein_thin"`.
+#' @param merge_size For `merge = "stein_thin"` (an error with another
+#'   `merge`): the size of the merged Stein thinning.
 #' @param nthreads Threads per chain.
 #' @param progress Show progress, one unit per finished chain (see
 #'   'Progress' in [kernbayes-package]); chains run in future workers report
@@ -117,19 +118,36 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   allowed <- setdiff(names(formals(ksdt_sample)),
                      c("target", "x0", "n_iter", "nthreads", "progress"))
   nm <- names(dots)
-  if (length(dots) && (is.null(nm) || !all(nm %in% allowed))) {
-    bad <- if (is.null(nm)) "an unnamed argument" else
+  if (length(dots) && (is.null(nm) || any(nm == "") || !all(nm %in% allowed))) {
+    bad <- if (is.null(nm) || any(nm == "")) "an unnamed argument" else
       paste(sQuote(setdiff(nm, allowed), FALSE), collapse = ", ")
     stop_arg("...", "must be named arguments of ksdt_sample() (",
              paste(allowed, collapse = ", "), "); got ", bad)
   }
-  if (merge == "stein_thin" && !is.null(merge_size)) {
+  if (anyDuplicated(nm)) {
+    stop_arg("...", "must name each argument of ksdt_sample() once; ",
+             sQuote(nm[anyDuplicated(nm)], FALSE), " is given twice")
+  }
+  if (!is.null(merge_size)) {
+    if (merge != "stein_thin") {
+      stop_arg("merge_size", "is used only with merge = \"stein_thin\" ",
+               "(the size of the merged Stein thinning)")
+    }
     merge_size <- check_count(merge_size, "merge_size")
   }
-  # every argument checked before any chain runs: each start, then the rest
+  # every argument checked before any chain runs: each start, the rest,
+  # then (the first closure calls) the log density at each start: a chain
+  # cannot start where it is -Inf
   for (i in seq_len(nrow(x0))) check_x0(x0[i, ], target)
   ksdt_sample_check(c(list(target = target, x0 = x0[1L, ], n_iter = n_iter,
                            nthreads = nthreads, progress = FALSE), dots))
+  lp <- target_log_density(target, x0)
+  if (!all(is.finite(lp))) {
+    i <- which(!is.finite(lp))[1L]
+    stop_arg("x0", sprintf(paste0("row %d is a start where the target's log ",
+                                  "density is %s; start every chain where ",
+                                  "it is finite"), i, format(lp[i])))
+  }
   if ("step" %in% names(dots)) {
     # reported once above, not again by every worker
     dots$step_size <- dots$step

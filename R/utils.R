@@ -44,8 +44,9 @@ check_number <- function(x, arg, lower = -Inf, upper = Inf,
   bad_low <- if (lower_open) x <= lower else x < lower
   bad_up <- if (upper_open) x >= upper else x > upper
   if (bad_low || bad_up) {
-    lb <- if (lower_open) "(" else "["
-    ub <- if (upper_open) ")" else "]"
+    # an infinite bound is never included (the number must be finite)
+    lb <- if (lower_open || is.infinite(lower)) "(" else "["
+    ub <- if (upper_open || is.infinite(upper)) ")" else "]"
     stop_arg(arg, sprintf("must be in %s%s, %s%s; got %s", lb,
                           format(lower), format(upper), ub, format(x)))
   }

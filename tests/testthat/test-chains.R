@@ -118,6 +118,34 @@ test_that("ksdt_chains() checks every argument before any chain runs", {
   expect_identical(calls, 0)
 })
 
+test_that("ksdt_chains() refuses a -Inf start, repeated or unnamed dots and a stray merge_size before any chain runs", {
+  # found by the samplers' audit: each of these used to run the chains
+  # first (a -Inf start failed after the others had run; a repeated
+  # argument made every chain fail, "all chains failed"; merge_size was
+  # ignored without merge = "stein_thin"; a positional extra said "got ''")
+  runs <- 0
+  tg <- kb_target(function(z) { runs <<- runs + 1; -sum(z^2) / 2 },
+                  function(z) -z, 2)
+  tg_cut <- kb_target(function(z) if (z[1] > 1e100) -Inf else -sum(z^2) / 2,
+                      function(z) -z, 2)
+  x0 <- rbind(c(0, 0), c(1e200, 1))
+  expect_error(ksdt_chains(tg_cut, x0, 50, step_size = 1, progress = FALSE),
+               "'x0' row 2 is a start where the target's log density is -Inf",
+               class = "kb_error_arg")
+  x0 <- rbind(c(0, 0), c(1, 1))
+  expect_error(ksdt_chains(tg, x0, 50, step_size = 1, step_size = 2),
+               "'...' must name each argument of ksdt_sample\\(\\) once; 'step_size'",
+               class = "kb_error_arg")
+  expect_error(ksdt_chains(tg, x0, 50, step_size = 1, 3),
+               "got an unnamed argument", class = "kb_error_arg")
+  for (m in c("ksdt", "none")) {
+    expect_error(ksdt_chains(tg, x0, 50, step_size = 1, merge = m, merge_size = 10),
+                 "'merge_size' is used only with merge = \"stein_thin\"",
+                 class = "kb_error_arg")
+  }
+  expect_identical(runs, 0)
+})
+
 test_that("ksdt_chains(), ksd_blocks() and kbr_cv() give the sequential results on future.batchtools", {
   # batchtools' local backend stands in for a scheduler (Slurm, SGE, ...):
   # each future is a batchtools job with its own R process

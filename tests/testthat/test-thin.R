@@ -792,7 +792,7 @@ test_that("bad log_p, log_q, range_cap and ... of stein_thin_gf() are rejected, 
     expect_error(stein_thin_gf(x, lp, lp, s, 5, range_cap = rc), "'range_cap'")
   }
   expect_error(stein_thin_gf(x, lp, lp, s, 5, range_cap = 0),
-               "'range_cap' must be in \\(0, Inf\\]; got 0")
+               "'range_cap' must be in \\(0, Inf\\); got 0")
   # ... takes only kernel, standardize, unique, nthreads, progress
   expect_error(stein_thin_gf(x, lp, lp, s, 5, foo = 1),
                "'\\.\\.\\.' takes only kernel, standardize, unique, nthreads, chain and progress")
