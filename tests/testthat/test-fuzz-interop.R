@@ -3,31 +3,14 @@
 # unconstrain_draws), points from draws objects, chain labels (chain =,
 # by_chain =), merging, wasserstein2, and the print / summary / plot /
 # conversion methods of the result classes on edge cases.  Reference
-# numbers come from plain-R code written for this file (fi_*: no helper
-# shared with the C code or other test files).
+# numbers come from plain-R code (fi_* here, the Stein kernel of
+# helper-reference.R), sharing nothing with the C code.
 
 # ---- plain-R reference -------------------------------------------------------
 
 # The V-statistic KSD with the IMQ kernel (c = 1, beta = -1/2, L = I),
-# k_p(x, y) = s_x's_y phi + 2 phi' u'(s_y - s_x) - 4 phi'' |u|^2 - 2 d phi',
-# u = x - y, phi(r) = (1 + r)^(-1/2) at r = |u|^2.
-fi_ksd <- function(x, s) {
-  x <- as.matrix(x)
-  s <- as.matrix(s)
-  n <- nrow(x)
-  d <- ncol(x)
-  tot <- 0
-  for (i in seq_len(n)) for (j in seq_len(n)) {
-    u <- x[i, ] - x[j, ]
-    r <- sum(u^2)
-    p0 <- (1 + r)^-0.5
-    p1 <- -0.5 * (1 + r)^-1.5
-    p2 <- 0.75 * (1 + r)^-2.5
-    tot <- tot + sum(s[i, ] * s[j, ]) * p0 + 2 * p1 * sum(u * (s[j, ] - s[i, ])) -
-      4 * p2 * r - 2 * d * p1
-  }
-  sqrt(tot) / n
-}
+# from the plain-R Stein kernel of helper-reference.R.
+fi_ksd <- function(x, s) ref_ksd(ref_stein_matrix(as.matrix(x), as.matrix(s)))
 
 # Chains of a Gaussian AR(1) process (stationary N(0, I)), chain-major, with
 # the exact scores -x.
