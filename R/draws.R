@@ -61,8 +61,8 @@ chain_labels <- function(chain, n) {
   list(chain = as.integer(ch), iteration = as.integer(it))
 }
 
-# The one entry for samples with scores: x (anything as_points() takes, or
-# a stanfit / brmsfit), score (a matrix or draws object of gradients, a
+# The one entry for samples with scores: x (anything as_points() takes, a
+# stanfit / brmsfit, or a kb_chain: one labelled chain with its scores), score (a matrix or draws object of gradients, a
 # function, a kb_target; missing for a Stan fit), chain (labels for a
 # matrix).  Returns a kb_sample: x, score (a matrix when the gradients were
 # given or computed, else what the user gave), chain and iteration (NULL
@@ -82,6 +82,18 @@ as_sample <- function(x, score, chain = NULL, arg = "x", score_arg = "score",
     }
     s <- stan_sample(x, progress = progress, gradients = gradients)
     return(new_sample(s$x, s$score, s$chain, s$iteration, s$draws, s$target))
+  }
+  if (inherits(x, "kb_chain")) {
+    if (!is.null(chain)) {
+      stop_arg("chain", "must be NULL when ", arg, " is a chain from mala() ",
+               "or rwm() (it is one chain)")
+    }
+    # one chain, labelled as such; its own scores unless others are given
+    pts <- x[["x"]]
+    if (missing(score) || is.null(score)) score <- x[["score"]]
+    lab <- list(chain = rep(1L, nrow(pts)), iteration = seq_len(nrow(pts)))
+    s <- match_score(score, pts, lab, score_arg)
+    return(new_sample(pts, s, lab$chain, lab$iteration, NULL, NULL))
   }
   lab <- draws_labels(x)
   pts <- as_points(x, arg)

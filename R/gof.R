@@ -20,11 +20,11 @@
 #'   Janssen 1993): counts \eqn{(c_1, \dots, c_n)} multinomial with \eqn{n}
 #'   trials and probabilities \eqn{1/n}, weights \eqn{w_i = c_i / n - 1/n},
 #'   and \eqn{T^* = n \sum_{i \ne j} w_i w_j k_p(x_i, x_j)} (for `"V"` the
-#'   sum includes \eqn{i = j}). Default for `type = "U"`.
+#'   sum includes \eqn{i = j}). For independent draws.
 #' * `"wild"` (Chwialkowski, Strathmann and Gretton 2016, Section 2.2):
 #'   multipliers \eqn{W_i \in \{-1, 1\}} and \eqn{T^* = \frac{1}{n}
 #'   \sum_{i,j} W_i W_j k_p(x_i, x_j)} (for `"U"` the sum leaves out
-#'   \eqn{i = j}). Default for `type = "V"`. With `wild = "rademacher"`
+#'   \eqn{i = j}). With `wild = "rademacher"`
 #'   the \eqn{W_i} are independent signs (independent samples); with
 #'   `wild = "markov"` they are a Markov chain of signs, \eqn{W_1 = \pm 1}
 #'   with probability 1/2 and \eqn{W_t = -W_{t-1}} with probability
@@ -82,33 +82,84 @@
 #' 1000) at 0.5, 0.40 and 0.57 at 0.9 (the rules with more power also
 #' rejected too often under the null). With independent points
 #' (\eqn{\tau \approx 1}) the flip probability is about \eqn{1 / (1 +
-#' \sqrt{n})}: use `wild = "rademacher"` there. On a short chain that mixes
+#' \sqrt{n})}: the default uses an independence bootstrap there (see
+#' 'Default bootstrap'). On a short chain that mixes
 #' slowly (a few dozen effective draws) the test has little power: thin
 #' less or run longer.
 #'
+#' @section Default bootstrap: With `bootstrap`, `wild` and `change_prob`
+#'   left out, the bootstrap follows the input, since independence
+#'   bootstraps reject correct MCMC output: on 20 random-walk Metropolis
+#'   chains of 1000 iterations targeting exactly N(0, I_2) (acceptance
+#'   about 0.8) the multinomial bootstrap rejected all 20 at level 0.05.
+#' * Labelled chains (draws objects, `mcmc.list`, a Stan or brms fit, a
+#'   chain from [mala()] or [rwm()], a matrix with `chain`): the Markov wild
+#'   bootstrap along each chain, each chain's flip probability from its own
+#'   length and integrated autocorrelation time (see 'Dependent samples').
+#' * An unlabelled sample (a matrix): it is taken as one chain, rows in
+#'   order, when it shows serial dependence: when the largest lag-1
+#'   autocorrelation \eqn{\hat\rho_1} over the \eqn{k} columns of the points
+#'   and of their scores is significantly positive, \eqn{\sqrt{n}
+#'   \hat\rho_1 > z_{1 - 0.01/k}} (under independence \eqn{\sqrt{n}
+#'   \hat\rho_1} is about N(0, 1); the Bonferroni bound keeps false alarms
+#'   on independent draws below 1%). It then gets the Markov wild
+#'   bootstrap; otherwise the independence bootstrap of its statistic
+#'   (multinomial for `type = "U"`, Rademacher wild for `"V"`). A
+#'   threshold on the estimated integrated autocorrelation time itself
+#'   would not do: on independent draws its largest value over 20 columns
+#'   has a median of 2.0 at n = 100 and 1.36 at n = 1000. Level and power
+#'   of each bootstrap on MCMC and AR(1) chains are measured by
+#'   inst/experiments/gof-mcmc.R (see `vignette("kernbayes")`).
+#'
+#' The `method` line of the result says which bootstrap was used and why.
+#' An explicit `bootstrap` (or `wild`, or `change_prob`, which imply the
+#' wild bootstrap and Markov multipliers) always wins; when it assumes
+#' independent draws on labelled chains or on a sample with \eqn{\tau} above
+#' the threshold, the `method` line says so.
+#'
+#' @section Per chain: With `by_chain = TRUE` (labelled samples) each chain
+#'   is tested alone, with the kernel and standardisation resolved on all
+#'   chains and the bootstrap chosen for the pooled sample, and the pooled
+#'   test is made too (first, then the chains in label order, all from R's
+#'   generator). Each chain's p-value is that of one test: with \eqn{k}
+#'   correct chains, one of them falls below 0.05 with probability about
+#'   \eqn{1 - 0.95^k}.
+#'
 #' @inheritParams ksd
 #' @param type `"U"` (default; the U-statistic) or `"V"`.
-#' @param bootstrap `"multinomial"` or `"wild"`; `NULL` (default):
-#'   `"multinomial"` for `type = "U"`, `"wild"` for `type = "V"`.
+#' @param bootstrap `"multinomial"` or `"wild"`; `NULL` (default): chosen
+#'   from the input (see 'Default bootstrap').
 #' @param n_boot Number of bootstrap replicates.
-#' @param wild Multipliers of the wild bootstrap: `"rademacher"` (default)
-#'   or `"markov"`; only used with `bootstrap = "wild"`.
-#' @param change_prob Flip probability of the Markov multipliers, in (0, 1);
-#'   `NULL` (default): \eqn{1 / (1 + \sqrt{m \tau})} for chains of length
-#'   \eqn{m} and integrated autocorrelation time \eqn{\tau} (see
-#'   'Dependent samples'). Only used with `wild = "markov"`.
+#' @param wild Multipliers of the wild bootstrap: `"rademacher"` or
+#'   `"markov"`. Left out: `"rademacher"` when `bootstrap = "wild"` is
+#'   given, else chosen with the bootstrap. Giving it with `bootstrap` left
+#'   out asks for the wild bootstrap.
+#' @param change_prob Flip probability of the Markov multipliers, in (0, 1),
+#'   for every chain; giving it asks for Markov multipliers. `NULL`
+#'   (default): \eqn{1 / (1 + \sqrt{m \tau})} for a chain of length
+#'   \eqn{m} and integrated autocorrelation time \eqn{\tau} (see 'Dependent
+#'   samples'), chain by chain.
 #' @param progress Show progress, one unit per slice of rows of the
 #'   bootstrap (see 'Progress' in [kernbayes-package]); default
 #'   `interactive()`.
+#' @param by_chain If `TRUE`, a test per chain and the pooled one (see 'Per
+#'   chain'); needs chain labels.
 #' @return An object of class `c("kb_ksd_test", "htest")`: `statistic`
 #'   (named `"n KSD^2"`), `p.value`, `parameter` (the number of replicates,
-#'   `n_boot`), `method`, `data.name`, `estimate` (the KSD^2 U- or
-#'   V-statistic), `boot` (the `n_boot` bootstrap statistics), `type`,
-#'   `bootstrap`, `wild`, `change_prob`, `iact` (for Markov multipliers:
-#'   the integrated autocorrelation time the default flip probability uses),
-#'   `n`, `kernel` (as resolved on the
+#'   `n_boot`), `method` (the statistic, the bootstrap and why it was
+#'   chosen), `data.name`, `estimate` (the KSD^2 U- or V-statistic), `boot`
+#'   (the `n_boot` bootstrap statistics), `type`, `bootstrap`, `wild`,
+#'   `change_prob` (for Markov multipliers, per chain), `iact` (the
+#'   integrated autocorrelation time of each chain, always computed: it
+#'   chooses the default bootstrap), `n`, `kernel` (as resolved on the
 #'   sample) and `standardize`. `print()` adds the kernel to the `htest`
 #'   print; `plot()` shows the bootstrap null with the observed statistic.
+#'   With `by_chain = TRUE`, an object of class `kb_ksd_test_by_chain`:
+#'   `pooled` (the test of all chains), `chains` (a list of tests, one per
+#'   chain, named by chain label), `type`, `kernel`, `standardize`, with
+#'   `print()` and `as.data.frame()` (one row per chain and one `"all"`:
+#'   `chain`, `n`, `statistic`, `estimate`, `iact`, `change_prob`,
+#'   `p_value`).
 #' @references Liu, Q., Lee, J. and Jordan, M. (2016). A kernelized Stein
 #'   discrepancy for goodness-of-fit tests. *ICML*. Chwialkowski, K.,
 #'   Strathmann, H. and Gretton, A. (2016). A kernel test of goodness of
@@ -121,7 +172,15 @@
 #' set.seed(1)
 #' tg <- gaussian_target(c(0, 0))
 #' x <- sample_target(tg, 200)
-#' ksd_test(x, tg, n_boot = 200)
+#' ksd_test(x, tg, n_boot = 200)   # independent draws: multinomial
+#' # two random-walk chains: the Markov wild bootstrap along each
+#' ch <- lapply(1:2, function(i) rwm(tg, x0 = c(0, 0), n_iter = 300,
+#'                                    step_size = 0.5))
+#' x2 <- rbind(ch[[1]]$x, ch[[2]]$x)
+#' r <- ksd_test(x2, tg, n_boot = 200, chain = rep(1:2, each = 300),
+#'               by_chain = TRUE)
+#' r
+#' as.data.frame(r)
 #' t1 <- ksd_test(x + 0.5, tg, type = "V", n_boot = 200)
 #' t1$p.value
 #' plot(t1)
@@ -130,64 +189,249 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      bootstrap = NULL, n_boot = 1000,
                      wild = c("rademacher", "markov"), change_prob = NULL,
                      standardize = FALSE, nthreads = NULL,
-                     progress = interactive(), chain = NULL) {
+                     progress = interactive(), chain = NULL,
+                     by_chain = FALSE) {
   dname <- paste(deparse1(substitute(x)), "against",
                  if (missing(score)) "its fit's gradients" else
                    deparse1(substitute(score)))
   type <- check_choice(type, c("U", "V"), "type")
-  bootstrap <- if (is.null(bootstrap)) {
-    if (type == "U") "multinomial" else "wild"
-  } else check_choice(bootstrap, c("multinomial", "wild"), "bootstrap")
+  req <- gof_request(bootstrap, if (missing(wild)) NULL else wild,
+                     change_prob)
   n_boot <- check_count(n_boot, "n_boot")
-  wild <- check_choice(wild, c("rademacher", "markov"), "wild")
-  if (!is.null(change_prob)) {
-    change_prob <- check_number(change_prob, "change_prob", 0, 1,
-                                lower_open = TRUE, upper_open = TRUE)
-    if (bootstrap != "wild" || wild != "markov") {
-      stop_arg("change_prob", "is only used with bootstrap = \"wild\" and ",
-               "wild = \"markov\"")
-    }
-  }
   standardize <- check_flag(standardize, "standardize")
   nthreads <- resolve_nthreads(nthreads)
   progress <- check_flag(progress, "progress")
+  by_chain <- check_flag(by_chain, "by_chain")
   check_kernel(kernel)
   smp <- as_sample(x, score, chain)
   n <- nrow(smp$x)
   if (n < 2L) stop_arg("x", "must have at least two rows for a test")
+  rows <- gof_check_chains(smp, by_chain, req)
   check_memory(8 * 3 * n * (n_boot + 8), "n_boot",
                sprintf("the bootstrap weights of %d replicates of %d rows",
                        n_boot, n), "use fewer replicates")
   st <- stein_setup(smp$x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))
+  iact <- gof_chain_iact(smp$x, st$score, rows)
+  labelled <- !is.null(smp$chain)
+  plan <- gof_plan(req, type, labelled, rows, iact,
+                   if (!labelled) gof_serial(smp$x, st$score))
+  if (identical(plan$wild, "markov") || by_chain) gof_check_iact(rows, iact)
+  out <- gof_run(st, rows, type, plan, n_boot, nthreads, progress)
+  res <- new_ksd_test(out, plan, type, n_boot, dname, st, standardize)
+  if (!by_chain) return(res)
+  per <- lapply(names(rows), function(k) {
+    r <- rows[[k]]
+    pk <- plan
+    pk$change_prob <- plan$change_prob[k]
+    pk$iact <- iact[k]
+    new_ksd_test(gof_run(gof_subset(st, r), list(seq_along(r)), type, pk,
+                         n_boot, nthreads, FALSE),
+                 pk, type, n_boot, sprintf("chain %s of %s", k, dname), st,
+                 standardize)
+  })
+  names(per) <- names(rows)
+  structure(list(pooled = res, chains = per, type = type,
+                 kernel = st$kernel, standardize = standardize),
+            class = "kb_ksd_test_by_chain")
+}
+
+# The bootstrap the caller asked for: bootstrap and wild as given (NULL
+# when left out: chosen from the sample), change_prob.  Leaving bootstrap
+# out but giving wild (or change_prob) asks for the wild bootstrap (with
+# Markov multipliers for change_prob).
+gof_request <- function(bootstrap, wild, change_prob) {
+  if (!is.null(bootstrap)) {
+    bootstrap <- check_choice(bootstrap, c("multinomial", "wild"),
+                              "bootstrap")
+  }
+  if (!is.null(wild)) wild <- check_choice(wild, c("rademacher", "markov"),
+                                           "wild")
+  if (!is.null(change_prob)) {
+    change_prob <- check_number(change_prob, "change_prob", 0, 1,
+                                lower_open = TRUE, upper_open = TRUE)
+    if (identical(bootstrap, "multinomial") ||
+        identical(wild, "rademacher")) {
+      stop_arg("change_prob", "is only used with bootstrap = \"wild\" and ",
+               "wild = \"markov\"")
+    }
+    bootstrap <- "wild"
+    wild <- "markov"
+  }
+  if (identical(bootstrap, "multinomial") && !is.null(wild)) {
+    stop_arg("wild", "is only used with bootstrap = \"wild\"")
+  }
+  if (is.null(bootstrap) && !is.null(wild)) bootstrap <- "wild"
+  if (identical(bootstrap, "wild") && is.null(wild)) wild <- "rademacher"
+  list(bootstrap = bootstrap, wild = wild, change_prob = change_prob)
+}
+
+# The rows of each chain (chain_rows()), after the checks that need only
+# the labels: by_chain needs labels; a test per chain, or Markov
+# multipliers along each chain, need every chain to have two rows.
+gof_check_chains <- function(smp, by_chain, req) {
+  if (by_chain && is.null(smp$chain)) {
+    stop_arg("by_chain", "needs chain labels: give x as a draws or ",
+             "mcmc.list object, a Stan fit or a kb_chain, or give 'chain'")
+  }
+  rows <- chain_rows(smp)
+  short <- lengths(rows) < 2L
+  if (any(short) && (by_chain || !identical(req$bootstrap, "multinomial") &&
+                     !identical(req$wild, "rademacher"))) {
+    stop_arg(if (by_chain) "by_chain" else "x", sprintf(paste0(
+      "has a chain of one row (chain %s): a test per chain, and the Markov ",
+      "bootstrap along each chain, need at least two rows per chain; drop ",
+      "the chain, or give bootstrap = \"multinomial\""),
+      names(rows)[which(short)[1L]]))
+  }
+  rows
+}
+
+# A chain of fewer than GOF_MIN_ESS effective draws (its length over its
+# integrated autocorrelation time; Geyer's estimate stays below about a
+# third of the length, so "shorter than its autocorrelation time" is
+# caught as a handful of effective draws): neither its dependence nor its
+# fit can be judged.
+GOF_MIN_ESS <- 5
+
+gof_check_iact <- function(rows, iact) {
+  short <- lengths(rows) < GOF_MIN_ESS * iact
+  if (any(short)) {
+    i <- which(short)[1L]
+    stop_arg("x", sprintf(paste0(
+      "has a chain too short for its integrated autocorrelation time ",
+      "(chain %s: %d rows, time %s, %s effective draws; at least %d are ",
+      "needed): the test cannot tell its dependence from a misfit; run the ",
+      "chain longer or drop it"), names(rows)[i], length(rows[[i]]),
+      format(iact[i], digits = 3),
+      format(length(rows[[i]]) / iact[i], digits = 2), GOF_MIN_ESS))
+  }
+  invisible()
+}
+
+# Integrated autocorrelation time of each chain: the largest over the
+# columns of its points and of their scores (gof_iact()), named by chain.
+gof_chain_iact <- function(x, score, rows) {
+  vapply(rows, function(r) {
+    max(apply(cbind(x[r, , drop = FALSE], score[r, , drop = FALSE]), 2L,
+              gof_iact))
+  }, 0)
+}
+
+# Serial dependence of an unlabelled sample (one chain, rows in order):
+# the lag-1 autocorrelation of each column of the points and of their
+# scores; the sample is taken as dependent when the largest is significantly
+# positive, sqrt(n) rho_1 above the one-sided GOF_SERIAL_ALPHA / k quantile
+# of N(0, 1) (Bonferroni over the k non-constant columns; under independence
+# sqrt(n) rho_1 is asymptotically N(0, 1)).  See inst/experiments/gof-mcmc.R.
+GOF_SERIAL_ALPHA <- 0.01
+
+gof_serial <- function(x, score) {
+  m <- cbind(x, score)
+  n <- nrow(m)
+  rho <- apply(m, 2L, function(v) {
+    v <- v - mean(v)
+    ss <- sum(v^2)
+    if (n < 3L || !(ss > 0)) NA_real_ else sum(v[-1L] * v[-n]) / ss
+  })
+  k <- sum(!is.na(rho))
+  if (k == 0L) return(list(dependent = FALSE, rho = 0, z = 0, crit = Inf))
+  r <- max(rho, na.rm = TRUE)
+  crit <- stats::qnorm(1 - GOF_SERIAL_ALPHA / k)
+  list(dependent = sqrt(n) * r > crit, rho = r, z = sqrt(n) * r,
+       crit = crit)
+}
+
+# The bootstrap used: the request where it is complete, else chosen from
+# the sample (labelled chains, or an unlabelled sample with significant
+# serial dependence (gof_serial()): Markov multipliers; otherwise the
+# independence bootstrap of the statistic's type), with the reason in
+# words, and for Markov multipliers the flip probability of each chain.
+gof_plan <- function(req, type, labelled, rows, iact, serial = NULL) {
+  k <- length(rows)
+  dependent <- labelled || isTRUE(serial$dependent)
+  why <- if (labelled) {
+    if (k > 1L) sprintf("%d chains", k) else "one chain"
+  } else {
+    sprintf(paste0("lag-1 autocorrelation %s, %s (sqrt(n) rho = %s %s ",
+                   "%s); integrated autocorrelation time %s"),
+            format(serial$rho, digits = 2),
+            if (serial$dependent) "a dependent sample" else
+              "no serial dependence found",
+            format(serial$z, digits = 3),
+            if (serial$dependent) ">" else "<=",
+            format(serial$crit, digits = 3), format(max(iact), digits = 3))
+  }
+  if (is.null(req$bootstrap)) {
+    bootstrap <- if (dependent || type == "V") "wild" else "multinomial"
+    wild <- if (bootstrap == "wild") {
+      if (dependent) "markov" else "rademacher"
+    }
+    reason <- if (labelled && k > 1L) paste0(why, ", multipliers along each")
+      else why
+  } else {
+    bootstrap <- req$bootstrap
+    wild <- req$wild
+    indep <- bootstrap == "multinomial" || wild == "rademacher"
+    reason <- if (indep && dependent) {
+      paste0("as requested; it assumes independent draws, and this sample ",
+             "has ", why)
+    } else "as requested"
+  }
+  cp <- NULL
+  if (identical(wild, "markov")) {
+    cp <- if (is.null(req$change_prob)) {
+      mapply(gof_change_prob, lengths(rows), iact)
+    } else rep(req$change_prob, k)
+    names(cp) <- names(rows)
+  }
+  list(bootstrap = bootstrap, wild = wild, change_prob = cp, iact = iact,
+       reason = reason)
+}
+
+# Rows r of a Stein setup, as a setup of their own (same kernel and scale).
+gof_subset <- function(st, r) {
+  st$x <- st$x[r, , drop = FALSE]
+  st$s <- st$s[r, , drop = FALSE]
+  st$n <- length(r)
+  st
+}
+
+# The statistic, its estimate, the bootstrap statistics and the p-value of
+# the test on the rows of a Stein setup (rows: the rows of each chain).
+gof_run <- function(st, rows, type, plan, n_boot, nthreads, progress) {
+  n <- st$n
   est <- ksd_of_rows(st, seq_len(n), NULL, type, nthreads)
   if (type == "V") est <- est^2
   stat <- n * est
-  markov <- bootstrap == "wild" && wild == "markov"
-  rows <- if (markov) chain_rows(smp)
-  iact <- if (markov) gof_sample_iact(smp, rows)
-  if (markov && is.null(change_prob)) {
-    change_prob <- gof_change_prob(n / length(rows), iact)
-  }
-  W <- gof_weights(n, n_boot, bootstrap, wild, change_prob, rows)
+  W <- gof_weights(n, n_boot, plan$bootstrap, plan$wild,
+                   rep(plan$change_prob, lengths(rows)), rows)
   q <- gof_quad(st, W, nthreads, progress)
   boot <- if (type == "U") q$quad - q$diag else q$quad
-  boot <- if (bootstrap == "multinomial") n * boot else boot / n
+  boot <- if (plan$bootstrap == "multinomial") n * boot else boot / n
   if (any(!is.finite(boot))) {
     stop_numeric("a bootstrap statistic is not finite: scale the data or ",
                  "the kernel")
   }
+  list(statistic = stat, estimate = est, boot = boot, n = n,
+       p.value = (1 + sum(boot >= stat)) / (n_boot + 1))
+}
+
+new_ksd_test <- function(out, plan, type, n_boot, dname, st, standardize) {
+  boot_name <- if (plan$bootstrap == "wild") {
+    paste(if (plan$wild == "markov") "Markov" else "Rademacher", "wild")
+  } else "multinomial"
   structure(list(
-    statistic = c("n KSD^2" = stat),
+    statistic = c("n KSD^2" = out$statistic),
     parameter = c(n_boot = n_boot),
-    p.value = (1 + sum(boot >= stat)) / (n_boot + 1),
-    estimate = stats::setNames(est, paste0("KSD^2 (", type, "-statistic)")),
-    method = sprintf("KSD goodness-of-fit test (%s-statistic, %s bootstrap)",
-                     type, if (bootstrap == "wild") paste(wild, "wild") else
-                       bootstrap),
-    data.name = dname, boot = boot, type = type, bootstrap = bootstrap,
-    wild = if (bootstrap == "wild") wild, change_prob = change_prob,
-    iact = iact, n = n,
+    p.value = out$p.value,
+    estimate = stats::setNames(out$estimate,
+                               paste0("KSD^2 (", type, "-statistic)")),
+    method = sprintf("KSD goodness-of-fit test (%s-statistic, %s bootstrap: %s)",
+                     type, boot_name, plan$reason),
+    data.name = dname, boot = out$boot, type = type,
+    bootstrap = plan$bootstrap, wild = plan$wild,
+    change_prob = plan$change_prob, iact = plan$iact, n = out$n,
     kernel = st$kernel, standardize = standardize),
     class = c("kb_ksd_test", "htest"))
 }
@@ -221,17 +465,6 @@ gof_weights <- function(n, n_boot, bootstrap, wild, change_prob,
   W <- sweep(1 - 2 * parity, 2L, first, "*")
   if (length(rows) > 1L) W[unlist(rows, use.names = FALSE), ] <- W
   W
-}
-
-# The sample's dependence for the Markov multipliers: the largest
-# integrated autocorrelation time over the columns of the points and of
-# their scores, within each chain (rows in iteration order), averaged over
-# the chains.
-gof_sample_iact <- function(smp, rows) {
-  mean(vapply(rows, function(r) {
-    max(apply(cbind(smp$x[r, , drop = FALSE], smp$score[r, , drop = FALSE]),
-              2L, gof_iact))
-  }, 0))
 }
 
 # The default flip probability of the Markov multipliers for chains of
@@ -285,6 +518,43 @@ print.kb_ksd_test <- function(x, ...) {
   cat("kernel:", describe_resolved(x$kernel),
       if (isTRUE(x$standardize)) "(columns standardised)" else "", "\n")
   invisible(x)
+}
+
+#' @export
+print.kb_ksd_test_by_chain <- function(x, digits = 4, ...) {
+  p <- x$pooled
+  cat(sprintf("KSD goodness-of-fit test per chain (%s-statistic, %s)\n",
+              x$type, sub("^KSD goodness-of-fit test \\([UV]-statistic, ", "",
+                          sub("\\)$", "", p$method))))
+  cat("  kernel:", describe_resolved(x$kernel),
+      if (isTRUE(x$standardize)) "(columns standardised)" else "", "\n")
+  tab <- as.data.frame(x)
+  num <- vapply(tab, is.numeric, TRUE) & names(tab) != "n"
+  tab[num] <- lapply(tab[num], signif, digits)
+  print(tab, row.names = FALSE)
+  cat(sprintf(paste0("  %d replicates each; \"all\" tests the chains pooled. ",
+                     "Each p-value is for one chain: with %d chains, ",
+                     "expect one below %.2g about %.0f%% of the time when ",
+                     "all are right.\n"),
+              p$parameter[[1L]], length(x$chains), 0.05,
+              100 * (1 - 0.95^length(x$chains))))
+  invisible(x)
+}
+
+#' @export
+as.data.frame.kb_ksd_test_by_chain <- function(x, row.names = NULL,
+                                               optional = FALSE, ...) {
+  tests <- c(x$chains, list(all = x$pooled))
+  field <- function(what) vapply(tests, function(r) {
+    v <- r[[what]]
+    if (length(v) == 1L) unname(v) else NA_real_
+  }, 0)
+  # the pooled row's dependence is that of its chains (above)
+  data.frame(chain = names(tests), n = as.integer(field("n")),
+             statistic = field("statistic"), estimate = field("estimate"),
+             iact = field("iact"), change_prob = field("change_prob"),
+             p_value = field("p.value"), row.names = row.names,
+             stringsAsFactors = FALSE)
 }
 
 #' Plot the bootstrap null of a KSD test

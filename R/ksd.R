@@ -65,7 +65,8 @@ first_bad_row <- function(m) which(rowSums(!is.finite(m)) > 0)[1L]
 # standardised points and scores in the eigenbasis of L, and the kernel.
 # Every argument (x, score's type and shape, standardize, kernel and its
 # preconditioner) is checked before the score closure runs; callers check
-# their own arguments before calling this.
+# their own arguments before calling this.  `score`: the scores at the rows
+# of x as resolved, in x's coordinates (neither standardised nor rotated).
 # `rows`: the rows for the kernel's median heuristics (heuristic_rows()).
 stein_setup <- function(x, score, kernel, standardize, score_arg = "score",
                         rows = NULL) {
@@ -80,7 +81,7 @@ stein_setup <- function(x, score, kernel, standardize, score_arg = "score",
     scale <- sc$scale
   }
   rk <- resolve_kernel(kernel, xs, rows = rows)
-  s <- resolve_score(score, x)
+  s <- s0 <- resolve_score(score, x)
   if (standardize) {
     s <- s * rep(scale, each = nrow(s))
     if (!all_finite(s)) {
@@ -99,7 +100,8 @@ stein_setup <- function(x, score, kernel, standardize, score_arg = "score",
       "rotating row %d of x and its score into the eigenbasis of the ",
       "preconditioner overflows: rescale x"), bad))
   }
-  list(x = xr, s = sr, kernel = rk, scale = scale, n = nrow(x), d = ncol(x))
+  list(x = xr, s = sr, kernel = rk, scale = scale, n = nrow(x), d = ncol(x),
+       score = s0)
 }
 
 # A Stein kernel sum added up in R (sums of finite row sums can still
@@ -196,8 +198,8 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   iteration of their points.
 #' @param by_chain If `TRUE`, return the KSD of each chain and of all
 #'   chains together, all with one kernel (and standardisation) resolved
-#'   on the whole sample: a convergence check, since a chain stuck away from
-#'   the others stands out.
+#'   on the whole sample, each with its own KSD test (see 'Per chain'): a
+#'   convergence check.
 #' @param reference Only when `x` is a result (an error otherwise): a
 #'   sample to compare with (a matrix or other points, with `score` at its
 #'   rows, or a result with scores such as a `kb_chain`); see 'Results'.
@@ -225,10 +227,31 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   default `interactive()`. With progress the double sum runs in about
 #'   100 row blocks of equal work, reported between blocks; the result is
 #'   the same number.
+#' @param n_boot With `by_chain = TRUE`: the bootstrap replicates of each
+#'   chain's KSD test (see 'Per chain'); 0 for the KSDs alone. Not used
+#'   otherwise.
+#' @section Per chain: With `by_chain = TRUE` each chain gets, beside its
+#'   KSD, a yardstick that does not depend on a rule of thumb: the KSD
+#'   goodness-of-fit test of that chain alone ([ksd_test()] with `type`,
+#'   the same kernel and standardisation, and the Markov wild bootstrap
+#'   along the chain, whose flip probability follows the chain's integrated
+#'   autocorrelation time `iact`). `null_95` is the 95% quantile of its
+#'   bootstrap null in the units of the `ksd` column (the KSD that a chain
+#'   of that length and dependence, drawn from the target, stays below 95%
+#'   of the time), and `p_value` its p-value. KSDs of chains of other
+#'   lengths or mixing are not comparable with each other (a V-statistic is
+#'   biased upwards by about \eqn{\tau E_p[k_p(x, x)] / n}): a chain is
+#'   suspect when its KSD is beyond its own `null_95`. The `"all"` row
+#'   tests the chains pooled (multipliers along each chain); its KSD is
+#'   smaller by construction and is not compared with the chains'. With
+#'   `weights` no test is made (the bootstrap takes no weights). The
+#'   bootstraps draw from R's generator (set a seed for reproducible
+#'   p-values).
 #' @return A number; with `by_chain = TRUE` a data frame of class
 #'   `kb_ksd_by_chain` with columns `chain`, `n` and `ksd` (the last row,
 #'   `"all"`, is the pooled sample; `NA` for a chain of one row with
-#'   `type = "U"`), printed with its kernel; with
+#'   `type = "U"`), and with `n_boot > 0` `iact`, `null_95` and `p_value`
+#'   (see 'Per chain'), printed with its kernel; with
 #'   `reference`, a `kb_ksd_compare` object.
 #' @references Liu, Q., Lee, J. and Jordan, M. (2016). A kernelized Stein
 #'   discrepancy for goodness-of-fit tests. *ICML*. Gorham, J. and Mackey, L.
@@ -245,8 +268,9 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
                 type = c("V", "U"), standardize = FALSE, nthreads = NULL,
                 blocks = NULL, chain = NULL, by_chain = FALSE,
-                reference = NULL, progress = interactive()) {
+                reference = NULL, progress = interactive(), n_boot = 200) {
   by_chain <- check_flag(by_chain, "by_chain")
+  n_boot <- check_count(n_boot, "n_boot", min = 0L)
   progress <- check_flag(progress, "progress")
   if (is_kb_result(x)) {
     if (!is.null(chain) || by_chain) {
@@ -293,10 +317,15 @@ ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
     stop_arg("by_chain", "needs chain labels: give x as a draws or ",
              "mcmc.list object or a Stan fit, or give 'chain'")
   }
+  if (by_chain && n_boot > 0L && is.null(weights)) {
+    check_memory(8 * 3 * n * (n_boot + 8), "n_boot",
+                 sprintf("the bootstrap weights of %d replicates of %d rows",
+                         n_boot, n), "use fewer replicates, or n_boot = 0")
+  }
   nthreads <- resolve_nthreads(nthreads)
   st <- stein_setup(x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))
-  if (by_chain) return(ksd_by_chain(st, smp, weights, type, nthreads))
+  if (by_chain) return(ksd_by_chain(st, smp, weights, type, nthreads, n_boot))
   ksd_of_rows(st, seq_len(n), weights, type, nthreads, progress)
 }
 
@@ -330,8 +359,11 @@ ksd_from_sums <- function(sums, n, w, type) {
 }
 
 # One KSD per chain and one of all chains together, all with the kernel
-# and standardisation resolved on the whole sample.
-ksd_by_chain <- function(st, smp, weights, type, nthreads) {
+# and standardisation resolved on the whole sample; with n_boot > 0 (and no
+# weights), beside each the Markov-bootstrap test of that chain (and of the
+# chains pooled): its p-value and the 95% quantile of its bootstrap null in
+# the units of the KSD column.
+ksd_by_chain <- function(st, smp, weights, type, nthreads, n_boot) {
   rows <- chain_rows(smp)
   if (!is.null(weights) && any(vapply(rows, function(r) sum(weights[r]), 0) <= 0)) {
     stop_arg("weights", "must give positive weight to every chain for by_chain = TRUE")
@@ -341,9 +373,31 @@ ksd_by_chain <- function(st, smp, weights, type, nthreads) {
   out <- data.frame(chain = c(names(rows), "all"),
                     n = c(lengths(rows), st$n), ksd = c(k, all),
                     stringsAsFactors = FALSE)
+  test <- n_boot > 0L && is.null(weights)
+  if (test) {
+    iact <- gof_chain_iact(smp$x, st$score, rows)
+    plan <- gof_plan(gof_request(NULL, NULL, NULL), type, TRUE, rows, iact)
+    one <- function(sub, r, pk) {
+      t <- gof_run(sub, r, type, pk, n_boot, nthreads, FALSE)
+      q <- max(stats::quantile(t$boot, 0.95, names = FALSE), 0) / t$n
+      c(if (type == "V") sqrt(q) else q, t$p.value)
+    }
+    res <- vapply(names(rows), function(c) {
+      pk <- plan
+      pk$change_prob <- plan$change_prob[c]
+      r <- rows[[c]]
+      if (length(r) < max(2, GOF_MIN_ESS * iact[c])) return(c(NA_real_, NA_real_))
+      one(gof_subset(st, r), list(seq_along(r)), pk)
+    }, numeric(2))
+    pooled <- one(st, rows, plan)
+    out$iact <- c(iact, NA)
+    out$null_95 <- c(res[1L, ], pooled[1L])
+    out$p_value <- c(res[2L, ], pooled[2L])
+  }
   structure(out, class = c("kb_ksd_by_chain", "data.frame"),
             kernel = st$kernel, standardize = !is.null(st$scale),
-            type = type)
+            type = type, n_boot = if (test) n_boot else 0L,
+            weighted = !is.null(weights))
 }
 
 #' @export
@@ -355,12 +409,30 @@ print.kb_ksd_by_chain <- function(x, ...) {
                 "not standardised"))
   cat("  kernel:", describe_resolved(attr(x, "kernel")), "\n")
   tab <- as.data.frame(unclass(x), stringsAsFactors = FALSE)
-  tab$ksd <- signif(tab$ksd, 4)
+  num <- vapply(tab, is.double, TRUE)
+  tab[num] <- lapply(tab[num], signif, 4)
   names(tab)[3L] <- if (identical(type, "U")) "ksd2_U" else "ksd"
   print(tab, row.names = FALSE)
-  if (identical(type, "U") && any(is.na(tab$ksd2_U))) {
-    cat("  NA: a chain of one row has no U-statistic (it needs two rows)\n")
-  }
+  nb <- attr(x, "n_boot") %||% 0L
+  notes <- c(
+    if (nb > 0L) sprintf(paste0(
+      "null_95, p_value: each row's own KSD test (%d replicates of the ",
+      "Markov wild bootstrap along its chain, whose dependence is iact); a ",
+      "row's %s beyond its null_95 means p < 0.05. Judge each chain by ",
+      "these, not by comparing %ss: chains of other lengths or mixing ",
+      "have other nulls."), nb, names(tab)[3L], names(tab)[3L]),
+    if (nb == 0L && isTRUE(attr(x, "weighted")))
+      "no tests: the bootstrap does not take weights",
+    sprintf(paste0("all: the chains pooled; its %s is not comparable with ",
+                   "the chains' (%s)"), names(tab)[3L],
+            if (identical(type, "U")) "it is averaged over more pairs" else
+              "a V-statistic's bias shrinks as 1/n"),
+    if (identical(type, "U") && any(is.na(tab$ksd2_U)))
+      "NA: a chain of one row has no U-statistic (it needs two rows)",
+    if (nb > 0L && any(is.na(tab$p_value)))
+      sprintf(paste0("p_value NA: a chain of fewer than %d effective draws ",
+                     "(length / iact) cannot be tested"), GOF_MIN_ESS))
+  for (nt in notes) cat(strwrap(nt, indent = 2, exdent = 4), sep = "\n")
   invisible(x)
 }
 

@@ -40,7 +40,13 @@
 #
 # Writes to outdir (and copies to inst/extdata/ from the source directory):
 #   stan-eight-schools.csv        one row per run, parametrisation and set
-#   stan-eight-schools-chains.csv KSD of each chain and of all (by_chain)
+#   stan-eight-schools-chains.csv KSD of each chain and of all (by_chain),
+#                                 with each row's Markov-bootstrap test
+#                                 (iact, null_95, p_value; 500 replicates)
+#                                 and, on the "all" row, the p-values of
+#                                 ksd_test() of the pooled chains with its
+#                                 default (Markov) and the multinomial
+#                                 bootstrap
 #   stan-eight-schools-ref.csv    reference means and sds
 #   stan-eight-schools-draws.csv  run 1, centred: theta[1] and log tau of
 #                                 the 4000 draws with the Stein-thinned ones
@@ -147,9 +153,22 @@ for (seed in seq_len(n_seeds)) {
     ss <- sweep(s, 2L, sc, "*")
     q <- quantities(dr)
     div <- sum(rstan::get_divergent_iterations(fit))
-    bc <- ksd(xs, ss, chain = smp$chain, by_chain = TRUE, progress = FALSE)
+    # KSD per chain with each chain's own Markov-bootstrap test, the
+    # default test of the pooled chains and, for contrast, the multinomial
+    # bootstrap (independent draws) on the same pooled chains
+    set.seed(seed)
+    bc <- ksd(xs, ss, chain = smp$chain, by_chain = TRUE, n_boot = 500,
+              standardize = FALSE, progress = FALSE)
+    gt <- ksd_test(xs, ss, chain = smp$chain, n_boot = 500,
+                   standardize = FALSE, progress = FALSE)
+    gm <- ksd_test(xs, ss, chain = smp$chain, bootstrap = "multinomial",
+                   n_boot = 500, standardize = FALSE, progress = FALSE)
     chain_rows[[length(chain_rows) + 1L]] <-
-      data.frame(run = seed, param = param, chain = bc$chain, ksd = bc$ksd)
+      data.frame(run = seed, param = param, chain = bc$chain, n = bc$n,
+                 ksd = bc$ksd, iact = bc$iact, null_95 = bc$null_95,
+                 p_value = bc$p_value,
+                 test_markov_p = c(rep(NA, 4L), gt$p.value),
+                 test_multinomial_p = c(rep(NA, 4L), gm$p.value))
     td <- posterior::thin_draws(posterior::as_draws_df(fit), thin = 40L)
     i_td <- match(paste(td$.chain, td$.iteration),
                   paste(smp$chain, smp$iteration))
@@ -180,8 +199,10 @@ for (seed in seq_len(n_seeds)) {
                         stein_thin = tabulate(th$index, nrow(q)),
                         check.names = FALSE)
     }
-    say("run %d, %s: %d divergent; KSD per chain %s", seed, param, div,
-        paste(format(bc$ksd[1:4], digits = 3), collapse = " "))
+    say("run %d, %s: %d divergent; KSD per chain %s; p per chain %s; pooled test p %.3f (multinomial %.3f)",
+        seed, param, div, paste(format(bc$ksd[1:4], digits = 3), collapse = " "),
+        paste(format(bc$p_value[1:4], digits = 2), collapse = " "),
+        gt$p.value, gm$p.value)
   }
 }
 res <- do.call(rbind, rows)

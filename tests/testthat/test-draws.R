@@ -61,6 +61,47 @@ test_that("one stuck chain stands out in ksd(by_chain = TRUE)", {
   res <- ksd(x, -x, chain = f$chain, by_chain = TRUE)
   expect_equal(which.max(res$ksd[1:4]), 3L)
   expect_gt(res$ksd[3], 5 * max(res$ksd[c(1, 2, 4)]))
+  # its own test says so; the others' do not
+  expect_lt(res$p_value[3], 0.05)
+  expect_gt(res$ksd[3], res$null_95[3])
+  expect_true(all(res$p_value[c(1, 2, 4)] > 0.05))
+})
+
+test_that("ksd(by_chain = TRUE): each chain's yardstick is its own Markov-bootstrap test", {
+  f <- chains_fixture(t = 150)
+  for (type in c("V", "U")) {
+    set.seed(31)
+    res <- ksd(f$x, f$s, chain = f$chain, by_chain = TRUE, type = type,
+               n_boot = 40, standardize = FALSE)
+    expect_identical(names(res), c("chain", "n", "ksd", "iact", "null_95",
+                                   "p_value"))
+    # chain 1's test is drawn first: ksd_test() of its rows alone, with
+    # the same kernel (precon "id": nothing resolved on the data)
+    set.seed(31)
+    r1 <- f$chain == 1
+    t1 <- ksd_test(f$x[r1, ], f$s[r1, ], type = type, wild = "markov",
+                   n_boot = 40, standardize = FALSE, progress = FALSE)
+    q <- max(stats::quantile(t1$boot, 0.95, names = FALSE), 0) / 150
+    expect_equal(res$null_95[1], if (type == "V") sqrt(q) else q,
+                 tolerance = 1e-12)
+    expect_equal(res$p_value[1], t1$p.value)
+    expect_equal(res$iact[1], unname(t1$iact))
+    # a KSD beyond its null_95 is a p-value below 0.05 and conversely
+    beyond <- res$ksd > res$null_95
+    expect_identical(beyond, res$p_value <= 0.05 + 1 / 41 & beyond)
+    expect_true(is.na(res$iact[5]))
+  }
+  expect_output(print(res), "not comparable")
+  expect_output(print(res), "null_95, p_value: each row's own KSD test")
+  # n_boot = 0: the KSDs alone; weights: no test
+  res0 <- ksd(f$x, f$s, chain = f$chain, by_chain = TRUE, n_boot = 0)
+  expect_identical(names(res0), c("chain", "n", "ksd"))
+  rw <- ksd(f$x, f$s, chain = f$chain, by_chain = TRUE,
+            weights = rep(1, nrow(f$x)))
+  expect_identical(names(rw), c("chain", "n", "ksd"))
+  expect_output(print(rw), "no tests: the bootstrap does not take weights")
+  expect_error(ksd(f$x, f$s, chain = f$chain, by_chain = TRUE, n_boot = -1),
+               class = "kb_error_arg", regexp = "'n_boot'")
 })
 
 test_that("draws objects, mcmc.list and a chain argument give the same labels", {
@@ -68,21 +109,26 @@ test_that("draws objects, mcmc.list and a chain argument give the same labels", 
   f <- chains_fixture()
   da <- as_array_draws(f$x, f$k, f$t)
   sa <- as_array_draws(f$s, f$k, f$t)
-  base <- ksd(f$x, f$s, chain = f$chain, by_chain = TRUE)
-  expect_equal(ksd(da, sa, by_chain = TRUE), base)
-  expect_equal(ksd(posterior::as_draws_df(da), posterior::as_draws_df(sa),
-                   by_chain = TRUE), base)
-  expect_equal(ksd(posterior::as_draws_list(da), posterior::as_draws_list(sa),
-                   by_chain = TRUE), base)
+  # the same seed: by_chain's bootstrap p-values are random
+  bc <- function(...) {
+    set.seed(21)
+    ksd(..., by_chain = TRUE)
+  }
+  base <- bc(f$x, f$s, chain = f$chain)
+  expect_equal(bc(da, sa), base)
+  expect_equal(bc(posterior::as_draws_df(da), posterior::as_draws_df(sa)),
+               base)
+  expect_equal(bc(posterior::as_draws_list(da), posterior::as_draws_list(sa)),
+               base)
   skip_if_not_installed("coda")
   ml <- coda::mcmc.list(lapply(1:4, function(c) coda::mcmc(f$x[f$chain == c, ])))
-  expect_equal(ksd(ml, f$s, by_chain = TRUE), base)
+  expect_equal(bc(ml, f$s), base)
   # string chain labels are numbered in order of first appearance
   lab <- c("a", "b", "c", "d")[f$chain]
-  expect_equal(ksd(f$x, f$s, chain = lab, by_chain = TRUE)$ksd, base$ksd)
+  expect_equal(bc(f$x, f$s, chain = lab)$ksd, base$ksd)
   # a data frame with .chain/.iteration columns: labels, not coordinates
   df <- as.data.frame(posterior::as_draws_df(da))
-  expect_equal(ksd(df, f$s, by_chain = TRUE), base)
+  expect_equal(bc(df, f$s), base)
 })
 
 test_that("a draws object of gradients is matched by chain, iteration and variable", {

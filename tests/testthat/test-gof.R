@@ -88,7 +88,7 @@ test_that("the bootstrap statistics match a plain-R transcription with the same 
       for (t in 2:n) W[t, b] <- if (u[t, b] < 0.2) -W[t - 1, b] else W[t - 1, b]
     }
     expect_equal(r$boot, ref_boot(K, W, "V", "wild"), tolerance = 1e-10)
-    expect_identical(r$change_prob, 0.2)
+    expect_identical(r$change_prob, c(all = 0.2))
   }
 })
 
@@ -214,8 +214,8 @@ test_that("dependent samples: the Markov wild bootstrap holds its level on an AR
     x <- ar1_chain(200, 0.5)
     c(markov = ksd_test(x, -x, type = "V", wild = "markov", n_boot = 200,
                         progress = FALSE)$p.value,
-      rademacher = ksd_test(x, -x, type = "V", n_boot = 200,
-                            progress = FALSE)$p.value)
+      rademacher = ksd_test(x, -x, type = "V", bootstrap = "wild",
+                            n_boot = 200, progress = FALSE)$p.value)
   }, numeric(2))
   rate <- rowMeans(p <= 0.05)
   expect_gte(rate[["markov"]], 0.015)
@@ -229,18 +229,22 @@ test_that("the default flip probability follows the sample's dependence, chain b
   r <- ksd_test(x, -x, type = "V", wild = "markov", n_boot = 20,
                 progress = FALSE)
   # integrated autocorrelation time of an AR(1) chain: (1 + a) / (1 - a)
-  expect_equal(r$iact, 3, tolerance = 0.25)
+  expect_equal(unname(r$iact), 3, tolerance = 0.25)
   expect_equal(r$change_prob, 1 / (1 + sqrt(2000 * r$iact)))
-  expect_null(ksd_test(x, -x, type = "V", n_boot = 5, progress = FALSE)$iact)
-  # two chains interleaved in the rows: each is followed in its own order
+  # two chains interleaved in the rows: each is followed in its own order,
+  # each with its own flip probability
   ch <- rep(1:2, 1000)
   x2 <- x
   x2[ch == 1, ] <- ar1_chain(1000, 0.9)
-  x2[ch == 2, ] <- ar1_chain(1000, 0.9)
+  x2[ch == 2, ] <- ar1_chain(1000, 0.6)
   r2 <- ksd_test(x2, -x2, type = "V", wild = "markov", n_boot = 20,
                  chain = ch, progress = FALSE)
-  expect_gt(r2$iact, 10)
+  expect_named(r2$iact, c("1", "2"))
+  expect_equal(unname(r2$iact), c(19, 4), tolerance = 0.3)
   expect_equal(r2$change_prob, 1 / (1 + sqrt(1000 * r2$iact)))
+  # the iact of each chain is Geyer's, the largest over points and scores
+  expect_equal(unname(r2$iact[1]),
+               kernbayes:::gof_iact(x2[ch == 1, 1]))
   # the multipliers: one sign chain per chain, each started afresh
   set.seed(5)
   a <- kernbayes:::gof_weights(10, 3, "wild", "markov", 0.2)
@@ -301,4 +305,247 @@ test_that("bad input: every argument checked, naming it, before the score closur
   xb[7, ] <- c(1e155, 0)
   expect_error(ksd_test(xb, -xb, n_boot = 10, progress = FALSE),
                class = "kb_error_numeric")
+})
+
+# ---- the default bootstrap follows the input (issue 30) ----------------------
+
+# n rows of a random-walk Metropolis chain on N(0, I_d), started at a draw
+# from the target: exact up to its dependence.
+rwm_rows <- function(n, d = 2, step = 1) {
+  tg <- gaussian_target(rep(0, d))
+  rwm(tg, x0 = rnorm(d), n_iter = n, step_size = step)$x
+}
+
+test_that("default bootstrap: independence for independent draws, Markov for chains", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(41)
+  x <- sample_target(tg, 300)
+  r <- ksd_test(x, tg, n_boot = 20, progress = FALSE)
+  expect_identical(r$bootstrap, "multinomial")
+  expect_match(r$method, "no serial dependence found", fixed = TRUE)
+  rv <- ksd_test(x, tg, type = "V", n_boot = 20, progress = FALSE)
+  expect_identical(c(rv$bootstrap, rv$wild), c("wild", "rademacher"))
+  # a chain given as a plain matrix: its serial dependence is found
+  ch <- rwm_rows(300)
+  r <- ksd_test(ch, tg, n_boot = 20, progress = FALSE)
+  expect_identical(c(r$bootstrap, r$wild), c("wild", "markov"))
+  expect_match(r$method, "a dependent sample", fixed = TRUE)
+  expect_equal(r$change_prob, c(all = 1 / (1 + sqrt(300 * r$iact[[1]]))))
+  # labelled input is taken as chains whatever its dependence
+  lab <- rep(1:2, each = 150)
+  for (type in c("U", "V")) {
+    r <- ksd_test(x, tg, type = type, chain = lab, n_boot = 20,
+                  progress = FALSE)
+    expect_identical(c(r$bootstrap, r$wild), c("wild", "markov"))
+    expect_match(r$method, "2 chains, multipliers along each", fixed = TRUE)
+    expect_named(r$change_prob, c("1", "2"))
+  }
+  # a chain from rwm(): one chain with its own scores
+  set.seed(42)
+  kc <- rwm(tg, x0 = c(0, 0), n_iter = 200, step_size = 0.5)
+  r <- ksd_test(kc, n_boot = 20, progress = FALSE)
+  expect_identical(r$wild, "markov")
+  expect_match(r$method, "one chain", fixed = TRUE)
+  expect_equal(r$statistic, ksd_test(kc$x, kc$score, n_boot = 5,
+                                     progress = FALSE)$statistic)
+})
+
+test_that("an explicit bootstrap wins, and its method line says when it assumes independence", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(43)
+  ch <- rwm_rows(300)
+  r <- ksd_test(ch, tg, bootstrap = "multinomial", n_boot = 20,
+                progress = FALSE)
+  expect_identical(r$bootstrap, "multinomial")
+  expect_match(r$method, "as requested; it assumes independent draws",
+               fixed = TRUE)
+  r <- ksd_test(ch, tg, bootstrap = "wild", n_boot = 20, progress = FALSE)
+  expect_identical(r$wild, "rademacher")
+  # wild or change_prob alone ask for the wild bootstrap
+  r <- ksd_test(ch, tg, wild = "markov", n_boot = 20, progress = FALSE)
+  expect_identical(c(r$bootstrap, r$wild), c("wild", "markov"))
+  expect_match(r$method, "as requested)", fixed = TRUE)
+  r <- ksd_test(ch, tg, change_prob = 0.1, n_boot = 20, progress = FALSE)
+  expect_identical(c(r$bootstrap, r$wild), c("wild", "markov"))
+  expect_identical(r$change_prob, c(all = 0.1))
+  x <- sample_target(tg, 300)
+  r <- ksd_test(x, tg, bootstrap = "multinomial", n_boot = 20,
+                progress = FALSE)
+  expect_match(r$method, "as requested)", fixed = TRUE)
+})
+
+# Integrated autocorrelation time from its definition, written apart from
+# gof_iact(): autocorrelations by direct sums, Geyer's initial positive
+# sequence of pair sums, the largest over the columns of x and of -x (the
+# score of N(0, I) is -x, whose autocorrelations are those of x).
+gof_iact_ref <- function(x) {
+  one <- function(v) {
+    n <- length(v)
+    v <- v - mean(v)
+    g <- vapply(0:(n - 1), function(h) sum(v[1:(n - h)] * v[(1 + h):n]) / n, 0)
+    rho <- g / g[1]
+    tot <- 0
+    for (k in seq_len(n %/% 2)) {
+      p <- rho[2 * k - 1] + rho[2 * k]
+      if (p <= 0) break
+      tot <- tot + p
+    }
+    max(1, 2 * tot - 1)
+  }
+  max(apply(x, 2, one))
+}
+
+test_that("the Markov bootstrap takes every score form and gives one answer", {
+  skip_if_not_installed("posterior")
+  tg <- gaussian_target(c(0, 0))
+  set.seed(44)
+  x <- rbind(rwm_rows(150), rwm_rows(150))
+  lab <- rep(1:2, each = 150)
+  s <- -x
+  # draws objects of points and of gradients (array: iterations x chains x
+  # variables)
+  arr <- function(m) {
+    a <- array(0, c(150, 2, 2), dimnames = list(NULL, NULL, c("a", "b")))
+    for (c in 1:2) a[, c, ] <- m[lab == c, ]
+    posterior::as_draws_array(a)
+  }
+  forms <- list(
+    matrix = list(x, s, lab),
+    target = list(x, tg, lab),
+    closure = list(x, function(z) -z, lab),
+    draws = list(arr(x), arr(s), NULL))
+  for (bs in list(list(), list(bootstrap = "multinomial"),
+                  list(bootstrap = "wild"), list(wild = "markov"))) {
+    res <- lapply(forms, function(f) {
+      set.seed(7)
+      do.call(ksd_test, c(list(f[[1]], f[[2]], chain = f[[3]], n_boot = 30,
+                               progress = FALSE), bs))
+    })
+    for (k in names(forms)[-1]) {
+      expect_equal(res[[k]]$statistic, res$matrix$statistic,
+                   tolerance = 1e-12, label = k)
+      expect_equal(res[[k]]$boot, res$matrix$boot, tolerance = 1e-12,
+                   label = k)
+      expect_equal(unname(res[[k]]$iact), unname(res$matrix$iact),
+                   label = k)
+      expect_identical(res[[k]]$p.value, res$matrix$p.value, label = k)
+    }
+  }
+  # an unlabelled chain with a target or a closure (these failed in the IACT
+  # step before)
+  for (sc in list(tg, function(z) -z)) {
+    r <- ksd_test(x[lab == 1, ], sc, wild = "markov", n_boot = 20,
+                  progress = FALSE)
+    expect_equal(unname(r$iact), unname(gof_iact_ref(x[lab == 1, ])))
+  }
+})
+
+test_that("MCMC output of the right target: the default holds the level where the multinomial bootstrap fails", {
+  skip_on_cran()
+  # 40 random-walk Metropolis chains of 1000 iterations on N(0, I_2), step
+  # 0.4 (acceptance about 0.8, integrated autocorrelation time about 30),
+  # 200 replicates, level 0.05.  The issue's report: the multinomial
+  # bootstrap rejected 20 of 20 such chains.  Under the null the default's
+  # rejections are Binomial(40, <= ~0.05): P(X >= 7) < 0.01 at 0.05.
+  tg <- gaussian_target(c(0, 0))
+  set.seed(45)
+  p <- vapply(1:40, function(i) {
+    x <- rwm_rows(1000, step = 0.4)
+    c(default = ksd_test(x, tg, n_boot = 200, progress = FALSE)$p.value,
+      multinomial = ksd_test(x, tg, bootstrap = "multinomial", n_boot = 200,
+                             progress = FALSE)$p.value)
+  }, numeric(2))
+  rej <- rowSums(p <= 0.05)
+  expect_lte(rej[["default"]], 6)
+  expect_gte(rej[["multinomial"]], 30)
+  # power: the same kind of chains, on a target whose mean is off by 0.5
+  # (about 2.7 standard errors of a chain's mean in each coordinate)
+  set.seed(46)
+  pw <- vapply(1:20, function(i) {
+    x <- rwm_rows(1000, step = 0.4) + 0.5
+    ksd_test(x, tg, n_boot = 200, progress = FALSE)$p.value
+  }, 0)
+  expect_gte(sum(pw <= 0.05), 14)
+})
+
+test_that("by_chain: a test per chain and the pooled one, each as ksd_test on its rows", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(47)
+  x <- rbind(rwm_rows(200), rwm_rows(120), rwm_rows(160))
+  lab <- rep(c(3, 1, 2), c(200, 120, 160))   # labels need not come in order
+  B <- 25
+  set.seed(8)
+  r <- ksd_test(x, tg, chain = lab, by_chain = TRUE, n_boot = B,
+                standardize = FALSE, progress = FALSE)
+  expect_s3_class(r, "kb_ksd_test_by_chain")
+  expect_named(r$chains, c("1", "2", "3"))
+  set.seed(8)
+  pooled <- ksd_test(x, tg, chain = lab, n_boot = B, standardize = FALSE,
+                     progress = FALSE)
+  expect_identical(r$pooled$boot, pooled$boot)
+  # the chains' bootstraps follow the pooled one's random numbers (a sign
+  # and n uniforms per replicate), in label order
+  for (c in c("1", "2", "3")) {
+    rows <- which(lab == as.numeric(c))
+    one <- ksd_test(x[rows, ], tg, wild = "markov", n_boot = B,
+                    standardize = FALSE, progress = FALSE, chain = rep(1, length(rows)))
+    expect_equal(r$chains[[c]]$statistic, one$statistic, tolerance = 1e-12)
+    expect_equal(unname(r$chains[[c]]$iact), unname(one$iact))
+    expect_equal(unname(r$chains[[c]]$change_prob), unname(one$change_prob))
+  }
+  set.seed(8)
+  stats::runif(B + nrow(x) * B)
+  stats::runif(B + 120 * B)
+  rows2 <- which(lab == 2)
+  two <- ksd_test(x[rows2, ], tg, wild = "markov", n_boot = B,
+                  standardize = FALSE, progress = FALSE)
+  expect_equal(r$chains[["2"]]$boot, two$boot, tolerance = 1e-12)
+  df <- as.data.frame(r)
+  expect_identical(names(df), c("chain", "n", "statistic", "estimate", "iact",
+                                "change_prob", "p_value"))
+  expect_identical(df$chain, c("1", "2", "3", "all"))
+  expect_identical(df$n, c(120L, 160L, 200L, 480L))
+  expect_equal(df$p_value[4], r$pooled$p.value)
+  expect_equal(df$iact[1:3], unname(r$pooled$iact))
+  expect_true(is.na(df$iact[4]))
+  expect_output(print(r), "KSD goodness-of-fit test per chain")
+  expect_output(print(r), "all")
+})
+
+test_that("bad input of the chain checks: unlabelled by_chain, one-row chains, chains shorter than their dependence", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(48)
+  x <- rwm_rows(100)
+  calls <- 0
+  sc <- function(z) { calls <<- calls + 1; -z }
+  e <- tryCatch(ksd_test(x, sc, by_chain = TRUE, progress = FALSE),
+                error = function(e) e)
+  expect_s3_class(e, "kb_error_arg")
+  expect_match(conditionMessage(e), "'by_chain' needs chain labels")
+  e <- tryCatch(ksd_test(x, sc, by_chain = NA), error = function(e) e)
+  expect_s3_class(e, "kb_error_arg")
+  lab <- c(rep(1, 99), 2)
+  e <- tryCatch(ksd_test(x, sc, chain = lab, progress = FALSE),
+                error = function(e) e)
+  expect_s3_class(e, "kb_error_arg")
+  expect_match(conditionMessage(e), "'x' has a chain of one row (chain 2)",
+               fixed = TRUE)
+  e <- tryCatch(ksd_test(x, sc, chain = lab, by_chain = TRUE,
+                         bootstrap = "multinomial", progress = FALSE),
+                error = function(e) e)
+  expect_match(conditionMessage(e), "'by_chain' has a chain of one row",
+               fixed = TRUE)
+  expect_identical(calls, 0)
+  # the multinomial bootstrap pools the rows: a one-row chain is fine there
+  expect_s3_class(ksd_test(x, -x, chain = lab, bootstrap = "multinomial",
+                           n_boot = 5, progress = FALSE), "kb_ksd_test")
+  # a chain too short for its integrated autocorrelation time (a ramp of
+  # 40 rows: time about 14, under 3 effective draws)
+  y <- rbind(x, matrix(seq(0, 1, length.out = 40), 40, 2) + rnorm(80, sd = 0.01))
+  lab <- rep(1:2, c(100, 40))
+  e <- tryCatch(ksd_test(y, -y, chain = lab, n_boot = 5, progress = FALSE),
+                error = function(e) e)
+  expect_s3_class(e, "kb_error_arg")
+  expect_match(conditionMessage(e), "'x' has a chain too short for its integrated autocorrelation time (chain 2: 40 rows",
+               fixed = TRUE)
 })
