@@ -302,6 +302,23 @@ test_that("ksd and friends take a Stan fit: rstan's own draws and gradients", {
     expect_lt(rel_err(by$ksd[c], ref_ksd(ref[r, r])), 1e-10)
   }
   expect_equal(by$chain, c("1", "2", "3", "all"))
+  # the KSD test of a fit: its chains, so the Markov wild bootstrap along
+  # each, with the same numbers as the draws and gradients by hand
+  set.seed(3)
+  tf <- ksd_test(fit, n_boot = 30, standardize = FALSE, progress = FALSE)
+  set.seed(3)
+  tm <- ksd_test(u, g, chain = d$.chain, n_boot = 30, standardize = FALSE,
+                 progress = FALSE)
+  expect_identical(c(tf$bootstrap, tf$wild), c("wild", "markov"))
+  expect_match(tf$method, "3 chains, multipliers along each", fixed = TRUE)
+  expect_equal(tf$statistic, tm$statistic, tolerance = 1e-10)
+  expect_equal(tf$boot, tm$boot, tolerance = 1e-10)
+  expect_equal(tf$iact, tm$iact, tolerance = 1e-10)
+  set.seed(3)
+  tb <- ksd_test(fit, n_boot = 30, standardize = FALSE, by_chain = TRUE,
+                 progress = FALSE)
+  expect_equal(tb$pooled$boot, tf$boot)
+  expect_identical(as.data.frame(tb)$chain, c("1", "2", "3", "all"))
   p <- ksd_path(fit)
   r1 <- d$.chain == 1
   expect_lt(rel_err(p$ksd[r1], ref_ksd_path(ref[r1, r1])), 1e-10)
