@@ -42,7 +42,7 @@
 #' @param nthreads Threads per chain.
 #' @param progress Show progress, one unit per finished chain (see
 #'   'Progress' in [kernbayes-package]); chains run in future workers report
-#'   through progressr. Default `interactive()`.
+#'   through progressr. Default `NULL` (automatic).
 #' @section Running on a cluster:
 #' The chains (like the blocks of [ksd_blocks()] and the folds of
 #' [kbr_cv()]) are futures, so the code that runs them on this machine
@@ -102,7 +102,7 @@
 ksdt_chains <- function(target, x0, n_iter, ...,
                         merge = c("ksdt", "stein_thin", "none"),
                         merge_size = NULL, nthreads = 1,
-                        progress = interactive()) {
+                        progress = NULL) {
   check_target(target)
   x0 <- as_points(x0, "x0", target$dim)
   if (ncol(x0) != target$dim) {
@@ -113,7 +113,7 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   n_iter <- check_count(n_iter, "n_iter")
   merge <- check_choice(merge, c("ksdt", "stein_thin", "none"), "merge")
   nthreads <- check_count(nthreads, "nthreads")
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   dots <- list(...)
   allowed <- setdiff(names(formals(ksdt_sample)),
                      c("target", "x0", "n_iter", "nthreads", "progress"))

@@ -99,7 +99,7 @@
 #'   'Dependent samples'). Only used with `wild = "markov"`.
 #' @param progress Show progress, one unit per slice of rows of the
 #'   bootstrap (see 'Progress' in [kernbayes-package]); default
-#'   `interactive()`.
+#'   `NULL` (automatic).
 #' @return An object of class `c("kb_ksd_test", "htest")`: `statistic`
 #'   (named `"n KSD^2"`), `p.value`, `parameter` (the number of replicates,
 #'   `n_boot`), `method`, `data.name`, `estimate` (the KSD^2 U- or
@@ -130,7 +130,7 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      bootstrap = NULL, n_boot = 1000,
                      wild = c("rademacher", "markov"), change_prob = NULL,
                      standardize = FALSE, nthreads = NULL,
-                     progress = interactive(), chain = NULL) {
+                     progress = NULL, chain = NULL) {
   dname <- paste(deparse1(substitute(x)), "against",
                  if (missing(score)) "its fit's gradients" else
                    deparse1(substitute(score)))
@@ -150,7 +150,7 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
   }
   standardize <- check_flag(standardize, "standardize")
   nthreads <- resolve_nthreads(nthreads)
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   check_kernel(kernel)
   smp <- as_sample(x, score, chain)
   n <- nrow(smp$x)

@@ -252,11 +252,11 @@ constrain_draws <- function(fit, upars) {
 # gradients there (Jacobian included), computed once; chain, iteration:
 # integer labels per row; draws: posterior::as_draws_df() of the stanfit
 # (the fit's names, lp__ kept), one row per row of x; target: stan_target().
-stan_sample <- function(fit, progress = interactive(), gradients = TRUE) {
+stan_sample <- function(fit, progress = NULL, gradients = TRUE) {
   sf <- stan_fit_of(fit, "x")
   d <- stan_num_upars(sf, "x")
   stan_check_draws(sf, "x")
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   if (!requireNamespace("posterior", quietly = TRUE)) {
     stop_arg("x", "is a Stan fit but package 'posterior' is not installed")
   }
@@ -267,16 +267,12 @@ stan_sample <- function(fit, progress = interactive(), gradients = TRUE) {
   target <- stan_target(sf)
   n <- if (gradients) nrow(x) else 0L
   score <- if (gradients) matrix(0, n, d, dimnames = list(NULL, lay$names))
-  every <- max(1L, n %/% 100L)
+  prog <- progress_reporter(n, "Stan gradients", progress)
+  on.exit(prog$done())
   for (i in seq_len(n)) {
     score[i, ] <- rstan::grad_log_prob(sf, x[i, ], adjust_transform = TRUE)
-    if (progress && (i %% every == 0L || i == n)) {
-      cat(sprintf("\rStan gradients: draw %d of %d (%3.0f%%)   ", i, n,
-                  100 * i / n))
-      utils::flush.console()
-    }
+    prog$tick(i)
   }
-  if (progress && n > 0L) cat("\n")
   list(x = x, score = score, chain = as.integer(draws$.chain),
        iteration = as.integer(draws$.iteration), draws = draws,
        target = target)
