@@ -69,11 +69,13 @@
 #'
 #' A Stan target ([stan_target()]) cannot travel to future workers in other
 #' processes (multisession, cluster, batchtools): it holds the fit's model
-#' instance, an external pointer that does not survive serialisation. Run
-#' it with a sequential or multicore plan (forked workers share the
-#' session's memory), or compute the draws and their gradients in the main
-#' session ([unconstrain_draws()], [target_score()]) and give the workers
-#' matrices, e.g. [ksd_blocks()] on those matrices.
+#' instance, an external pointer that does not survive serialisation.
+#' `ksdt_chains()` refuses it under such a plan before any chain runs (an
+#' error of class `kb_error_arg` naming `target`); run it with a sequential
+#' or multicore plan (forked workers share the session's memory). Where
+#' the workers need only the draws and their gradients, the fit itself
+#' works under any plan: [ksd_blocks()] on a fit computes them in this
+#' session and sends the workers matrices.
 #'
 #' @return An object of class `kb_ksdt_chains`: `chains` (the `kb_ksdt` of
 #'   each chain; `NULL` for a failed one), `errors` (the failed chains'
@@ -104,6 +106,7 @@ ksdt_chains <- function(target, x0, n_iter, ...,
                         merge_size = NULL, nthreads = 1,
                         progress = NULL) {
   check_target(target)
+  check_target_futures(target, "target")
   x0 <- as_points(x0, "x0", target$dim)
   if (ncol(x0) != target$dim) {
     stop_arg("x0", sprintf("must have %d columns (the target's dimension), one row per chain; it has %d",

@@ -181,6 +181,10 @@
 #'   (KBR Gram matrices, the SVGD pair distances, DrMMD) may take; larger
 #'   problems stop with an error naming the argument before allocating
 #'   (default 16 GiB).
+#' * `kernbayes.stan_cache`: the number of Stan or brms fits whose
+#'   unconstrained draws and gradients are kept for the next call on the
+#'   same fit (default 4; 0 keeps none); see "Draws and gradients computed
+#'   once" in [stan_target()] and [clear_stan_cache()].
 #'
 #' @section Points and samples:
 #' Points are the rows of a numeric matrix, `n` points in `d` dimensions

@@ -622,15 +622,24 @@ ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
                     rows = heuristic_rows(smp))
   n <- st$n
   ranges <- row_blocks(n, blocks)
-  X <- st$x
-  S <- st$s
-  K <- st$kernel
-  one <- function(r, relay) {
+  one <- block_sums_task(st$x, st$s, st$kernel, nthreads)
+  sums <- progress_lapply(ranges, one, length(ranges), "KSD blocks", progress)
+  sqrt(max(check_total(sum(unlist(sums))) / n^2, 0))
+}
+
+# The task of one row block.  The future framework sends a task's
+# environment to the workers: this one holds the points, scores and kernel
+# only, not the caller's sample (a Stan fit, its target: a model that
+# exists only in this process, and draws the workers do not need).
+block_sums_task <- function(X, S, K, nthreads) {
+  force(X)
+  force(S)
+  force(K)
+  force(nthreads)
+  function(r, relay) {
     v <- sum(.Call(C_kb_stein_block_sums, X, S, K, r[1L], r[2L], nthreads,
                    NULL)$sums)
     relay(1)
     v
   }
-  sums <- progress_lapply(ranges, one, length(ranges), "KSD blocks", progress)
-  sqrt(max(check_total(sum(unlist(sums))) / n^2, 0))
 }
