@@ -42,7 +42,7 @@
 #' @param nthreads Threads per chain.
 #' @param progress Show progress, one unit per finished chain (see
 #'   'Progress' in [kernbayes-package]); chains run in future workers report
-#'   through progressr. Default `interactive()`.
+#'   through progressr. Default `NULL` (automatic).
 #' @section Running on a cluster:
 #' The chains (like the blocks of [ksd_blocks()] and the folds of
 #' [kbr_cv()]) are futures, so the code that runs them on this machine
@@ -69,11 +69,13 @@
 #'
 #' A Stan target ([stan_target()]) cannot travel to future workers in other
 #' processes (multisession, cluster, batchtools): it holds the fit's model
-#' instance, an external pointer that does not survive serialisation. Run
-#' it with a sequential or multicore plan (forked workers share the
-#' session's memory), or compute the draws and their gradients in the main
-#' session ([unconstrain_draws()], [target_score()]) and give the workers
-#' matrices, e.g. [ksd_blocks()] on those matrices.
+#' instance, an external pointer that does not survive serialisation.
+#' `ksdt_chains()` refuses it under such a plan before any chain runs (an
+#' error of class `kb_error_arg` naming `target`); run it with a sequential
+#' or multicore plan (forked workers share the session's memory). Where
+#' the workers need only the draws and their gradients, the fit itself
+#' works under any plan: [ksd_blocks()] on a fit computes them in this
+#' session and sends the workers matrices.
 #'
 #' @return An object of class `kb_ksdt_chains`: `chains` (the `kb_ksdt` of
 #'   each chain; `NULL` for a failed one), `errors` (the failed chains'
@@ -102,8 +104,9 @@
 ksdt_chains <- function(target, x0, n_iter, ...,
                         merge = c("ksdt", "stein_thin", "none"),
                         merge_size = NULL, nthreads = 1,
-                        progress = interactive()) {
+                        progress = NULL) {
   check_target(target)
+  check_target_futures(target, "target")
   x0 <- as_points(x0, "x0", target$dim)
   if (ncol(x0) != target$dim) {
     stop_arg("x0", sprintf("must have %d columns (the target's dimension), one row per chain; it has %d",
@@ -113,7 +116,7 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   n_iter <- check_count(n_iter, "n_iter")
   merge <- check_choice(merge, c("ksdt", "stein_thin", "none"), "merge")
   nthreads <- check_count(nthreads, "nthreads")
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   dots <- list(...)
   allowed <- setdiff(names(formals(ksdt_sample)),
                      c("target", "x0", "n_iter", "nthreads", "progress"))

@@ -69,6 +69,7 @@ chain_labels <- function(chain, n) {
 # without labels), draws (constrained draws of a Stan fit) and target (the
 # Stan fit's kb_target).  gradients = FALSE: a Stan fit's gradients are not
 # computed (score NULL), for functions that need no scores (mmd_thin()).
+# A Stan fit's sample is computed once and kept (stan_sample()).
 as_sample <- function(x, score, chain = NULL, arg = "x", score_arg = "score",
                       progress = FALSE, gradients = TRUE) {
   if (is_stan_fit(x)) {

@@ -46,7 +46,7 @@
 #'   of the factors.
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]):
 #'   the time steps of the low-rank path; the full path is one call.
-#'   Default `interactive()`.
+#'   Default `NULL` (automatic).
 #' @return An object of class `kb_filter`: `mean` (filtered states, one row
 #'   per observation), `weights` (the `T x n_obs` posterior weights on the
 #'   training states), `path` (`"full"` or `"lowrank"`), settings; `print`
@@ -74,9 +74,9 @@
 kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
                        kernel_y = gaussian_kernel(), eps = 1e-3, delta = 1e-4,
                        method = c("iw", "kbr"), rank = NULL, tol = 1e-6,
-                       nthreads = NULL, progress = interactive()) {
+                       nthreads = NULL, progress = NULL) {
   method <- check_choice(method, c("iw", "kbr"), "method")
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   x <- as_obs(x_train, "x_train")
   y <- as_obs(y_train, "y_train")
   if (nrow(x) != nrow(y)) {

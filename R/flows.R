@@ -246,7 +246,7 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' @param keep_every Keep the particles every `keep_every` iterations in
 #'   `$trace` (0: no trace). The start and the last iteration are always kept.
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]);
-#'   default `interactive()`.
+#'   default `NULL` (automatic).
 #' @param step Deprecated name of `step_size`.
 #' @param nthreads Threads for the interaction terms.
 #' @return An object of class `kb_particles`: `x` (final particles),
@@ -268,7 +268,7 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' @export
 svgd <- function(x0, score, n_iter = 1000, step_size = 1e-3,
                  bandwidth = "median", optimizer = c("adagrad", "sgd", "adam"),
-                 alpha = 0.9, keep_every = 0, progress = interactive(),
+                 alpha = 0.9, keep_every = 0, progress = NULL,
                  nthreads = NULL, step) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, "score"))
   if (!missing(step)) {
@@ -409,7 +409,7 @@ ksd_value_grad <- function(x, sfun, rk, score_jacobian, nt) {
 ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
                         method = c("lbfgs", "gd"), n_iter = 1000,
                         step_size = NULL, keep_every = 0,
-                        progress = interactive(), nthreads = NULL, step) {
+                        progress = NULL, nthreads = NULL, step) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, "score"))
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "ksd_descent", step,
@@ -432,7 +432,7 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
   if (!is.null(step)) step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
-  check_flag(progress, "progress")
+  check_progress(progress)
   # the kernel (a median over the particles) once every argument is checked
   rk <- flow_kernel(kernel, x)
   tr <- tracer(x, keep_every)
@@ -633,7 +633,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
   beta_t <- noise_level(noise)
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
-  check_flag(progress, "progress")
+  check_progress(progress)
   n <- nrow(x)
   M <- nrow(y)
   if (!is.null(lambda)) {
@@ -751,7 +751,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #' @export
 mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
                      step_size = 1, noise = 0, keep_every = 0,
-                     progress = interactive(), nthreads = NULL, step) {
+                     progress = NULL, nthreads = NULL, step) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
   y <- stan_points(y)
   if (!missing(step)) {
@@ -771,7 +771,7 @@ mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
 #' @export
 dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
                       n_iter = 1000, step_size = NULL, noise = 0,
-                      keep_every = 0, progress = interactive(),
+                      keep_every = 0, progress = NULL,
                       nthreads = NULL, step) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
   y <- stan_points(y)
@@ -893,7 +893,7 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 #' @export
 mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
                  eps = 1e-8, optimizer = c("adam", "sgd"), keep_every = 0,
-                 progress = interactive(), nthreads = NULL, step,
+                 progress = NULL, nthreads = NULL, step,
                  constraint = NULL) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
   if (is_stan_fit(target)) target <- stan_target(target)
@@ -919,7 +919,7 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
   optimizer <- check_choice(optimizer, c("adam", "sgd"), "optimizer")
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
-  check_flag(progress, "progress")
+  check_progress(progress)
   opt <- make_optimizer(optimizer)
   tr <- tracer(x, keep_every)
   pb <- progress_reporter(n_iter, "MIED", progress)

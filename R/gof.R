@@ -141,7 +141,7 @@
 #'   samples'), chain by chain.
 #' @param progress Show progress, one unit per slice of rows of the
 #'   bootstrap (see 'Progress' in [kernbayes-package]); default
-#'   `interactive()`.
+#'   `NULL` (automatic).
 #' @param by_chain If `TRUE`, a test per chain and the pooled one (see 'Per
 #'   chain'); needs chain labels.
 #' @return An object of class `c("kb_ksd_test", "htest")`: `statistic`
@@ -189,7 +189,7 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      bootstrap = NULL, n_boot = 1000,
                      wild = c("rademacher", "markov"), change_prob = NULL,
                      standardize = FALSE, nthreads = NULL,
-                     progress = interactive(), chain = NULL,
+                     progress = NULL, chain = NULL,
                      by_chain = FALSE) {
   dname <- paste(deparse1(substitute(x)), "against",
                  if (missing(score)) "its fit's gradients" else
@@ -200,7 +200,7 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
   n_boot <- check_count(n_boot, "n_boot")
   standardize <- check_flag(standardize, "standardize")
   nthreads <- resolve_nthreads(nthreads)
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   by_chain <- check_flag(by_chain, "by_chain")
   check_kernel(kernel)
   smp <- as_sample(x, score, chain)

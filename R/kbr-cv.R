@@ -70,7 +70,7 @@
 #'   cross-validation runs).
 #' @param progress Show progress, one unit per fold and bandwidth setting
 #'   (see 'Progress' in [kernbayes-package]); folds run in future workers
-#'   report through progressr. Default `interactive()`.
+#'   report through progressr. Default `NULL` (automatic).
 #' @param fit Deprecated name of `refit`.
 #' @section Running on a cluster: The folds are futures: see the section
 #'   "Running on a cluster" in [ksdt_chains()] for a Slurm plan.
@@ -87,11 +87,11 @@
 #' @export
 kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
                    criterion = c("marginal", "regression"), seed = 1,
-                   refit = TRUE, ..., progress = interactive(), fit) {
+                   refit = TRUE, ..., progress = NULL, fit) {
   if (!missing(fit)) {
     refit <- deprecated_arg("fit", "refit", "kbr_cv", fit, missing(refit))
   }
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   method <- check_choice(method, c("kbr", "iw"), "method")
   criterion <- check_choice(criterion, c("marginal", "regression"), "criterion")
   x <- as_obs(x, "x")

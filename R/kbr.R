@@ -165,7 +165,7 @@ check_reg <- function(v, arg) {
 #'   cross-validation (see [kbr_cv()]).
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]):
 #'   the cross-validation folds when `eps` or `delta` is chosen, then the
-#'   stages of the fit. Default `interactive()`.
+#'   stages of the fit. Default `NULL` (automatic).
 #' @return An object of class `kb_kbr`, with `predict()`, `print()` and the
 #'   helpers [posterior_mean()], [posterior_expect()] and [preimage()].
 #' @references Fukumizu, K., Song, L. and Gretton, A. (2013). Kernel Bayes'
@@ -182,9 +182,9 @@ check_reg <- function(v, arg) {
 kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                 kernel_x = gaussian_kernel(), kernel_y = gaussian_kernel(),
                 eps = NULL, delta = NULL, method = c("kbr", "iw"), rank = NULL,
-                tol = 1e-6, nthreads = NULL, progress = interactive()) {
+                tol = 1e-6, nthreads = NULL, progress = NULL) {
   method <- check_choice(method, c("kbr", "iw"), "method")
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   x <- as_obs(x, "x")
   y <- as_obs(y, "y")
   n <- nrow(x)

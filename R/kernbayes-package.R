@@ -103,15 +103,28 @@
 #'
 #' @section Progress:
 #' Every function that can run for more than a couple of seconds takes
-#' `progress` (default `interactive()`) and shows one line on stderr, "what:
-#' done of total (percent)", redrawn in place about twice a second (it is a
-#' message: `suppressMessages()` silences it). With `progress = FALSE`
-#' nothing is shown and the computation takes its usual path; the results
-#' are the same either way. Tasks run in future workers report through
-#' progressr (when installed): their updates reach this session's line while
-#' they run, and any progressr handler you enabled
-#' (`progressr::with_progress()`, `progressr::handlers(global = TRUE)`)
-#' sees them too.
+#' `progress`: `NULL` (the default: automatic), `TRUE` or `FALSE`. One
+#' display at most is used, never two:
+#' * progressr's, when progressr is loaded and one of its handlers is
+#'   active: global handlers (`progressr::handlers(global = TRUE)`; see
+#'   `progressr::handlers(global = NA)`) or inside
+#'   `progressr::with_progress()`. The function then signals progressr's
+#'   progression conditions (at most about five a second, always the first
+#'   and last), whether the session is interactive or not, so a batch
+#'   script (e.g. on future.batchtools) that enables handlers gets progress
+#'   without `progress = TRUE`. How, and whether, they are shown is
+#'   progressr's business (its handlers, `options(progressr.enable)`).
+#' * Otherwise this package's line on stderr, "what: done of total
+#'   (percent)", redrawn in place about twice a second (it is a message:
+#'   `suppressMessages()` silences it), in an interactive session.
+#'
+#' `progress = TRUE` forces a display: progressr's when a handler is
+#' active, else the line (also when not interactive). `progress = FALSE`
+#' shows and signals nothing, and the computation takes its usual path;
+#' the results are the same in every case. Tasks run in future workers
+#' ([ksdt_chains()], [ksd_blocks()], [kbr_cv()]) report through progressr
+#' (when installed): their updates reach this session while they run and
+#' go to the active progressr handler, or else advance the line.
 #'
 #' @section Argument names:
 #' One name, one meaning: `step_size` is a step size (samplers, flows),
@@ -168,6 +181,10 @@
 #'   (KBR Gram matrices, the SVGD pair distances, DrMMD) may take; larger
 #'   problems stop with an error naming the argument before allocating
 #'   (default 16 GiB).
+#' * `kernbayes.stan_cache`: the number of Stan or brms fits whose
+#'   unconstrained draws and gradients are kept for the next call on the
+#'   same fit (default 4; 0 keeps none); see "Draws and gradients computed
+#'   once" in [stan_target()] and [clear_stan_cache()].
 #'
 #' @section Points and samples:
 #' Points are the rows of a numeric matrix, `n` points in `d` dimensions

@@ -224,7 +224,7 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   the same kernel and standardisation (use `as.double()` for the two
 #'   numbers).
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]);
-#'   default `interactive()`. With progress the double sum runs in about
+#'   default `NULL` (automatic). With progress the double sum runs in about
 #'   100 row blocks of equal work, reported between blocks; the result is
 #'   the same number.
 #' @param n_boot With `by_chain = TRUE`: the bootstrap replicates of each
@@ -268,10 +268,10 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
                 type = c("V", "U"), standardize = FALSE, nthreads = NULL,
                 blocks = NULL, chain = NULL, by_chain = FALSE,
-                reference = NULL, progress = interactive(), n_boot = 200) {
+                reference = NULL, progress = NULL, n_boot = 200) {
   by_chain <- check_flag(by_chain, "by_chain")
   n_boot <- check_count(n_boot, "n_boot", min = 0L)
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   if (is_kb_result(x)) {
     if (!is.null(chain) || by_chain) {
       stop_arg(if (is.null(chain)) "by_chain" else "chain",
@@ -338,10 +338,13 @@ ksd_of_rows <- function(st, rows, weights, type, nthreads,
   w <- if (is.null(weights)) NULL else if (all) weights else
     weights[rows] / sum(weights[rows])
   if (type == "U" && n < 2L) return(NA_real_)
-  sums <- if (all && progress) stein_sums_progress(st, w, nthreads) else
+  sums <- if (all && progress_display(progress) != "none") {
+    stein_sums_progress(st, w, nthreads, progress)
+  } else {
     .Call(C_kb_stein_sums, if (all) st$x else st$x[rows, , drop = FALSE],
           if (all) st$s else st$s[rows, , drop = FALSE], st$kernel, w,
           nthreads)
+  }
   ksd_from_sums(sums, n, w, type)
 }
 
@@ -618,9 +621,9 @@ row_blocks <- function(n, k) {
 # kb_stein_sums() in about 100 row blocks of equal work with a progress
 # line between them: the same per-row sums (each row is computed as in one
 # call), so the same total.
-stein_sums_progress <- function(st, weights, nthreads) {
+stein_sums_progress <- function(st, weights, nthreads, progress) {
   ranges <- row_blocks(st$n, 100L)
-  rep <- progress_reporter(length(ranges), "KSD: row block", TRUE)
+  rep <- progress_reporter(length(ranges), "KSD: row block", progress)
   on.exit(rep$done())
   parts <- lapply(ranges, function(r) {
     v <- .Call(C_kb_stein_block_sums, st$x, st$s, st$kernel, r[1L], r[2L],
@@ -655,7 +658,7 @@ stein_sums_progress <- function(st, weights, nthreads) {
 #' @param nthreads Threads per block.
 #' @param progress Show progress, one unit per block (see 'Progress' in
 #'   [kernbayes-package]); blocks run in future workers report through
-#'   progressr. Default `interactive()`.
+#'   progressr. Default `NULL` (automatic).
 #' @section Running on a cluster: The blocks are futures: see the section
 #'   "Running on a cluster" in [ksdt_chains()] for a Slurm plan.
 #' @return The KSD (V-statistic), equal to `ksd(x, score, kernel)` up to
@@ -677,7 +680,7 @@ stein_sums_progress <- function(st, weights, nthreads) {
 #' @export
 ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
                        standardize = FALSE, nthreads = 1, chain = NULL,
-                       progress = interactive()) {
+                       progress = NULL) {
   if (is.null(blocks)) {
     blocks <- if (requireNamespace("future", quietly = TRUE)) {
       max(1L, as.integer(future::nbrOfWorkers()))
@@ -685,21 +688,30 @@ ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
   }
   blocks <- check_count(blocks, "blocks")
   nthreads <- check_count(nthreads, "nthreads")
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   smp <- as_sample(x, score, chain)
   st <- stein_setup(smp$x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))
   n <- st$n
   ranges <- row_blocks(n, blocks)
-  X <- st$x
-  S <- st$s
-  K <- st$kernel
-  one <- function(r, relay) {
+  one <- block_sums_task(st$x, st$s, st$kernel, nthreads)
+  sums <- progress_lapply(ranges, one, length(ranges), "KSD blocks", progress)
+  sqrt(max(check_total(sum(unlist(sums))) / n^2, 0))
+}
+
+# The task of one row block.  The future framework sends a task's
+# environment to the workers: this one holds the points, scores and kernel
+# only, not the caller's sample (a Stan fit, its target: a model that
+# exists only in this process, and draws the workers do not need).
+block_sums_task <- function(X, S, K, nthreads) {
+  force(X)
+  force(S)
+  force(K)
+  force(nthreads)
+  function(r, relay) {
     v <- sum(.Call(C_kb_stein_block_sums, X, S, K, r[1L], r[2L], nthreads,
                    NULL)$sums)
     relay(1)
     v
   }
-  sums <- progress_lapply(ranges, one, length(ranges), "KSD blocks", progress)
-  sqrt(max(check_total(sum(unlist(sums))) / n^2, 0))
 }

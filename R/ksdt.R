@@ -139,7 +139,7 @@ eval_schedule <- function(f, t, arg) {
 #' @param nthreads Number of OpenMP threads; default
 #'   `getOption("kernbayes.nthreads", 1)`.
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]);
-#'   default `interactive()`.
+#'   default `NULL` (automatic).
 #' @section Regularised candidate rule: Bénard, Staber and Da Veiga (2023)
 #'   add to greedy Stein thinning's objective a Laplacian correction and an
 #'   entropic term (see [stein_thin()]). Of KSDT it is the candidate rule
@@ -205,11 +205,11 @@ eval_schedule <- function(f, t, arg) {
 #' @export
 ksdt <- function(x, score, budget = 0, min_size = "sqrt", min_size_coef = 1,
                  min_size_floor = 10, size = NULL, kernel = imq_kernel(),
-                 candidates = 1, nthreads = NULL, progress = interactive(),
+                 candidates = 1, nthreads = NULL, progress = NULL,
                  chain = NULL, regularize = FALSE, log_density = NULL,
                  hessian_diag = NULL) {
   candidates <- check_count(candidates, "candidates")
-  progress <- check_flag(progress, "progress")
+  progress <- check_progress(progress)
   lambda <- check_regularize(regularize)
   if (!is.null(lambda) && candidates < 2L) {
     stop_arg("regularize", "changes the choice among candidates: it needs ",
@@ -319,7 +319,7 @@ label_ksdt <- function(res, smp, rows) {
 #' @export
 ksdt_stream <- function(dim, budget = 0, min_size = "sqrt", min_size_coef = 1,
                         min_size_floor = 10, size = NULL, kernel = imq_kernel(),
-                        nthreads = NULL, progress = interactive()) {
+                        nthreads = NULL, progress = NULL) {
   dim <- check_count(dim, "dim")
   f <- size_rule(size, min_size, min_size_coef, min_size_floor,
                  c(!missing(min_size), !missing(min_size_coef),
@@ -345,7 +345,7 @@ ksdt_stream <- function(dim, budget = 0, min_size = "sqrt", min_size_coef = 1,
   st$rk <- NULL
   st$ptr <- NULL
   st$nthreads <- resolve_nthreads(nthreads)
-  st$progress <- check_flag(progress, "progress")
+  st$progress <- check_progress(progress)
   st$colnames <- NULL
   class(st) <- "kb_ksdt_stream"
   st

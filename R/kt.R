@@ -134,9 +134,9 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #'   \eqn{g} (on \eqn{n/2^j} points) uses \eqn{\delta 2^j / g}.
 #' @param standardize Standardise the columns first (default `FALSE`).
 #' @param chain Chain labels, as for [stein_thin()].
-#' @param progress Report progress on stderr (Compress++: the rows
-#'   compressed so far; default `interactive()`). Ctrl-C interrupts
-#'   within a second either way.
+#' @param progress Show progress (see 'Progress' in [kernbayes-package]):
+#'   Compress++'s rows compressed so far; default `NULL` (automatic).
+#'   Ctrl-C interrupts within a second either way.
 #' @return A `kb_thin` (see [stein_thin()]) with `method` "kernel
 #'   thinning", the path `ksd` (with a score) or `mmd` (without) of the
 #'   first \eqn{j} selected points, and `rounds` (\eqn{g}), `used` (the
@@ -168,7 +168,7 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
                         swap = TRUE, delta = 0.5, oversample = 1L,
                         standardize = FALSE,
                         nthreads = NULL, chain = NULL,
-                        progress = interactive()) {
+                        progress = NULL) {
   a <- kt_check_args(method, delta, oversample, standardize, progress)
   method <- a$method; delta <- a$delta; oversample <- a$oversample
   standardize <- a$standardize; progress <- a$progress
@@ -246,7 +246,7 @@ kt_check_args <- function(method, delta, oversample, standardize, progress) {
                             upper_open = TRUE),
        oversample = oversample,
        standardize = check_flag(standardize, "standardize"),
-       progress = check_flag(progress, "progress"))
+       progress = check_progress(progress))
 }
 
 # Compress++ sizes: N = 2^k rows kept by standard thinning from the end

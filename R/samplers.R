@@ -109,7 +109,7 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
 #' @param target_accept Acceptance rate aimed at when adapting (0.234 for
 #'   RWM, 0.574 for MALA).
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]);
-#'   default `interactive()`.
+#'   default `NULL` (automatic).
 #' @param step Deprecated name of `step_size`.
 #' @return An object of class `kb_chain`: `x` (`n_iter x d` states), `score`,
 #'   `log_density`, `accept_rate`, `step` (the final step size), and settings; with
@@ -122,7 +122,7 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
 #' colMeans(ch$x)
 #' @export
 rwm <- function(target, x0, n_iter, step_size = NULL, warmup = NULL,
-                target_accept = 0.234, progress = interactive(), step) {
+                target_accept = 0.234, progress = NULL, step) {
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "rwm", step,
                                 missing(step_size))
@@ -134,7 +134,7 @@ rwm <- function(target, x0, n_iter, step_size = NULL, warmup = NULL,
 #' @rdname rwm
 #' @export
 mala <- function(target, x0, n_iter, step_size = NULL, warmup = NULL,
-                 target_accept = 0.574, progress = interactive(), step) {
+                 target_accept = 0.574, progress = NULL, step) {
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "mala", step,
                                 missing(step_size))

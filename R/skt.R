@@ -66,8 +66,8 @@ stratified_round <- function(w, N) {
 #' @param standardize Standardise the columns first (default `FALSE`, as
 #'   [kernel_thin()]: a burn-in inflates the columns' spread, and with it
 #'   the kernel's scale).
-#' @param progress Report the debiasing solver's and Compress++'s progress
-#'   on stderr (default `interactive()`).
+#' @param progress Show the debiasing solver's and Compress++'s progress
+#'   (see 'Progress' in [kernbayes-package]); default `NULL` (automatic).
 #' @return A `kb_thin` (see [stein_thin()]) with `method` "Stein kernel
 #'   thinning", the KSD path of the selected points, `weights_debias` (the
 #'   debiasing weights of all rows, with attribute `ksd`), `candidates`
@@ -92,7 +92,7 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
                               weighted = FALSE, delta = 0.5,
                               oversample = 1L, standardize = FALSE,
                               nthreads = NULL, chain = NULL,
-                              progress = interactive()) {
+                              progress = NULL) {
   debias <- check_choice(debias, c("simplex", "stein"), "debias")
   a <- kt_check_args(method, delta, oversample, standardize, progress)
   method <- a$method; delta <- a$delta; oversample <- a$oversample

@@ -177,7 +177,7 @@ ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
                         budget = 0, min_size = "sqrt", min_size_coef = 1,
                         min_size_floor = 10, size = NULL, kernel = imq_kernel(),
                         warmup = NULL, target_accept = NULL, nthreads = NULL,
-                        progress = interactive(), regularize = FALSE, step) {
+                        progress = NULL, regularize = FALSE, step) {
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "ksdt_sample", step,
                                 missing(step_size))
@@ -242,7 +242,7 @@ sp_mcmc <- function(target, x0, n_iter, candidates = 10,
                     sampler = c("mala", "rwm"),
                     start = c("last", "rand", "infl"), kernel = imq_kernel(),
                     step_size = NULL, warmup = NULL, target_accept = NULL,
-                    nthreads = NULL, progress = interactive(),
+                    nthreads = NULL, progress = NULL,
                     regularize = FALSE, m, step) {
   if (!missing(m)) {
     candidates <- deprecated_arg("m", "candidates", "sp_mcmc", m,

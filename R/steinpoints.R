@@ -104,7 +104,7 @@ sp_control_names <- c("n_candidates", "mu0", "cov0", "lambda", "alpha",
 #' @param nthreads Number of OpenMP threads for the kernel sums; default
 #'   `getOption("kernbayes.nthreads", 1)`.
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]);
-#'   default `interactive()`.
+#'   default `NULL` (automatic).
 #' @return An object of class `kb_stein_points`, inheriting from `kb_thin`
 #'   (so [ksd()], `print`, `summary`, `plot`, `as_draws_df()` and
 #'   `as.data.frame()` work as for a thinned set; see
@@ -140,7 +140,7 @@ stein_points <- function(target, n, method = c("greedy", "herding"),
                          optimizer = c("mc", "nm", "grid"),
                          kernel = imq_kernel(), control = list(),
                          truncation = c("none", "lower", "upper"), c2 = NULL,
-                         nthreads = NULL, progress = interactive()) {
+                         nthreads = NULL, progress = NULL) {
   # every argument is checked before the score runs
   if (missing(target)) stop_arg("target", "is missing: give a kb_target")
   check_target(target)

@@ -85,7 +85,7 @@ new_thin <- function(index, x, path, path_name, method, setup, settings) {
 #' @param standardize Standardise the columns first (default `TRUE`).
 #' @param unique If `TRUE`, never select a point twice (then `m <= n`).
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]);
-#'   default `interactive()`.
+#'   default `NULL` (automatic).
 #' @param regularize `FALSE` (default: the reference algorithm), `TRUE`
 #'   (regularised Stein thinning with \eqn{\lambda = 1/m}) or a positive
 #'   \eqn{\lambda}; see Details.
@@ -134,7 +134,7 @@ new_thin <- function(index, x, path, path_name, method, setup, settings) {
 #' @export
 stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
                        unique = FALSE, nthreads = NULL, chain = NULL,
-                       progress = interactive(), regularize = FALSE,
+                       progress = NULL, regularize = FALSE,
                        log_density = NULL, hessian_diag = NULL) {
   unique <- check_flag(unique, "unique")
   lambda <- check_regularize(regularize)
@@ -359,7 +359,7 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   x <- smp$x
   m <- check_m(m, nrow(x), unique)
   prog <- progress_reporter(m, "gradient-free Stein thinning",
-                            dots$progress %||% interactive())
+                            dots$progress)
   if (!is.null(range_cap)) {
     range_cap <- check_number(range_cap, "range_cap", lower = 0,
                               lower_open = TRUE)
@@ -442,7 +442,7 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
 #' @export
 mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
                      embed_size = 10000, unique = TRUE, standardize = FALSE,
-                     nthreads = NULL, chain = NULL, progress = interactive()) {
+                     nthreads = NULL, chain = NULL, progress = NULL) {
   smp <- as_sample(x, NULL, chain, gradients = FALSE)
   x <- smp$x
   n <- nrow(x)
@@ -621,7 +621,7 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]):
 #'   the solver's steps, with the size of the support and the KSD so far
 #'   (forming the Stein kernel matrix is not reported); default
-#'   `interactive()`.
+#'   `NULL` (automatic).
 #' @return A numeric vector of weights summing to 1, one per row of `x`,
 #'   with attribute `ksd` (the weighted KSD), and for labelled input
 #'   (several chains, a Stan fit) attributes `chain` and `iteration`.
@@ -634,7 +634,7 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' @export
 ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
                         standardize = FALSE, nthreads = NULL, chain = NULL,
-                        progress = interactive()) {
+                        progress = NULL) {
   nonneg <- check_flag(nonneg, "nonneg")
   nthreads <- resolve_nthreads(nthreads)
   prog <- progress_reporter(NA, "KSD weights: solver iteration", progress)

@@ -75,14 +75,15 @@ stan_test_model <- function(name) {
   m
 }
 
-# A small fit of model `name` (post-warmup draws: chains x 50), cached.
-stan_test_fit <- function(name, chains = 3L) {
+# A small fit of model `name` (post-warmup draws: chains x draws), cached.
+stan_test_fit <- function(name, chains = 3L, draws = 50L) {
   m <- stan_test_model(name)
-  key <- paste0("fit_", name, "_", chains)
+  key <- paste0("fit_", name, "_", chains, "_", draws)
   if (is.null(stan_cache[[key]])) {
     stan_cache[[key]] <- suppressWarnings(
       rstan::sampling(m, data = stan_data[[name]], chains = chains,
-                      iter = 100L, warmup = 50L, seed = 14L, refresh = 0))
+                      iter = 2L * draws, warmup = draws, seed = 14L,
+                      refresh = 0))
   }
   stan_cache[[key]]
 }

@@ -166,8 +166,12 @@ test_that("stan_sample gives the kb_sample fields in as_draws_df's order", {
   expect_s3_class(s$target, "kb_target")
   expect_equal(s$score, target_score(s$target, s$x), tolerance = 1e-14)
   expect_identical(colnames(s$score), colnames(s$x))
-  expect_output(kernbayes:::stan_sample(fit, progress = TRUE),
-                "Stan gradients: draw 150 of 150 \\(100%\\)")
+  # the gradients show progress when they are computed (not when kept)
+  clear_stan_cache()
+  msgs <- capture_messages(kernbayes:::stan_sample(fit, progress = TRUE))
+  expect_match(paste(msgs, collapse = ""),
+               "Stan gradients: 150 of 150 \\(100%\\)")
+  expect_silent(kernbayes:::stan_sample(fit, progress = TRUE))
 })
 
 test_that("Stan inputs are checked with errors naming the argument", {
@@ -302,23 +306,9 @@ test_that("ksd and friends take a Stan fit: rstan's own draws and gradients", {
     expect_lt(rel_err(by$ksd[c], ref_ksd(ref[r, r])), 1e-10)
   }
   expect_equal(by$chain, c("1", "2", "3", "all"))
-  # the KSD test of a fit: its chains, so the Markov wild bootstrap along
-  # each, with the same numbers as the draws and gradients by hand
-  set.seed(3)
-  tf <- ksd_test(fit, n_boot = 30, standardize = FALSE, progress = FALSE)
-  set.seed(3)
-  tm <- ksd_test(u, g, chain = d$.chain, n_boot = 30, standardize = FALSE,
-                 progress = FALSE)
-  expect_identical(c(tf$bootstrap, tf$wild), c("wild", "markov"))
-  expect_match(tf$method, "3 chains, multipliers along each", fixed = TRUE)
-  expect_equal(tf$statistic, tm$statistic, tolerance = 1e-10)
-  expect_equal(tf$boot, tm$boot, tolerance = 1e-10)
-  expect_equal(tf$iact, tm$iact, tolerance = 1e-10)
-  set.seed(3)
-  tb <- ksd_test(fit, n_boot = 30, standardize = FALSE, by_chain = TRUE,
-                 progress = FALSE)
-  expect_equal(tb$pooled$boot, tf$boot)
-  expect_identical(as.data.frame(tb)$chain, c("1", "2", "3", "all"))
+  # 50 draws per chain are too few for the default test of these chains
+  expect_error(ksd_test(fit, n_boot = 9, progress = FALSE),
+               class = "kb_error_arg", regexp = "chain too short")
   p <- ksd_path(fit)
   r1 <- d$.chain == 1
   expect_lt(rel_err(p$ksd[r1], ref_ksd_path(ref[r1, r1])), 1e-10)
@@ -370,4 +360,139 @@ test_that("mmd_thin takes a Stan fit without computing its gradients", {
   expect_identical(th[["chain"]], d$.chain[th$index])
   expect_identical(th[["iteration"]], d$.iteration[th$index])
   expect_identical(th[["draws"]]$tau, d$tau[th$index])
+})
+
+# ---- a fit's draws and gradients, computed once (issue 30) -------------------
+
+# gradient evaluations (rows) made by expr
+stan_evaluations <- function(expr) {
+  n0 <- kernbayes:::stan_memo$evaluations
+  force(expr)
+  kernbayes:::stan_memo$evaluations - n0
+}
+
+test_that("the functions on one fit evaluate its gradients once", {
+  fit <- stan_test_fit("schools", chains = 3L)
+  clear_stan_cache()
+  n <- stan_evaluations({
+    k <- ksd(fit, progress = FALSE)
+    th <- stein_thin(fit, m = 10, progress = FALSE)
+    te <- ksd_test(fit, bootstrap = "multinomial", n_boot = 19,
+                   progress = FALSE)
+    kt <- ksdt(fit, progress = FALSE)
+    kp <- ksd_path(fit)
+    kb <- ksd(fit, by_chain = TRUE, progress = FALSE)
+  })
+  expect_identical(n, 150)
+  # the same results as from fits computed afresh (nothing kept)
+  old <- options(kernbayes.stan_cache = 0)
+  on.exit(options(old), add = TRUE)
+  expect_identical(stan_evaluations(k0 <- ksd(fit, progress = FALSE)), 150)
+  expect_identical(length(kernbayes:::stan_memo$entries), 0L)
+  expect_identical(k, k0)
+  th0 <- stein_thin(fit, m = 10, progress = FALSE)
+  expect_identical(th$index, th0$index)
+  expect_identical(kt$ksd, ksdt(fit, progress = FALSE)$ksd)
+  expect_identical(stan_evaluations(ksd(fit, progress = FALSE)), 150)
+})
+
+test_that("a fit whose draws or model change gets its own gradients", {
+  fit <- stan_test_fit("schools", chains = 3L)
+  clear_stan_cache()
+  s <- kernbayes:::stan_sample(fit, progress = FALSE)
+  expect_identical(stan_evaluations(kernbayes:::stan_sample(fit, progress = FALSE)), 0)
+  # one post-warmup draw changed (iterations 51..100 of 100 are kept)
+  f2 <- fit
+  f2@sim$samples[[2]]$mu[60] <- f2@sim$samples[[2]]$mu[60] + 0.25
+  expect_identical(stan_evaluations(s2 <- kernbayes:::stan_sample(f2, progress = FALSE)),
+                   150)
+  row <- 50L + 10L  # chain 2, iteration 60 - 50
+  expect_equal(unname(s2$x[row, "mu"]), unname(s$x[row, "mu"]) + 0.25,
+               tolerance = 1e-14)
+  expect_equal(s2$score, target_score(s2$target, s2$x), tolerance = 1e-14)
+  expect_false(isTRUE(all.equal(s2$score[row, ], s$score[row, ])))
+  expect_false(identical(ksd(f2, progress = FALSE), ksd(fit, progress = FALSE)))
+  # a copy with the same draws is the same fit; a changed warmup draw, or a
+  # recreated model instance, is not
+  f3 <- fit
+  expect_identical(stan_evaluations(kernbayes:::stan_sample(f3, progress = FALSE)), 0)
+  f3@sim$samples[[1]]$tau[3] <- 1
+  expect_identical(stan_evaluations(kernbayes:::stan_sample(f3, progress = FALSE)), 150)
+  f4 <- fit
+  f4@.MISC <- suppressMessages(
+    rstan::stan(fit = fit, data = schools_data, chains = 0))@.MISC
+  expect_identical(stan_evaluations(s4 <- kernbayes:::stan_sample(f4, progress = FALSE)),
+                   150)
+  expect_identical(s4$score, s$score)
+})
+
+test_that("the kept fits are bounded, can be cleared, and gradients = FALSE waits", {
+  fit <- stan_test_fit("schools", chains = 3L)
+  f2 <- fit
+  f2@sim$samples[[1]]$mu[80] <- 0
+  old <- options(kernbayes.stan_cache = 1)
+  on.exit(options(old), add = TRUE)
+  clear_stan_cache()
+  # mmd_thin needs no gradients: none computed, the draws kept
+  expect_identical(stan_evaluations(mmd_thin(fit, 5, progress = FALSE)), 0)
+  expect_identical(stan_evaluations(ksd(fit, progress = FALSE)), 150)
+  expect_identical(stan_evaluations(ksd(f2, progress = FALSE)), 150)
+  # one fit kept: f2 pushed fit out
+  expect_identical(stan_evaluations(ksd(fit, progress = FALSE)), 150)
+  expect_identical(stan_evaluations(ksd(fit, progress = FALSE)), 0)
+  expect_identical(clear_stan_cache(), 1L)
+  expect_identical(clear_stan_cache(), 0L)
+  expect_identical(stan_evaluations(ksd(fit, progress = FALSE)), 150)
+  options(kernbayes.stan_cache = -1)
+  expect_error(ksd(fit, progress = FALSE), class = "kb_error_arg",
+               regexp = "kernbayes.stan_cache")
+})
+
+test_that("a Stan target is refused by workers in other processes, a fit is not", {
+  skip_on_cran()
+  skip_if_not_installed("future")
+  skip_if_not_installed("future.apply")
+  fit <- stan_test_fit("schools", chains = 3L)
+  tg <- stan_target(fit)
+  expect_s3_class(tg, c("kb_stan_target", "kb_target"))
+  # the row-block tasks carry the matrices and kernel, not the caller's frame
+  task <- kernbayes:::block_sums_task(1, 2, 3, 1L)
+  expect_setequal(ls(environment(task)), c("X", "S", "K", "nthreads"))
+  x0 <- unconstrain_draws(fit)[c(1, 60), ]
+  oplan <- future::plan(future::sequential)
+  on.exit(future::plan(oplan), add = TRUE)
+  set.seed(1)
+  ch <- ksdt_chains(tg, x0, 20, step_size = 0.1, progress = FALSE)
+  expect_length(ch$errors, 0L)
+  future::plan(future::multicore, workers = 2)
+  expect_true(kernbayes:::futures_share_process())
+  future::plan(future::multisession, workers = 2)
+  expect_false(kernbayes:::futures_share_process())
+  expect_error(ksdt_chains(tg, x0, 20, step_size = 0.1, progress = FALSE),
+               class = "kb_error_arg", regexp = "'target' is a Stan target")
+  # a fit as x: draws and gradients computed here, matrices sent
+  expect_equal(ksd_blocks(fit, blocks = 2, progress = FALSE),
+               ksd(fit, progress = FALSE), tolerance = 1e-12)
+})
+
+test_that("ksd_test of a fit: the Markov wild bootstrap along its chains, as on its draws and gradients", {
+  fit <- stan_test_fit("schools", chains = 3L, draws = 400L)
+  u <- unconstrain_draws(fit)
+  g <- target_score(stan_target(fit), u)
+  ch <- posterior::as_draws_df(fit)$.chain
+  set.seed(3)
+  tf <- ksd_test(fit, n_boot = 30, standardize = FALSE, progress = FALSE)
+  set.seed(3)
+  tm <- ksd_test(u, g, chain = ch, n_boot = 30, standardize = FALSE,
+                 progress = FALSE)
+  expect_identical(c(tf$bootstrap, tf$wild), c("wild", "markov"))
+  expect_match(tf$method, "3 chains, multipliers along each", fixed = TRUE)
+  expect_equal(tf$statistic, tm$statistic, tolerance = 1e-10)
+  expect_equal(tf$boot, tm$boot, tolerance = 1e-10)
+  expect_equal(tf$iact, tm$iact, tolerance = 1e-10)
+  set.seed(3)
+  tb <- ksd_test(fit, n_boot = 30, standardize = FALSE, by_chain = TRUE,
+                 progress = FALSE)
+  expect_equal(tb$pooled$boot, tf$boot)
+  expect_identical(as.data.frame(tb)$chain, c("1", "2", "3", "all"))
 })
