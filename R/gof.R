@@ -129,7 +129,7 @@
 ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      bootstrap = NULL, n_boot = 1000,
                      wild = c("rademacher", "markov"), change_prob = NULL,
-                     standardize = FALSE, nthreads = NULL,
+                     standardize = TRUE, nthreads = NULL,
                      progress = interactive(), chain = NULL) {
   dname <- paste(deparse1(substitute(x)), "against",
                  if (missing(score)) "its fit's gradients" else
@@ -148,7 +148,7 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                "wild = \"markov\"")
     }
   }
-  standardize <- check_flag(standardize, "standardize")
+  standardize <- check_standardize(standardize)
   nthreads <- resolve_nthreads(nthreads)
   progress <- check_flag(progress, "progress")
   check_kernel(kernel)
@@ -188,7 +188,7 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
     data.name = dname, boot = boot, type = type, bootstrap = bootstrap,
     wild = if (bootstrap == "wild") wild, change_prob = change_prob,
     iact = iact, n = n,
-    kernel = st$kernel, standardize = standardize),
+    kernel = st$kernel, standardize = !is.null(st$scale)),
     class = c("kb_ksd_test", "htest"))
 }
 
