@@ -61,25 +61,33 @@ same_kernel <- function(a, b) {
 # dictionary's size, so that the best dictionary is the starting state and
 # every later point is kept only if it does not raise the KSD by more than
 # the budget.  how = "stein_thin" instead picks `size` points greedily.
+# `quiet_scales`: no message when only the column scales differ (the
+# chains of ksdt_chains(), each standardised on its pilot, as documented
+# there).
 merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
                         budget = 0, nthreads = 1L, args = NULL,
-                        how_arg = "how", size_arg = "size") {
+                        how_arg = "how", size_arg = "size",
+                        quiet_scales = FALSE) {
   how <- check_choice(how, c("ksdt", "stein_thin"), how_arg)
   check_dicts(dicts, args %||% rep("...", length(dicts)))
   if (how == "stein_thin" && !is.null(size)) size <- check_count(size, size_arg)
   budget <- check_number(budget, "budget", lower = 0)
   rk <- dicts[[1L]]$kernel
   scale <- dicts[[1L]][["scale"]]
-  if (!all(vapply(dicts, function(z) same_kernel(z$kernel, rk) &&
-                    identical(z[["scale"]], scale), TRUE))) {
+  same_k <- all(vapply(dicts, function(z) same_kernel(z$kernel, rk), TRUE))
+  same_s <- all(vapply(dicts, function(z) identical(z[["scale"]], scale), TRUE))
+  if (!same_k || !same_s) {
     # heuristic preconditioners or column scales were resolved per run
     # (each chain's pilot): one kernel and one standardisation for all
     allx <- do.call(rbind, lapply(dicts, `[[`, "points"))
     if (!is.null(scale)) scale <- standardize_columns(allx)$scale
     rk <- resolve_kernel(rk$kernel, scale_points(allx, scale))
-    message("merge: the dictionaries' kernels or column scales differ (a ",
-            "heuristic or standardisation resolved per run); using one ",
-            "kernel and standardisation resolved on the union of their points")
+    if (!same_k || !quiet_scales) {
+      message("merge: the dictionaries' kernels or column scales differ (a ",
+              "heuristic or standardisation resolved per run); using one ",
+              "kernel and standardisation resolved on the union of their ",
+              "points")
+    }
   }
   k <- vapply(dicts, function(z) {
     ksd_resolved(scale_points(z$points, scale), scale_scores(z$score, scale),
