@@ -22,6 +22,13 @@
 #' oversubscription; with a sequential plan, `nthreads = 2` is the way to
 #' use two cores.
 #'
+#' Standardisation: with `standardize = TRUE` ([ksdt_sample()]'s default)
+#' each chain takes its column scales from its own pilot chain, as it does
+#' a heuristic preconditioner, and the merge then standardises by the mean
+#' absolute deviations of the union of the dictionaries (see [c.kb_ksdt()];
+#' without the message `c()` gives). Give `standardize = ` a vector of scales (say from a
+#' short [rwm()] run) for one standardisation throughout.
+#'
 #' A chain that fails (an error in the target's closures, say) does not
 #' lose the others: its error is reported in a warning with the chain
 #' number and kept in `errors`, and the merge uses the chains that
@@ -198,7 +205,7 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   merged <- if (merge == "none") NULL else if (length(ok) == 1L) ok[[1L]] else
     tryCatch(merge_dicts(ok, how = merge, size = merge_size,
                          nthreads = nthreads, how_arg = "merge",
-                         size_arg = "merge_size"),
+                         size_arg = "merge_size", quiet_scales = TRUE),
              kb_error = function(e) {
                warning(sprintf(paste0(
                  "the chains' dictionaries were not merged (%s); the ",

@@ -188,7 +188,7 @@
 ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      bootstrap = NULL, n_boot = 1000,
                      wild = c("rademacher", "markov"), change_prob = NULL,
-                     standardize = FALSE, nthreads = NULL,
+                     standardize = TRUE, nthreads = NULL,
                      progress = NULL, chain = NULL,
                      by_chain = FALSE) {
   dname <- paste(deparse1(substitute(x)), "against",
@@ -198,7 +198,7 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
   req <- gof_request(bootstrap, if (missing(wild)) NULL else wild,
                      change_prob)
   n_boot <- check_count(n_boot, "n_boot")
-  standardize <- check_flag(standardize, "standardize")
+  standardize <- check_standardize(standardize)
   nthreads <- resolve_nthreads(nthreads)
   progress <- check_progress(progress)
   by_chain <- check_flag(by_chain, "by_chain")
@@ -432,7 +432,7 @@ new_ksd_test <- function(out, plan, type, n_boot, dname, st, standardize) {
     data.name = dname, boot = out$boot, type = type,
     bootstrap = plan$bootstrap, wild = plan$wild,
     change_prob = plan$change_prob, iact = plan$iact, n = out$n,
-    kernel = st$kernel, standardize = standardize),
+    kernel = st$kernel, standardize = !is.null(st$scale)),
     class = c("kb_ksd_test", "htest"))
 }
 

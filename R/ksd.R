@@ -40,22 +40,64 @@ resolve_score <- function(score, x) {
 # Reference convention (Riabiz et al.): divide each column by its mean
 # absolute deviation; scores are multiplied by the same factors.  Columns of
 # huge or tiny numbers are scaled by a power of two (exact) first, so that
-# their means neither overflow nor underflow.
+# their means neither overflow nor underflow.  Each sum is taken over the
+# sorted column, so the scale does not depend on the order of the rows (of
+# the chains of a pooled sample) down to the last bit.
 standardize_columns <- function(x) {
-  # x - rep(..., each = n) is what sweep() computes, without its aperm()
-  scale <- colMeans(abs(x - rep(colMeans(x), each = nrow(x))))
-  big <- vapply(seq_len(ncol(x)), function(k) max(abs(range(x[, k]))), 0)
-  for (k in which(big > 1e150 | (big > 0 & big < 1e-150))) {
-    p2 <- 2^floor(log2(big[k]))
-    col <- x[, k] / p2
-    scale[k] <- mean(abs(col - mean(col))) * p2
-  }
+  n <- nrow(x)
+  scale <- vapply(seq_len(ncol(x)), function(k) {
+    col <- x[, k]
+    big <- max(abs(range(col)))
+    p2 <- if (big > 1e150 || (big > 0 && big < 1e-150)) 2^floor(log2(big)) else 1
+    col <- sort.int(col / p2, method = "radix")
+    m <- sum(col) / n
+    sum(sort.int(abs(col - m), method = "radix")) / n * p2
+  }, 0)
+  names(scale) <- colnames(x)
   if (any(!(scale > 0))) {
     stop_arg("x", sprintf(paste0("has a constant column (%d); it cannot ",
                                  "be standardised (use standardize = FALSE)"),
                           which(!(scale > 0))[1L]))
   }
-  list(x = x / rep(scale, each = nrow(x)), scale = scale)
+  list(x = scale_points(x, scale), scale = scale)
+}
+
+# `standardize` checked without the data: TRUE, FALSE or positive column
+# scales (one per column when the dimension d is known).
+check_standardize <- function(standardize, d = NULL) {
+  if (is.logical(standardize) && length(standardize) == 1L &&
+      !is.na(standardize)) {
+    return(standardize)
+  }
+  if (is.numeric(standardize) && is.null(dim(standardize)) &&
+      length(standardize) >= 1L && all(is.finite(standardize)) &&
+      all(standardize > 0)) {
+    if (!is.null(d) && length(standardize) != d) {
+      stop_arg("standardize", sprintf(paste0(
+        "must be TRUE, FALSE or one column scale per column of x (%d); ",
+        "it has %d numbers"), as.integer(d), length(standardize)))
+    }
+    return(as.double(standardize))
+  }
+  stop_arg("standardize", "must be TRUE, FALSE or a vector of positive ",
+           "finite column scales")
+}
+
+# The column scales `standardize` gives for the sample x: NULL (FALSE), the
+# mean absolute deviation of each column of x (TRUE), or the scales given.
+standardize_scale <- function(standardize, x) {
+  standardize <- check_standardize(standardize, ncol(x))
+  if (isFALSE(standardize)) return(NULL)
+  if (isTRUE(standardize)) return(standardize_columns(x)$scale)
+  standardize
+}
+
+# Points divided and scores multiplied by the column scales (NULL: none).
+scale_points <- function(x, scale) {
+  if (is.null(scale)) x else x / rep(scale, each = nrow(x))
+}
+scale_scores <- function(s, scale) {
+  if (is.null(scale)) s else s * rep(scale, each = nrow(s))
 }
 
 # The first row of a matrix with a non-finite entry.
@@ -71,19 +113,14 @@ first_bad_row <- function(m) which(rowSums(!is.finite(m)) > 0)[1L]
 stein_setup <- function(x, score, kernel, standardize, score_arg = "score",
                         rows = NULL) {
   x <- as_points(x)
-  standardize <- check_flag(standardize, "standardize")
+  standardize <- check_standardize(standardize, ncol(x))
   check_score(score, x, score_arg)
-  scale <- NULL
-  xs <- x
-  if (standardize) {
-    sc <- standardize_columns(x)
-    xs <- sc$x
-    scale <- sc$scale
-  }
+  scale <- standardize_scale(standardize, x)
+  xs <- scale_points(x, scale)
   rk <- resolve_kernel(kernel, xs, rows = rows)
   s <- s0 <- resolve_score(score, x)
-  if (standardize) {
-    s <- s * rep(scale, each = nrow(s))
+  if (!is.null(scale)) {
+    s <- scale_scores(s, scale)
     if (!all_finite(s)) {
       stop_numeric(sprintf(paste0(
         "standardising x multiplies the scores by its column scales (up to ",
@@ -140,9 +177,24 @@ check_total <- function(v, what = "the Stein kernel sum over all rows") {
 #'   Stein's identity \eqn{E_p[s(x)^\top (x - c)] = -d} and refused.
 #' @param kernel A base kernel, [imq_kernel()] (default) or
 #'   [gaussian_kernel()].
-#' @param standardize If `TRUE`, divide each column of `x` by its mean
-#'   absolute deviation (and multiply the scores by it) before anything else;
-#'   preconditioner heuristics are then computed on the standardised sample.
+#' @param standardize `TRUE` (default), `FALSE` or a vector of positive
+#'   column scales, one per coordinate. `TRUE` divides each coordinate by
+#'   its mean absolute deviation over the sample and multiplies the scores
+#'   by the same factors (the convention of Riabiz et al., 2022), before
+#'   anything else: kernel heuristics (a median preconditioner) are then
+#'   resolved on the standardised sample. The scales are computed once, on
+#'   the whole sample, all chains pooled (the same numbers whatever the
+#'   order of the rows or chains). A sample not all known up front takes
+#'   them from the rows its kernel is resolved on: a stream
+#'   ([ksdt_stream()]) from its first push (at least two rows), and
+#'   [ksdt_sample()] and [sp_mcmc()] from their pilot chain (one per chain
+#'   in [ksdt_chains()]); they are then fixed. A vector gives the scales to
+#'   divide by (say `fit$scale` of an earlier result, to judge several sets
+#'   under one scale, or a stream's scales known in advance); `FALSE` keeps
+#'   the coordinates as they are. Results keep the scales they used
+#'   (`scale`, `NULL` without standardisation), so that `ksd(result)`
+#'   recomputes their printed KSD. Why `TRUE` is the default: see
+#'   'Standardisation' in [kernbayes-package].
 #' @param nthreads Number of OpenMP threads; default
 #'   `getOption("kernbayes.nthreads", 1)`.
 #' @return An `n x n` symmetric matrix.
@@ -154,7 +206,7 @@ check_total <- function(v, what = "the Stein kernel sum over all rows") {
 #' round(stein_kernel_matrix(x, tg), 3)
 #' @export
 stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
-                                standardize = FALSE, nthreads = NULL) {
+                                standardize = TRUE, nthreads = NULL) {
   nthreads <- resolve_nthreads(nthreads)
   smp <- as_sample(x, score)
   st <- stein_setup(smp$x, smp$score, kernel, standardize,
@@ -266,7 +318,7 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' ksd(x, tg, type = "U")
 #' @export
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
-                type = c("V", "U"), standardize = FALSE, nthreads = NULL,
+                type = c("V", "U"), standardize = TRUE, nthreads = NULL,
                 blocks = NULL, chain = NULL, by_chain = FALSE,
                 reference = NULL, progress = NULL, n_boot = 200) {
   by_chain <- check_flag(by_chain, "by_chain")
@@ -466,7 +518,7 @@ print.kb_ksd_by_chain <- function(x, ...) {
 #' p
 #' plot(p)
 #' @export
-ksd_path <- function(x, score, kernel = imq_kernel(), standardize = FALSE,
+ksd_path <- function(x, score, kernel = imq_kernel(), standardize = TRUE,
                      nthreads = NULL, chain = NULL) {
   nthreads <- resolve_nthreads(nthreads)
   smp <- as_sample(x, score, chain)
@@ -480,7 +532,7 @@ ksd_path <- function(x, score, kernel = imq_kernel(), standardize = FALSE,
       seq_along(r)
   }
   structure(list(ksd = path, n = st$n, d = st$d, kernel = st$kernel,
-                 standardize = standardize, scale = st$scale,
+                 standardize = !is.null(st$scale), scale = st$scale,
                  chain = smp$chain, iteration = smp$iteration),
             class = "kb_ksd_path")
 }
@@ -679,7 +731,7 @@ stein_sums_progress <- function(st, weights, nthreads, progress) {
 #' }
 #' @export
 ksd_blocks <- function(x, score, kernel = imq_kernel(), blocks = NULL,
-                       standardize = FALSE, nthreads = 1, chain = NULL,
+                       standardize = TRUE, nthreads = 1, chain = NULL,
                        progress = NULL) {
   if (is.null(blocks)) {
     blocks <- if (requireNamespace("future", quietly = TRUE)) {

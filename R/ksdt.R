@@ -86,9 +86,15 @@ eval_schedule <- function(f, t, arg) {
 #' sampler of your own (Stan, nimble, ...), create a stream with
 #' `ksdt_stream()`, feed it with `ksdt_push()` as states arrive and read it
 #' with `ksdt_result()`; pushing the rows of `x` one at a time or all at
-#' once gives exactly what `ksdt(x, score)` gives (with a fixed
-#' preconditioner; a heuristic one is resolved on the first push).
+#' once gives exactly what `ksdt(x, score)` gives when the stream's
+#' standardisation and preconditioner are fixed (`standardize = ksdt(x,
+#' score)$scale` or `FALSE`, and a numeric preconditioner). With
+#' `standardize = TRUE` (default) `ksdt()` divides by the column scales of
+#' the whole of `x`, a stream by those of its first push (which must then
+#' have at least two rows), and a heuristic preconditioner is resolved on
+#' the same rows.
 #'
+#' @inheritParams stein_kernel_matrix
 #' @param x The stream: an `n x d` matrix of states in order (or a data
 #'   frame, `coda::mcmc`, posterior draws; for `ksdt()` also a Stan fit). A vector is `n` one-dimensional
 #'   states for `ksdt()`, and one state of the stream's dimension (when
@@ -100,7 +106,8 @@ eval_schedule <- function(f, t, arg) {
 #' @param chain For `ksdt()`: chain labels of the rows of a matrix `x` (see
 #'   [ksd()]). Several chains (labelled, or a draws object or Stan fit) are
 #'   never run as one stream: each chain is thinned by its own stream, all
-#'   with one kernel resolved on the whole sample, and the dictionaries are
+#'   with one kernel and one standardisation resolved on the whole sample
+#'   (all chains pooled), and the dictionaries are
 #'   merged as by [c.kb_ksdt()] (ordered by their KSD), so the result does
 #'   not depend on the order of the chains. It then has `per_chain` (each
 #'   chain's `kb_ksdt`), `source` (the chain and index there of each kept
@@ -147,8 +154,9 @@ eval_schedule <- function(f, t, arg) {
 #'   `regularize`, each block offers its row \eqn{c} minimising
 #'   \deqn{k_p(c, c) + \Delta^+ \log p(c) - w_t \log p(c) + 2\sum_{j \in
 #'   D} k_p(c, x_j),} \eqn{\Delta^+ \log p(c) = \sum_k \max(0,
-#'   \partial^2_{kk} \log p(c))} in the coordinates of `x` (KSDT does not
-#'   standardise), with \eqn{t = |D| + 1}, the size the dictionary would
+#'   \partial^2_{kk} \log p(c))} in the coordinates of the Stein kernel
+#'   (with standardisation, \eqn{\sum_k \sigma_k^2 \max(0,
+#'   \partial^2_{kk} \log p)}, as in [stein_thin()]), with \eqn{t = |D| + 1}, the size the dictionary would
 #'   have, in the role of the greedy step. A number \eqn{\lambda} gives
 #'   \eqn{w_t = \lambda t}, as in [stein_thin()]. KSDT has no final size
 #'   \eqn{m} for the paper's default \eqn{\lambda = 1/m}, so `TRUE` takes
@@ -180,7 +188,8 @@ eval_schedule <- function(f, t, arg) {
 #'   dictionary, in stream order), `index` (the position in the stream of
 #'   each retained point), and per step `ksd` (KSD of the dictionary),
 #'   `size` and `removed`; also `t` (steps), `n_offered` (rows of the stream
-#'   taken), `evals` (kernel evaluations), `kernel` and the settings
+#'   taken), `evals` (kernel evaluations), `kernel`, `scale` (the column
+#'   scales of the standardisation; absent without it) and the settings
 #'   (with the regularised rule, `regularize`: `TRUE` or \eqn{\lambda}). It
 #'   has `print`, `summary` and `plot` methods.
 #' @references Hawkins, C., Koppel, A. and Zhang, Z. Online, informative
@@ -207,7 +216,7 @@ ksdt <- function(x, score, budget = 0, min_size = "sqrt", min_size_coef = 1,
                  min_size_floor = 10, size = NULL, kernel = imq_kernel(),
                  candidates = 1, nthreads = NULL, progress = NULL,
                  chain = NULL, regularize = FALSE, log_density = NULL,
-                 hessian_diag = NULL) {
+                 hessian_diag = NULL, standardize = TRUE) {
   candidates <- check_count(candidates, "candidates")
   progress <- check_progress(progress)
   lambda <- check_regularize(regularize)
@@ -221,31 +230,38 @@ ksdt <- function(x, score, budget = 0, min_size = "sqrt", min_size_coef = 1,
   smp <- as_sample(x, score, chain, progress = progress)
   x <- smp$x
   src <- if (!is.null(lambda)) reg_sources(smp, log_density, hessian_diag)
-  new_stream <- function() {
+  new_stream <- function(std = standardize) {
     ksdt_stream(ncol(x), budget = budget, min_size = f$min_size,
                 min_size_coef = f$coef, min_size_floor = f$floor,
-                kernel = kernel, nthreads = nthreads, progress = progress)
+                kernel = kernel, nthreads = nthreads, progress = progress,
+                standardize = std)
   }
-  st <- new_stream()   # checks every setting before the score closure runs
+  new_stream()   # checks every setting before the score closure runs
+  # the column scales of the whole sample (all chains pooled), given to
+  # every stream as numbers
+  scale <- standardize_scale(standardize, x)
+  std <- scale %||% FALSE
+  st <- new_stream(std)
   s <- resolve_score(smp$score, x)
-  reg <- if (!is.null(lambda)) ksdt_reg(src, x, lambda)
+  reg <- if (!is.null(lambda)) ksdt_reg(src, x, lambda, scale)
   if (n_chains(smp) < 2L) {
     push_rows(st, x, s, candidates, reg = reg)
     res <- ksdt_reg_label(ksdt_result(st), reg)
     return(label_ksdt(res, smp, res$index))
   }
-  ksdt_reg_label(ksdt_by_chain(smp, s, new_stream, candidates, st$nthreads,
-                               reg), reg)
+  ksdt_reg_label(ksdt_by_chain(smp, s, function() new_stream(std),
+                               candidates, st$nthreads, reg), reg)
 }
 
 # The regularised candidate rule's terms at the rows of x (Benard, Staber &
-# Da Veiga 2023): the Laplacian term in the coordinates of x (KSDT does not
-# standardise) and log p, and the weight on log p as the C feed takes it:
+# Da Veiga 2023): the Laplacian term in the coordinates of the Stein kernel
+# (x divided by the column scales `scale`, NULL: none) and log p, and the
+# weight on log p as the C feed takes it:
 # `lambda` (weight lambda t, t = |D| + 1) or `adaptive` (weight 1, i.e.
 # lambda = 1 / t: each step weighs log p as the last step of greedy
 # thinning to the size the dictionary would have).
-ksdt_reg <- function(src, x, lambda) {
-  c(list(lap = laplacian_plus(src$hessian, x, NULL),
+ksdt_reg <- function(src, x, lambda, scale) {
+  c(list(lap = laplacian_plus(src$hessian, x, scale),
          logp = resolve_log_density(src$log_density, x, "log_density")),
     reg_weight(lambda))
 }
@@ -270,17 +286,20 @@ ksdt_reg_label <- function(res, reg) {
 
 # KSDT on several chains: one stream per chain, all with the kernel
 # resolved on the whole sample (the same evenly spaced iterations of each
-# chain), merged by merge_dicts(), which orders the dictionaries by their
+# chain; `new_stream()` gives streams with the column scales of the whole
+# sample), merged by merge_dicts(), which orders the dictionaries by their
 # KSD: the result does not depend on the order of the chains.
 ksdt_by_chain <- function(smp, s, new_stream, candidates, nthreads,
                           reg = NULL) {
   x <- smp$x
   st <- new_stream()
-  rk <- resolve_kernel(st$kernel, x, rows = heuristic_rows(smp))
+  scale <- standardize_scale(st$standardize, x)
+  rk <- resolve_kernel(st$kernel, scale_points(x, scale),
+                       rows = heuristic_rows(smp))
   rows <- chain_rows(smp)
   dicts <- lapply(rows, function(r) {
     sc <- new_stream()
-    stream_attach(sc, rk, colnames(x))
+    stream_attach(sc, rk, colnames(x), scale)
     rg <- reg
     if (!is.null(rg)) rg[c("lap", "logp")] <- list(reg$lap[r], reg$logp[r])
     push_rows(sc, x[r, , drop = FALSE], s[r, , drop = FALSE], candidates,
@@ -319,7 +338,8 @@ label_ksdt <- function(res, smp, rows) {
 #' @export
 ksdt_stream <- function(dim, budget = 0, min_size = "sqrt", min_size_coef = 1,
                         min_size_floor = 10, size = NULL, kernel = imq_kernel(),
-                        nthreads = NULL, progress = NULL) {
+                        nthreads = NULL, progress = NULL,
+                        standardize = TRUE) {
   dim <- check_count(dim, "dim")
   f <- size_rule(size, min_size, min_size_coef, min_size_floor,
                  c(!missing(min_size), !missing(min_size_coef),
@@ -342,6 +362,8 @@ ksdt_stream <- function(dim, budget = 0, min_size = "sqrt", min_size_coef = 1,
                       min_size_coef = min_size_coef,
                       min_size_floor = min_size_floor)
   st$kernel <- kernel
+  st$standardize <- check_standardize(standardize, dim)
+  st$scale <- NULL
   st$rk <- NULL
   st$ptr <- NULL
   st$nthreads <- resolve_nthreads(nthreads)
@@ -351,7 +373,9 @@ ksdt_stream <- function(dim, budget = 0, min_size = "sqrt", min_size_coef = 1,
   st
 }
 
-# Resolve the kernel (heuristics on the given rows) and create the C state.
+# Resolve the column scales (standardize = TRUE: those of the given rows)
+# and the kernel (heuristics on the given rows, standardised) and create the
+# C state.
 ksdt_stream_resolve <- function(st, x) {
   if (!is.null(st$ptr)) return(invisible(st))
   if (is.character(st$kernel$precon) && st$kernel$precon != "id" &&
@@ -360,14 +384,23 @@ ksdt_stream_resolve <- function(st, x) {
                                  "push to resolve precon = \"%s\""),
                           st$kernel$precon))
   }
-  stream_attach(st, resolve_kernel(st$kernel, x), colnames(x))
+  if (isTRUE(st$standardize) && nrow(x) < 2L) {
+    stop_arg("x", paste0("must have at least two rows in the first push to ",
+                         "resolve the column scales of standardize = TRUE ",
+                         "(or give the stream its scales: standardize = a ",
+                         "vector, or FALSE)"))
+  }
+  scale <- standardize_scale(st$standardize, x)
+  stream_attach(st, resolve_kernel(st$kernel, scale_points(x, scale)),
+                colnames(x), scale)
 }
 
-# Give a stream its resolved kernel and create its C state: the only place
-# a stream's dictionary is made.
-stream_attach <- function(st, rk, colnames = NULL) {
+# Give a stream its resolved kernel and column scales (NULL: none) and
+# create its C state: the only place a stream's dictionary is made.
+stream_attach <- function(st, rk, colnames = NULL, scale = NULL) {
   st$ptr <- .Call(C_kb_ksdt_new, rk, st$dim)
   st$rk <- rk
+  st$scale <- scale
   st$colnames <- colnames
   invisible(st)
 }
@@ -378,6 +411,7 @@ ksdt_stream_unresolve <- function(st) {
   if (!is.null(st$ptr) && stream_info(st)[["offered"]] == 0) {
     st$ptr <- NULL
     st$rk <- NULL
+    st$scale <- NULL
     st$colnames <- NULL
   }
   invisible(st)
@@ -479,7 +513,8 @@ push_rows <- function(stream, x, score, candidates = 1, announce = FALSE,
   with_stream(stream, {
     ksdt_stream_resolve(stream, x)
     .Call(C_kb_ksdt_push, stream$ptr,
-          list(x, s, in_basis(x, stream$rk), in_basis(s, stream$rk)),
+          list(x, s, in_basis(scale_points(x, stream$scale), stream$rk),
+               in_basis(scale_scores(s, stream$scale), stream$rk)),
           c(list(eps = as.double(eps), fmin = as.double(fmin),
                  candidates = candidates, nthreads = stream$nthreads,
                  progress = prog$callback(offered)), reg))
@@ -508,7 +543,8 @@ stream_result <- function(stream, ..., class = NULL) {
   colnames(pts) <- colnames(scr) <- stream$colnames
   fields <- c(list(removed = as.integer(r$removed), t = r$t,
                    n_offered = r$n_offered, evals = r$evals),
-              stream$settings)
+              stream$settings, if (!is.null(stream$scale))
+                list(scale = stream$scale))
   extra <- list(...)
   extra <- extra[!vapply(extra, is.null, TRUE)]
   fields[names(extra)] <- extra
@@ -568,7 +604,7 @@ print.kb_ksdt <- function(x, ...) {
     cat(sprintf("  sampler: %s, step %s, acceptance rate %.3f%s\n", x$sampler,
                 format(x$step, digits = 4), x$accept_rate, cand))
   }
-  cat("  kernel:", describe_ksd_kernel(x$kernel, NULL), "\n")
+  cat("  kernel:", describe_ksd_kernel(x$kernel, x[["scale"]]), "\n")
   if (!inherits(x, "kb_spmcmc")) {
     ms <- if (is.function(x$min_size)) "user function" else
       sprintf("%s (coef %s, floor %s)", x$min_size, format(x$min_size_coef),
@@ -595,7 +631,7 @@ summary.kb_ksdt <- function(object, ...) {
                  d = object$d, kept = length(object$index),
                  at = at, ksd = object$ksd[at], size = object$size[at],
                  removed = sum(object$removed),
-                 kernel = describe_ksd_kernel(object$kernel, NULL),
+                 kernel = describe_ksd_kernel(object$kernel, object[["scale"]]),
                  kish = if (!is.null(object[["weights"]]))
                    kish_size(object[["weights"]]),
                  oldest = if (length(object$index)) min(object$index) else NA,

@@ -132,7 +132,6 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #' @param delta KT-SPLIT's failure probability, in (0, 1) (default 0.5, as
 #'   in the reference implementation); a halving in round \eqn{j} of
 #'   \eqn{g} (on \eqn{n/2^j} points) uses \eqn{\delta 2^j / g}.
-#' @param standardize Standardise the columns first (default `FALSE`).
 #' @param chain Chain labels, as for [stein_thin()].
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]):
 #'   Compress++'s rows compressed so far; default `NULL` (automatic).
@@ -166,7 +165,7 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
                         method = c("kt", "compress++"), weights = NULL,
                         swap = TRUE, delta = 0.5, oversample = 1L,
-                        standardize = FALSE,
+                        standardize = TRUE,
                         nthreads = NULL, chain = NULL,
                         progress = NULL) {
   a <- kt_check_args(method, delta, oversample, standardize, progress)
@@ -199,9 +198,10 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
     setup <- stein_setup(x, smp$score, kernel, standardize,
                          rows = heuristic_rows(smp))
   } else {
-    xs <- if (standardize) standardize_columns(x)$x else x
+    scale <- standardize_scale(standardize, x)
+    xs <- scale_points(x, scale)
     rk <- resolve_kernel(kernel, xs, rows = heuristic_rows(smp))
-    setup <- list(x = in_basis(xs, rk), kernel = rk)
+    setup <- list(x = in_basis(xs, rk), kernel = rk, scale = scale)
   }
   extra <- list()
   # weighted input: an equally weighted multiset of `used` rows instead
@@ -228,8 +228,8 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
   }
   new_thin(index, x, path, if (stein) "ksd" else "mmd",
            if (method == "kt") "kernel thinning" else "Compress++ (kernel thinning)",
-           if (stein) setup else setup$kernel,
-           c(list(standardize = standardize, unique = FALSE, swap = swap,
+           if (stein) setup else setup[c("kernel", "scale")],
+           c(list(standardize = !is.null(setup$scale), unique = FALSE, swap = swap,
                   delta = delta, rounds = size$g, used = used,
                   multiset = rows,
                   kt_method = method,
@@ -245,7 +245,7 @@ kt_check_args <- function(method, delta, oversample, standardize, progress) {
        delta = check_number(delta, "delta", 0, 1, lower_open = TRUE,
                             upper_open = TRUE),
        oversample = oversample,
-       standardize = check_flag(standardize, "standardize"),
+       standardize = check_standardize(standardize),
        progress = check_progress(progress))
 }
 

@@ -61,22 +61,38 @@ same_kernel <- function(a, b) {
 # dictionary's size, so that the best dictionary is the starting state and
 # every later point is kept only if it does not raise the KSD by more than
 # the budget.  how = "stein_thin" instead picks `size` points greedily.
+# `quiet_scales`: no message when only the column scales differ (the
+# chains of ksdt_chains(), each standardised on its pilot, as documented
+# there).
 merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
                         budget = 0, nthreads = 1L, args = NULL,
-                        how_arg = "how", size_arg = "size") {
+                        how_arg = "how", size_arg = "size",
+                        quiet_scales = FALSE) {
   how <- check_choice(how, c("ksdt", "stein_thin"), how_arg)
   check_dicts(dicts, args %||% rep("...", length(dicts)))
   if (how == "stein_thin" && !is.null(size)) size <- check_count(size, size_arg)
   budget <- check_number(budget, "budget", lower = 0)
   rk <- dicts[[1L]]$kernel
-  if (!all(vapply(dicts, function(z) same_kernel(z$kernel, rk), TRUE))) {
-    # heuristic preconditioners were resolved per run: one kernel for all
+  scale <- dicts[[1L]][["scale"]]
+  same_k <- all(vapply(dicts, function(z) same_kernel(z$kernel, rk), TRUE))
+  same_s <- all(vapply(dicts, function(z) identical(z[["scale"]], scale), TRUE))
+  if (!same_k || !same_s) {
+    # heuristic preconditioners or column scales were resolved per run
+    # (each chain's pilot): one kernel and one standardisation for all
     allx <- do.call(rbind, lapply(dicts, `[[`, "points"))
-    rk <- resolve_kernel(rk$kernel, allx)
-    message("merge: the dictionaries' kernels differ (a heuristic resolved ",
-            "per run); using one kernel resolved on the union of their points")
+    if (!is.null(scale)) scale <- standardize_columns(allx)$scale
+    rk <- resolve_kernel(rk$kernel, scale_points(allx, scale))
+    if (!same_k || !quiet_scales) {
+      message("merge: the dictionaries' kernels or column scales differ (a ",
+              "heuristic or standardisation resolved per run); using one ",
+              "kernel and standardisation resolved on the union of their ",
+              "points")
+    }
   }
-  k <- vapply(dicts, function(z) ksd_resolved(z$points, z$score, rk, nthreads), 0)
+  k <- vapply(dicts, function(z) {
+    ksd_resolved(scale_points(z$points, scale), scale_scores(z$score, scale),
+                 rk, nthreads)
+  }, 0)
   o <- order(k)
   pts <- scr <- NULL
   # pos: the row of each point in its dictionary (for its labels)
@@ -99,8 +115,9 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
   if (how == "ksdt") {
     st <- ksdt_stream(ncol(pts), budget = budget, min_size = "constant",
                       min_size_coef = best_n, min_size_floor = 1,
-                      kernel = rk$kernel, nthreads = nthreads, progress = FALSE)
-    stream_attach(st, rk, colnames(dicts[[1L]]$points))
+                      kernel = rk$kernel, nthreads = nthreads, progress = FALSE,
+                      standardize = scale %||% FALSE)
+    stream_attach(st, rk, colnames(dicts[[1L]]$points), scale)
     push_rows(st, pts, scr)
     res <- stream_result(st, method = "KSDT merge",
                          merged_from = length(dicts), input_ksd = k)
@@ -108,13 +125,15 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
   } else {
     if (is.null(size)) size <- best_n
     size <- check_count(size, size_arg, max = nrow(pts))
-    th <- stein_thin(pts, scr, size, kernel = rk$kernel, standardize = FALSE,
-                     unique = TRUE, nthreads = nthreads)
+    th <- stein_thin(pts, scr, size, kernel = rk$kernel,
+                     standardize = scale %||% FALSE, unique = TRUE,
+                     nthreads = nthreads)
     res <- new_ksdt(pts[th$index, , drop = FALSE], scr[th$index, , drop = FALSE],
                     th$index, th$ksd, seq_along(th$index), th$kernel,
                     t = nrow(pts),
                     method = "Stein thinning of the merged dictionaries",
                     merged_from = length(dicts), input_ksd = k)
+    res$scale <- th[["scale"]]
     rows <- th$index
   }
   res$source <- merge_source(src, rows)
@@ -177,9 +196,12 @@ merge_labels <- function(res, dicts, from) {
 #'
 #' All dictionaries must have the same dimension (and, where they name
 #' their columns, the same names in the same order) and should come from the
-#' same target (their scores are used as they are). When their kernels
-#' differ (a heuristic preconditioner resolved on each run), one kernel is
-#' resolved on the union of their points, with a message.
+#' same target (their scores are used as they are). When their kernels or
+#' column scales differ (a heuristic preconditioner or `standardize = TRUE`
+#' resolved on each run, e.g. on each chain's pilot in [ksdt_chains()]),
+#' one kernel and one standardisation are resolved on the union of their
+#' points, with a message: the mean absolute deviation scales of the union
+#' when the first dictionary is standardised, none when it is not.
 #'
 #' @param x,y,... `kb_ksdt` results ([ksdt()], [ksdt_sample()],
 #'   [ksdt_result()], [ksdt_chains()]'s `chains`).

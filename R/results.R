@@ -382,10 +382,8 @@ result_kernel <- function(x) {
 # standardisation scale (NULL: none), optionally weighted (normalised
 # weights).
 ksd_under <- function(P, S, rk, scale, weights, type, nthreads) {
-  if (!is.null(scale)) {
-    P <- sweep(P, 2L, scale, "/")
-    S <- sweep(S, 2L, scale, "*")
-  }
+  P <- scale_points(P, scale)
+  S <- scale_scores(S, scale)
   n <- nrow(P)
   sums <- .Call(C_kb_stein_sums, in_basis(P, rk), in_basis(S, rk), rk,
                 weights, nthreads)
@@ -446,11 +444,8 @@ ksd_result <- function(x, score, reference, args, own) {
   if (is.null(rk)) {
     kernel <- args$kernel
     check_kernel(kernel)
-    standardize <- check_flag(args$standardize, "standardize")
-    scale <- if (standardize) standardize_columns(P)$scale else NULL
-    rk <- list(kernel = resolve_kernel(kernel,
-                                       if (is.null(scale)) P else
-                                         sweep(P, 2L, scale, "/")),
+    scale <- standardize_scale(args$standardize, P)
+    rk <- list(kernel = resolve_kernel(kernel, scale_points(P, scale)),
                scale = scale)
   }
   weights <- args$weights

@@ -63,9 +63,6 @@ stratified_round <- function(w, N) {
 #' @param weighted Also return simplex weights on the selected points
 #'   (`weights`, the KSD-optimal weights of the coreset; `ksd_weighted`,
 #'   its KSD with them).
-#' @param standardize Standardise the columns first (default `FALSE`, as
-#'   [kernel_thin()]: a burn-in inflates the columns' spread, and with it
-#'   the kernel's scale).
 #' @param progress Show the debiasing solver's and Compress++'s progress
 #'   (see 'Progress' in [kernbayes-package]); default `NULL` (automatic).
 #' @return A `kb_thin` (see [stein_thin()]) with `method` "Stein kernel
@@ -90,7 +87,7 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
                               debias = c("simplex", "stein"),
                               method = c("kt", "compress++"),
                               weighted = FALSE, delta = 0.5,
-                              oversample = 1L, standardize = FALSE,
+                              oversample = 1L, standardize = TRUE,
                               nthreads = NULL, chain = NULL,
                               progress = NULL) {
   debias <- check_choice(debias, c("simplex", "stein"), "debias")
@@ -192,6 +189,6 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
     extra$ksd_weighted <- sqrt(max(drop(crossprod(v, Ku %*% v)), 0))
   }
   new_thin(index, x, path, "ksd", "Stein kernel thinning", st,
-           c(list(standardize = standardize, unique = FALSE), extra,
+           c(list(standardize = !is.null(st$scale), unique = FALSE), extra,
              sample_labels(smp, index)))
 }

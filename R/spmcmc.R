@@ -47,7 +47,8 @@ check_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
                                 upper_open = TRUE)
   if (!is.null(step)) step <- check_step(step)
   warmup <- if (is.null(warmup)) 1000L else check_count(warmup, "warmup", 2L)
-  heuristic <- is.character(stream$kernel$precon) && stream$kernel$precon != "id"
+  heuristic <- (is.character(stream$kernel$precon) &&
+                  stream$kernel$precon != "id") || isTRUE(stream$standardize)
   t <- stream_t(stream) + seq_len(n_iter)
   eps <- stream$budget_fun(t)
   fm <- if (is.null(fmin)) stream$min_size_fun(t) else rep(fmin, n_iter)
@@ -68,7 +69,8 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
   pilot <- NULL
   if (a$pilot) {
     # pilot chain: adapts the step (when not given) and supplies the sample
-    # that preconditioner heuristics are resolved on; it is not returned
+    # that the column scales (standardize = TRUE) and preconditioner
+    # heuristics are resolved on; it is not returned
     pilot <- run_mcmc(a$sampler, target, x0, a$warmup, step, a$warmup,
                       a$target_accept, scores = FALSE)
     step <- pilot$step
@@ -87,6 +89,7 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
                         candidates = a$candidates, start = start,
                         restart = restart, eps = as.double(a$eps),
                         fmin = a$fmin, Q = stream$rk$Q,
+                        scale = stream$scale,
                         nthreads = stream$nthreads,
                         progress = prog$callback(t0)),
                    reg_weight(run$regularize)))
@@ -134,10 +137,15 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
 #' give \eqn{t/m}). `ksdt_sample(regularize = )` equals `ksdt(chain$x,
 #' target, candidates = m, regularize = )` on the same chain.
 #'
-#' When `step_size` is `NULL`, or the kernel's preconditioner is a heuristic, a
-#' pilot chain of `warmup` iterations (default 1000) is run first: it
-#' adapts the step size and is the sample the heuristic is resolved on; it
-#' is discarded and the run starts from its last state.
+#' When `step_size` is `NULL`, `standardize = TRUE` (the default), or the
+#' kernel's preconditioner is a heuristic, a pilot chain of `warmup`
+#' iterations (default 1000) is run first: it adapts the step size (when
+#' not given) and is the sample the column scales of the standardisation
+#' (the mean absolute deviation of each coordinate over the pilot's states)
+#' and the heuristic are resolved on; it is discarded and the run starts
+#' from its last state. The scales are then fixed for the whole run (the
+#' result's `scale`); give them as numbers (`standardize = ` a vector) to
+#' run without a pilot when `step_size` is given.
 #'
 #' @inheritParams ksdt
 #' @inheritParams rwm
@@ -177,7 +185,8 @@ ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
                         budget = 0, min_size = "sqrt", min_size_coef = 1,
                         min_size_floor = 10, size = NULL, kernel = imq_kernel(),
                         warmup = NULL, target_accept = NULL, nthreads = NULL,
-                        progress = NULL, regularize = FALSE, step) {
+                        progress = NULL, regularize = FALSE,
+                        standardize = TRUE, step) {
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "ksdt_sample", step,
                                 missing(step_size))
@@ -190,7 +199,7 @@ ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
     candidates = candidates, budget = budget, min_size = f$min_size,
     min_size_coef = f$coef, min_size_floor = f$floor, kernel = kernel,
     warmup = warmup, target_accept = target_accept, nthreads = nthreads,
-    progress = progress, regularize = regularize))
+    progress = progress, regularize = regularize, standardize = standardize))
   run_ksdt_sampler(target, x0, n_iter, a$stream, a$run)
 }
 
@@ -204,7 +213,8 @@ ksdt_sample_setup <- function(a) {
   st <- ksdt_stream(a$target$dim, budget = a$budget, min_size = a$min_size,
                     min_size_coef = a$min_size_coef,
                     min_size_floor = a$min_size_floor, kernel = a$kernel,
-                    nthreads = a$nthreads, progress = a$progress)
+                    nthreads = a$nthreads, progress = a$progress,
+                    standardize = a$standardize %||% TRUE)
   list(stream = st,
        run = list(sampler = sampler, step = a$step, candidates = a$candidates,
                   warmup = a$warmup, target_accept = a$target_accept,
@@ -243,7 +253,7 @@ sp_mcmc <- function(target, x0, n_iter, candidates = 10,
                     start = c("last", "rand", "infl"), kernel = imq_kernel(),
                     step_size = NULL, warmup = NULL, target_accept = NULL,
                     nthreads = NULL, progress = NULL,
-                    regularize = FALSE, m, step) {
+                    regularize = FALSE, standardize = TRUE, m, step) {
   if (!missing(m)) {
     candidates <- deprecated_arg("m", "candidates", "sp_mcmc", m,
                                  missing(candidates))
@@ -258,7 +268,7 @@ sp_mcmc <- function(target, x0, n_iter, candidates = 10,
   check_target(target)
   m <- check_count(candidates, "candidates")
   st <- ksdt_stream(target$dim, kernel = kernel, nthreads = nthreads,
-                    progress = progress)
+                    progress = progress, standardize = standardize)
   run_ksdt_sampler(target, x0, n_iter, st, list(
     sampler = sampler, step = step_size, candidates = m, start = start,
     restart = TRUE, warmup = warmup, target_accept = target_accept,

@@ -11,20 +11,18 @@ check_m <- function(m, n, unique) {
 }
 
 # The one constructor of kb_thin. `setup`: the stein_setup() of the sample
-# (Stein thinning) or the resolved kernel (MMD thinning). Kept for ksd(th)
+# (Stein thinning), or list(kernel, scale) (the resolved kernel and column
+# scales of MMD thinning, no scores). Kept for ksd(th)
 # to recompute the printed KSD exactly: the resolved kernel, the
 # standardisation scale (NULL: none) and the scores of the selected points
 # in the coordinates of x. `settings` (standardize, unique, ..., and chain,
 # iteration, draws of the selected points when known) become fields.
 new_thin <- function(index, x, path, path_name, method, setup, settings) {
-  score <- scale <- NULL
-  if (inherits(setup, "kb_resolved_kernel")) {
-    kernel <- setup
-    if (isTRUE(settings$standardize)) scale <- standardize_columns(x)$scale
-  } else {
-    kernel <- setup$kernel
-    scale <- setup$scale
-    s <- setup$s[index, , drop = FALSE]
+  score <- NULL
+  kernel <- setup[["kernel"]]
+  scale <- setup[["scale"]]
+  if (!is.null(setup[["s"]])) {
+    s <- setup[["s"]][index, , drop = FALSE]
     if (!is.null(kernel$Q)) s <- s %*% t(kernel$Q)
     if (!is.null(scale)) s <- sweep(s, 2L, scale, "/")
     dimnames(s) <- list(NULL, colnames(x))
@@ -82,7 +80,6 @@ new_thin <- function(index, x, path, path_name, method, setup, settings) {
 #' @inheritParams stein_kernel_matrix
 #' @inheritParams ksd
 #' @param m Number of points to select.
-#' @param standardize Standardise the columns first (default `TRUE`).
 #' @param unique If `TRUE`, never select a point twice (then `m <= n`).
 #' @param progress Show progress (see 'Progress' in [kernbayes-package]);
 #'   default `NULL` (automatic).
@@ -164,7 +161,7 @@ stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   new_thin(res$index, x, path, "ksd", if (is.null(lambda)) "Stein thinning"
            else "regularised Stein thinning", st,
-           c(list(standardize = standardize, unique = unique,
+           c(list(standardize = !is.null(st$scale), unique = unique,
                   regularize = if (is.null(lambda)) FALSE else ctl$lambda),
              sample_labels(smp, res$index)))
 }
@@ -350,8 +347,8 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
     stop_arg("...", "takes only kernel, standardize, unique, nthreads, chain and progress")
   }
   kernel <- if (is.null(dots$kernel)) imq_kernel() else dots$kernel
-  standardize <- check_flag(if (is.null(dots$standardize)) TRUE else
-                              dots$standardize, "standardize")
+  standardize <- check_standardize(if (is.null(dots$standardize)) TRUE else
+                                     dots$standardize)
   unique <- check_flag(if (is.null(dots$unique)) FALSE else dots$unique,
                        "unique")
   nthreads <- resolve_nthreads(dots$nthreads)
@@ -402,7 +399,7 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   prog$done()
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   out <- new_thin(res$index, x, path, "ksd", "gradient-free Stein thinning",
-                  st, c(list(standardize = standardize, unique = unique),
+                  st, c(list(standardize = !is.null(st$scale), unique = unique),
                         sample_labels(smp, res$index)))
   out$w <- w
   out
@@ -428,8 +425,6 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
 #' @param kernel A base kernel; default Gaussian with the median heuristic.
 #' @param embed_size Maximum number of rows for the mean embedding.
 #' @param unique Never select a point twice (default `TRUE`).
-#' @param standardize Standardise the columns by their mean absolute
-#'   deviation first (default `FALSE`).
 #' @return A `kb_thin` object (see [stein_thin()]) whose path is `mmd`, the
 #'   MMD between the first \eqn{j} selected points and the embedding rows,
 #'   and without `score` (MMD thinning uses none; `scale` is that of the
@@ -441,7 +436,7 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
 #' tail(th$mmd, 1)
 #' @export
 mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
-                     embed_size = 10000, unique = TRUE, standardize = FALSE,
+                     embed_size = 10000, unique = TRUE, standardize = TRUE,
                      nthreads = NULL, chain = NULL, progress = NULL) {
   smp <- as_sample(x, NULL, chain, gradients = FALSE)
   x <- smp$x
@@ -453,10 +448,9 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
     embed_size <- n   # any size beyond n means the whole sample
   }
   embed_size <- check_count(embed_size, "embed_size")
-  standardize <- check_flag(standardize, "standardize")
+  scale <- standardize_scale(standardize, x)
   nthreads <- resolve_nthreads(nthreads)
-  xs <- x
-  if (standardize) xs <- standardize_columns(x)$x
+  xs <- scale_points(x, scale)
   rk <- resolve_kernel(kernel, xs, rows = heuristic_rows(smp))
   xr <- in_basis(xs, rk)
   rows <- if (n > embed_size) {
@@ -471,8 +465,9 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
   j <- seq_len(m)
   mmd2 <- cumsum(res$gain) / j^2 - 2 * cumsum(res$mu[res$index]) / j +
     mean(res$mu[rows])
-  new_thin(res$index, x, sqrt(pmax(mmd2, 0)), "mmd", "MMD thinning", rk,
-           c(list(standardize = standardize, unique = unique,
+  new_thin(res$index, x, sqrt(pmax(mmd2, 0)), "mmd", "MMD thinning",
+           list(kernel = rk, scale = scale),
+           c(list(standardize = !is.null(scale), unique = unique,
                   embed_size = length(rows)), sample_labels(smp, res$index)))
 }
 
@@ -633,7 +628,7 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #' c(uniform = ksd(x, tg), weighted = attr(w, "ksd"))
 #' @export
 ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
-                        standardize = FALSE, nthreads = NULL, chain = NULL,
+                        standardize = TRUE, nthreads = NULL, chain = NULL,
                         progress = NULL) {
   nonneg <- check_flag(nonneg, "nonneg")
   nthreads <- resolve_nthreads(nthreads)

@@ -60,7 +60,8 @@ void kb_sampler_score(kb_sampler *smp)
 
 /* H_kk = (s_k(x + h e_k) - s_k(x - h e_k)) / ((x_k + h) - (x_k - h)), with
  * R/targets.R's fd_step(): h = eps^(1/3) max(1, |x_k|). */
-double kb_sampler_laplacian_plus(kb_sampler *smp, double *scratch)
+double kb_sampler_laplacian_plus(kb_sampler *smp, double *scratch,
+                                 const double *scale)
 {
     int d = smp->d;
     double *xe = scratch, *sp = scratch + d, *sm = scratch + 2 * d;
@@ -75,7 +76,9 @@ double kb_sampler_laplacian_plus(kb_sampler *smp, double *scratch)
         kb_closure_eval(&smp->grad, xe, d, sm, 0);
         xe[k] = xk;
         double H = (sp[k] - sm[k]) / (xp - xm);
-        lap += H > 0.0 ? H : 0.0;
+        /* standardised coordinates x_k / scale_k: H_kk scale_k^2 */
+        if (H > 0.0)
+            lap += scale ? H * (scale[k] * scale[k]) : H;
     }
     return lap;
 }

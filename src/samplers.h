@@ -44,8 +44,11 @@ void kb_sampler_jump(kb_sampler *smp, const double *x, const double *s);
  * Veiga 2023) at the current state, sum_k max(0, d^2 log p / dx_k^2), the
  * Hessian diagonal by central differences of the score as R/thin.R's
  * fd_hessian_diag() takes it: 2d score evaluations; scratch: 3d doubles.
- * The chain does not move. */
-double kb_sampler_laplacian_plus(kb_sampler *smp, double *scratch);
+ * With column scales `scale` (NULL: none) the term of coordinate k is
+ * multiplied by scale_k^2: the Laplacian in the standardised coordinates
+ * x_k / scale_k, as R/thin.R's laplacian_plus(). The chain does not move. */
+double kb_sampler_laplacian_plus(kb_sampler *smp, double *scratch,
+                                 const double *scale);
 
 /* Set the chain's state to x with score s and log density lp, all known. */
 void kb_sampler_set_state(kb_sampler *smp, const double *x, const double *s,

@@ -7,6 +7,15 @@
 #include "runtime.h"
 #include "entries.h"
 
+/* A state or its score in the standardised coordinates: x / scale or
+ * s * scale column by column (as R's scale_points(), scale_scores()). */
+static void scale_row(int d, const double *scale, int score, const double *x,
+                      double *out)
+{
+    for (int k = 0; k < d; k++)
+        out[k] = score ? x[k] * scale[k] : x[k] / scale[k];
+}
+
 /* Point in kernel coordinates: x Q (Q NULL: unchanged). */
 static void to_kernel(int d, const double *Q, const double *x, double *out)
 {
@@ -37,24 +46,26 @@ typedef struct {
     SEXP rho;
     int vec, type, n_iter, start, restart;
     double h;
-    const double *x0, *Q;
+    const double *x0, *Q, *scale;   /* scale NULL: not standardised */
     kb_ksdt_feed feed;
     double acc_rate, step;     /* results */
 } sample_args;
 
-/* Per-run scratch: the chain's state in kernel coordinates, and with
- * restarts the block's candidates (state, score and log density). */
+/* Per-run scratch: the chain's state in kernel coordinates (and
+ * standardised, in sx), and with restarts the block's candidates (state,
+ * score and log density). */
 typedef struct {
-    double *ck, *cks, *pt, *fd, *cxs, *clp;
+    double *ck, *cks, *pt, *fd, *sx, *cxs, *clp;
 } sample_scratch;
 
 static sample_scratch scratch_alloc(int d, int C)
 {
     sample_scratch w;
-    w.ck = (double *) R_alloc((size_t) 7 * d, sizeof(double));
+    w.ck = (double *) R_alloc((size_t) 9 * d, sizeof(double));
     w.cks = w.ck + d;
     w.pt = w.cks + d;
     w.fd = w.pt + 2 * d;
+    w.sx = w.fd + 3 * d;
     w.cxs = (double *) R_alloc((size_t) 2 * C * d, sizeof(double));
     w.clp = (double *) R_alloc((size_t) C, sizeof(double));
     return w;
@@ -92,8 +103,15 @@ static SEXP sample_body(void *data)
         }
         kb_sampler_step(&smp);
         kb_sampler_score(&smp);
-        to_kernel(d, A->Q, smp.x, w.ck);
-        to_kernel(d, A->Q, smp.s, w.cks);
+        const double *sx = smp.x, *ss = smp.s;
+        if (A->scale) {
+            scale_row(d, A->scale, 0, smp.x, w.sx);
+            scale_row(d, A->scale, 1, smp.s, w.sx + d);
+            sx = w.sx;
+            ss = w.sx + d;
+        }
+        to_kernel(d, A->Q, sx, w.ck);
+        to_kernel(d, A->Q, ss, w.cks);
         if (A->restart)
             keep_candidate(&w, c, &smp);
         /* the stream offered to KSDT: the chain's states, or with restarts
@@ -102,7 +120,7 @@ static SEXP sample_body(void *data)
                            f->base + (A->restart ? f->steps : it) + 1.0,
                            0.0, 0.0};
         if (reg) {
-            p.lap = kb_sampler_laplacian_plus(&smp, w.fd);
+            p.lap = kb_sampler_laplacian_plus(&smp, w.fd, A->scale);
             p.logp = smp.lp;
         }
         if (kb_ksdt_feed_offer(st, f, &p, it + 1.0, it == total - 1) &&
@@ -121,7 +139,8 @@ static SEXP sample_body(void *data)
 }
 
 /* .Call entry: ctl = list(sampler, vectorized, x0, n_iter, step,
- * candidates, start, restart, eps, fmin, Q, nthreads, progress) and, for
+ * candidates, start, restart, eps, fmin, Q, scale (NULL or the column
+ * scales of the standardisation), nthreads, progress) and, for
  * the regularised candidate rule, lambda or adaptive (kb_ksdt_feed_ctl). */
 SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP ctl)
 {
@@ -145,6 +164,8 @@ SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP ctl)
     kb_ksdt_feed_ctl(f, ctl, A.n_iter);
     SEXP Q = kb_list_elt(ctl, "Q");
     A.Q = Q == R_NilValue ? NULL : kb_arg_vector(Q, "Q", (R_xlen_t) d * d);
+    SEXP scale = kb_list_elt(ctl, "scale");
+    A.scale = scale == R_NilValue ? NULL : kb_arg_vector(scale, "scale", d);
     f->what = "chain state";
     f->count_diag = 0;
     kb_ksdt_hold(A.st);

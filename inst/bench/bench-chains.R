@@ -30,10 +30,10 @@ for (case in list(list(tg, matrix(c(1, -1, 0.5, 0), 4, 4, byrow = TRUE)),
   target <- case[[1]]
   future::plan(future::sequential)
   set.seed(1)
-  t_seq <- elapsed(f1 <- ksdt_chains(target, case[[2]], n_iter))
+  t_seq <- elapsed(f1 <- ksdt_chains(target, case[[2]], n_iter, standardize = FALSE))
   future::plan(future::multisession, workers = 2)
   set.seed(1)
-  t_par <- elapsed(f2 <- ksdt_chains(target, case[[2]], n_iter))
+  t_par <- elapsed(f2 <- ksdt_chains(target, case[[2]], n_iter, standardize = FALSE))
   stopifnot(identical(f1$merged$points, f2$merged$points))
   cat(sprintf(paste0("ksdt_chains on %s, 4 chains x %d MALA steps: sequential ",
                      "%.1f s, multisession (2 workers) %.1f s: speed-up %.2fx\n"),
@@ -45,9 +45,9 @@ future::plan(future::multisession, workers = 2)
 n <- if (small) 10000L else 100000L
 set.seed(2)
 x <- matrix(stats::rnorm(4 * n), n)
-t_blk <- elapsed(k_blk <- ksd_blocks(x, tg, blocks = 2))
+t_blk <- elapsed(k_blk <- ksd_blocks(x, tg, blocks = 2, standardize = FALSE))
 future::plan(future::sequential)
-t_thr <- elapsed(k_thr <- ksd(x, tg, nthreads = 2))
+t_thr <- elapsed(k_thr <- ksd(x, tg, nthreads = 2, standardize = FALSE))
 stopifnot(abs(k_blk / k_thr - 1) < 1e-10)
 cat(sprintf(paste0("KSD of %d points, d = 4: ksd_blocks (2 workers) %.1f s, ",
                    "ksd(nthreads = 2) %.1f s: ratio %.2f (>1: threads faster)\n"),

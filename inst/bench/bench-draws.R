@@ -46,26 +46,26 @@ line <- function(what, a, b, la, lb) {
 
 by_hand <- function() {
   c(vapply(seq_len(k), function(c) ksd(x[chain == c, ], s[chain == c, ],
-                                       progress = FALSE), 0),
-    ksd(x, s, progress = FALSE))
+                                       progress = FALSE, standardize = FALSE), 0),
+    ksd(x, s, progress = FALSE, standardize = FALSE))
 }
 stopifnot(isTRUE(all.equal(ksd(x, s, chain = chain, by_chain = TRUE,
-                               progress = FALSE)$ksd, by_hand())))
+                               progress = FALSE, standardize = FALSE)$ksd, by_hand())))
 line("ksd(by_chain = TRUE)",
-     best_time(ksd(x, s, chain = chain, by_chain = TRUE, progress = FALSE)),
+     best_time(ksd(x, s, chain = chain, by_chain = TRUE, progress = FALSE, standardize = FALSE)),
      best_time(by_hand()), "by_chain", "by hand")
 
 if (requireNamespace("posterior", quietly = TRUE)) {
   da <- posterior::as_draws_array(array(x, c(t, k, d),
                                         dimnames = list(NULL, NULL, colnames(x))))
-  line("ksd(draws, matrix)",
-       best_time(ksd(da, s, progress = FALSE)),
-       best_time(ksd(x, s, progress = FALSE)), "draws", "matrix")
+  line("ksd(draws, matrix, standardize = FALSE)",
+       best_time(ksd(da, s, progress = FALSE, standardize = FALSE)),
+       best_time(ksd(x, s, progress = FALSE, standardize = FALSE)), "draws", "matrix")
 }
 
 line("ksdt, 4 chains",
-     best_time(ksdt(x, s, chain = chain, progress = FALSE), 1L),
-     best_time(ksdt(x, s, progress = FALSE), 1L), "per chain", "stacked")
+     best_time(ksdt(x, s, chain = chain, progress = FALSE, standardize = FALSE), 1L),
+     best_time(ksdt(x, s, progress = FALSE, standardize = FALSE), 1L), "per chain", "stacked")
 line("ksd_path per chain",
-     best_time(ksd_path(x, s, chain = chain)),
-     best_time(ksd_path(x, s)), "per chain", "stacked")
+     best_time(ksd_path(x, s, chain = chain, standardize = FALSE)),
+     best_time(ksd_path(x, s, standardize = FALSE)), "per chain", "stacked")

@@ -29,7 +29,7 @@ best_time <- function(expr, reps = 3L) {
 }
 for (stein in c(TRUE, FALSE)) {
   score <- if (stein) -x
-  K <- if (stein) stein_kernel_matrix(x, score) else
+  K <- if (stein) stein_kernel_matrix(x, score, standardize = FALSE) else
     kernel_matrix(x, kernel = gaussian_kernel(precon = "med"))
   mu <- if (!stein) rowMeans(K)
   set.seed(2)
@@ -42,7 +42,7 @@ for (stein in c(TRUE, FALSE)) {
   }, reps = 1L)
   res <- .Call(kernbayes:::C_kb_kernel_thin, K, g, 0.5, u, mu, TRUE)
   set.seed(2)
-  t_all <- best_time({ set.seed(2); th <- kernel_thin(x, score) })
+  t_all <- best_time({ set.seed(2); th <- kernel_thin(x, score, standardize = FALSE) })
   cat(sprintf(paste0("%s: n = %d, m = %d: C %.4f s, plain R %.3f s, ratio %.0fx",
                      " (same output: %s); kernel_thin() end to end %.4f s\n"),
               if (stein) "Stein kernel (KSD)" else "Gaussian kernel (MMD)",
@@ -71,10 +71,10 @@ if (Sys.getenv("KB_BENCH_CPP", "1") != "0") {
       set.seed(4)
       times[g + 1, j] <- system.time(
         th <- kernel_thin(xx, -xx, method = "compress++", oversample = g,
-                          nthreads = 1L))[["elapsed"]]
+                          nthreads = 1L, standardize = FALSE))[["elapsed"]]
       if (j == 1) {
         cat(sprintf("  oversample %d: n = %d -> %d points in %.2f s (KSD %.4f)\n",
-                    g, nn, th$m, times[g + 1, j], ksd(th$points, -th$points)))
+                    g, nn, th$m, times[g + 1, j], ksd(th$points, -th$points, standardize = FALSE)))
       }
     }
   }
@@ -86,14 +86,14 @@ if (Sys.getenv("KB_BENCH_CPP", "1") != "0") {
   set.seed(5)
   xk <- matrix(rnorm(2 * nk), ncol = 2)
   set.seed(6)
-  t_kt <- system.time(a <- kernel_thin(xk, -xk, m = 2^(floor(log2(nk)) %/% 2)))[["elapsed"]]
+  t_kt <- system.time(a <- kernel_thin(xk, -xk, m = 2^(floor(log2(nk)) %/% 2), standardize = FALSE))[["elapsed"]]
   set.seed(6)
-  t_cp <- system.time(b <- kernel_thin(xk, -xk, method = "compress++"))[["elapsed"]]
+  t_cp <- system.time(b <- kernel_thin(xk, -xk, method = "compress++", standardize = FALSE))[["elapsed"]]
   cat(sprintf(paste0("  n = %d, N(0, I_2), %d points: KT %.2f s (KSD %.4f), ",
                      "Compress++ %.2f s (KSD %.4f): %.0fx faster, KSD ratio %.2f\n"),
-              nk, a$m, t_kt, ksd(a$points, -a$points), t_cp,
-              ksd(b$points, -b$points), t_kt / t_cp,
-              ksd(b$points, -b$points) / ksd(a$points, -a$points)))
+              nk, a$m, t_kt, ksd(a$points, -a$points, standardize = FALSE), t_cp,
+              ksd(b$points, -b$points, standardize = FALSE), t_kt / t_cp,
+              ksd(b$points, -b$points, standardize = FALSE) / ksd(a$points, -a$points, standardize = FALSE)))
 }
 
 # ---- Stein kernel thinning ----------------------------------------------
@@ -110,12 +110,12 @@ if (Sys.getenv("KB_BENCH_SKT", "1") != "0") {
   for (i in 2:ns) z[i, ] <- 0.97 * z[i - 1, ] + sqrt(1 - 0.97^2) * rnorm(2)
   mm <- 2^(floor(log2(ns)) %/% 2)
   kfix <- imq_kernel()
-  q <- function(th) ksd(th$points, -th$points, kernel = kfix)
+  q <- function(th) ksd(th$points, -th$points, kernel = kfix, standardize = FALSE)
   set.seed(8)
-  t_skt <- system.time(s1 <- stein_kernel_thin(z, -z, m = mm))[["elapsed"]]
+  t_skt <- system.time(s1 <- stein_kernel_thin(z, -z, m = mm, standardize = FALSE))[["elapsed"]]
   t_st <- system.time(s2 <- stein_thin(z, -z, mm))[["elapsed"]]
   set.seed(8)
-  t_kt <- system.time(s3 <- kernel_thin(z, -z, m = mm))[["elapsed"]]
+  t_kt <- system.time(s3 <- kernel_thin(z, -z, m = mm, standardize = FALSE))[["elapsed"]]
   cat(sprintf(paste0("Stein kernel thinning, AR(1) chain from (12, 12), n = %d, ",
                      "m = %d: %.2f s (KSD %.4f); stein_thin %.2f s (KSD %.4f); ",
                      "kernel_thin %.2f s (KSD %.4f)\n"),
@@ -125,7 +125,7 @@ if (Sys.getenv("KB_BENCH_SKT", "1") != "0") {
   zr <- z[seq_len(nr), ]
   st <- kernbayes:::stein_setup(zr, -zr, imq_kernel(), FALSE,
                                 rows = seq_len(nr))
-  Kr <- stein_kernel_matrix(zr, -zr)
+  Kr <- stein_kernel_matrix(zr, -zr, standardize = FALSE)
   cand <- matrix(sample(nr, 32), ncol = 1)
   refine_r <- function(K, best) {
     m <- length(best)
@@ -140,7 +140,7 @@ if (Sys.getenv("KB_BENCH_SKT", "1") != "0") {
   t_c <- best_time(rc <- .Call(kernbayes:::C_kb_kt_refine, st$x, st$s,
                                st$kernel, cand, 1L))
   t_r <- best_time(rr <- refine_r(Kr, cand[, 1]))
-  t_rk <- best_time(stein_kernel_matrix(zr, -zr))
+  t_rk <- best_time(stein_kernel_matrix(zr, -zr, standardize = FALSE))
   cat(sprintf(paste0("  KT-SWAP over all %d rows, 32 points: C (rows on the fly, ",
                      "O(n) memory) %.4f s, plain R on the matrix %.4f s ",
                      "(+ %.4f s for the matrix): %.1fx incl. the matrix; ",

@@ -59,11 +59,11 @@ x_kbr <- matrix(stats::rnorm(1200), 600)
 y_kbr <- x_kbr + 0.3 * matrix(stats::rnorm(1200), 600)
 
 entries <- list(
-  ksd = function(nt) ksd(x_ksd, -x_ksd, nthreads = nt, progress = FALSE),
+  ksd = function(nt) ksd(x_ksd, -x_ksd, nthreads = nt, progress = FALSE, standardize = FALSE),
   stein_thin = function(nt) stein_thin(x_thin, -x_thin, 500, nthreads = nt,
                                        progress = FALSE)$index,
   ksdt = function(nt) ksdt(x_ksdt, -x_ksdt, nthreads = nt,
-                           progress = FALSE)$index,
+                           progress = FALSE, standardize = FALSE)$index,
   svgd = function(nt) svgd(x0, tg, n_iter = 50, step_size = 0.01,
                            progress = FALSE, nthreads = nt)$x,
   mmd_flow = function(nt) mmd_flow(x0, y_mmd, n_iter = 50, progress = FALSE,

@@ -16,7 +16,7 @@
 #   (kernel_thin(method = "compress++") with the score, oversample 1 and 2),
 #   "cpp1_gauss" (Compress++ without a score: Gaussian kernel, bandwidth 1,
 #   MMD to the sample). Every Stein method uses the measuring kernel
-#   itself: IMQ (c = 1, beta = -1/2), L = I, standardize = FALSE.
+#   itself: IMQ (c = 1, beta = -1/2), L = I.
 #   Yardsticks: KSD under that kernel; the MMD to N(0, I_2) itself under
 #   the Gaussian kernel k(x, y) = exp(-|x - y|^2 / 2), in closed form: for
 #   P = N(0, I_d) and bandwidth l, E k(x, X) = (l^2 / (l^2 + 1))^(d/2)
@@ -44,7 +44,7 @@
 #   Methods: "uniform", "standard", "stein", "kt", "cpp" (oversample 1),
 #   "skt" and "skt_cpp" (stein_kernel_thin, debias = "simplex", method "kt"
 #   and "compress++"), all with one fixed kernel, the one of
-#   ksdt-goodwin.R: IMQ, L = I / med^2, med = 1.47692, standardize = FALSE.
+#   ksdt-goodwin.R: IMQ, L = I / med^2, med = 1.47692.
 #   Yardsticks: KSD under that kernel; against a reference of 4 MALA chains
 #   from log(theta), each 5e4 states after 1000 adaptive warm-up steps
 #   (quick 1.25e4), pooled (the posterior mixes slowly: half-chain means of
@@ -116,7 +116,7 @@ mmd_gauss <- function(p) {
 }
 rate_row <- function(e, seed, meth, p, fresh, secs) {
   data.frame(log2n = e, n = 2^e, m = nrow(p), seed = seed, method = meth,
-             ksd = ksd(p, -p, kimq), mmd = mmd_gauss(p),
+             ksd = ksd(p, -p, kimq, standardize = FALSE), mmd = mmd_gauss(p),
              w2 = as.numeric(wasserstein2(p, fresh)),
              mean_err = sqrt(sum(colMeans(p)^2)),
              mom2_err = sqrt(sum((crossprod(p) / nrow(p) - diag(2))^2)),
@@ -140,14 +140,14 @@ for (e in rate_exps) {
       stein = exp_timed(stein_thin(x, s, m, kernel = kimq,
                                    standardize = FALSE, progress = FALSE)),
       cpp1 = exp_timed(kernel_thin(x, s, m, kernel = kimq,
-                                   method = "compress++", oversample = 1)),
+                                   method = "compress++", oversample = 1, standardize = FALSE)),
       cpp2 = exp_timed(kernel_thin(x, s, m, kernel = kimq,
-                                   method = "compress++", oversample = 2)),
+                                   method = "compress++", oversample = 2, standardize = FALSE)),
       cpp1_gauss = exp_timed(kernel_thin(x, NULL, m, kernel = kgauss,
                                          method = "compress++",
-                                         oversample = 1)))
+                                         oversample = 1, standardize = FALSE)))
     if (n <= kt_max) {
-      sel$kt <- exp_timed(kernel_thin(x, s, m, kernel = kimq))
+      sel$kt <- exp_timed(kernel_thin(x, s, m, kernel = kimq, standardize = FALSE))
     }
     for (meth in names(sel)) {
       r <- sel[[meth]]
@@ -227,7 +227,7 @@ good_row <- function(seed, m, meth, p, s, secs) {
   pm <- colMeans(p)
   psd <- if (nrow(p) > 1) apply(p, 2, stats::sd) else rep(0, 4)
   data.frame(seed = seed, n = g_n, m = m, method = meth, points = nrow(p),
-             ksd = ksd(p, s, kgood),
+             ksd = ksd(p, s, kgood, standardize = FALSE),
              mean_err = sqrt(sum(((pm - ref_mean) / ref_sd)^2)),
              sd_err = sqrt(sum((psd / ref_sd - 1)^2)),
              w2 = if (nrow(p) <= 1024) as.numeric(wasserstein2(
@@ -244,7 +244,7 @@ for (seed in seq_len(g_seeds)) {
   x <- ch$x
   s <- ch$score
   say("chain %d: %d states, acceptance %.3f, %.1f s; KSD of the chain %.3g",
-      seed, g_n, ch$accept_rate, exp_secs(ch), ksd(x, s, kgood))
+      seed, g_n, ch$accept_rate, exp_secs(ch), ksd(x, s, kgood, standardize = FALSE))
   # the whole chain, and the chain after discarding 1000 states (not a
   # selection of m points: the floor of the mean and sd errors)
   all_rows <- list(chain = seq_len(g_n), chain_burned = 1001:g_n)
@@ -263,12 +263,12 @@ for (seed in seq_len(g_seeds)) {
       standard = exp_timed(list(index = seq(g_n / m, g_n, by = g_n / m))),
       stein = exp_timed(stein_thin(x, s, m, kernel = kgood,
                                    standardize = FALSE, progress = FALSE)),
-      kt = exp_timed(kernel_thin(x, s, m, kernel = kgood)),
+      kt = exp_timed(kernel_thin(x, s, m, kernel = kgood, standardize = FALSE)),
       skt = exp_timed(stein_kernel_thin(x, s, m, kernel = kgood,
                                         standardize = FALSE)))
     if (m <= m_cpp_max) {
       sel$cpp <- exp_timed(kernel_thin(x, s, m, kernel = kgood,
-                                       method = "compress++"))
+                                       method = "compress++", standardize = FALSE))
       sel$skt_cpp <- exp_timed(stein_kernel_thin(x, s, m, kernel = kgood,
                                                  method = "compress++",
                                                  standardize = FALSE))

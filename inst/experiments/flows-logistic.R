@@ -57,7 +57,7 @@ evaluate <- function(b) {
   p <- tg$predict(b, te[, 1:7])
   c(accuracy = mean((p > 0.5) == y_te),
     log_pred = mean(ifelse(y_te, log(p), log1p(-p))),
-    ksd = ksd(b, tg, k_ksd),
+    ksd = ksd(b, tg, k_ksd, standardize = FALSE),
     mean_err = max(abs(colMeans(b) - ref_mean) / ref_sd),
     sd_ratio = mean(apply(b, 2, sd) / ref_sd))
 }

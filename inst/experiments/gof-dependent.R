@@ -124,7 +124,7 @@ one_set <- function(x) {
   n <- nrow(x)
   s <- -x
   big <- n > 2000L  # the default only, in C: no n x n matrix in R
-  K <- if (!big) stein_kernel_matrix(x, s, nthreads = 1)
+  K <- if (!big) stein_kernel_matrix(x, s, nthreads = 1, standardize = FALSE)
   stat <- sum(K) / n
   tx <- max(apply(x, 2L, iact))
   tr <- if (big) NA_real_ else iact(rowSums(K))
@@ -141,7 +141,7 @@ one_set <- function(x) {
     }
   }
   d <- ksd_test(x, s, type = "V", wild = "markov", n_boot = B, nthreads = 1,
-                progress = FALSE)
+                progress = FALSE, standardize = FALSE)
   res[[length(res) + 1L]] <- data.frame(rule = "ksd_test",
                                         flip = d$change_prob,
                                         p_value = d$p.value)

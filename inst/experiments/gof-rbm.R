@@ -110,11 +110,11 @@ p <- rbm_target(B / 2, b, c0, burnin = burnin)
 tests <- list(
   "KSD-U" = function(x) {
     ksd_test(x, p, gaussian_kernel(), type = "U", n_boot = 1000,
-             progress = FALSE)$p.value
+             progress = FALSE, standardize = FALSE)$p.value
   },
   "KSD-V" = function(x) {
     ksd_test(x, p, gaussian_kernel(), type = "V", bootstrap = "wild",
-             wild = "rademacher", n_boot = 1000, progress = FALSE)$p.value
+             wild = "rademacher", n_boot = 1000, progress = FALSE, standardize = FALSE)$p.value
   })
 if (exists("fssd_test", envir = asNamespace("kernbayes"))) {
   fssd <- get("fssd_test", envir = asNamespace("kernbayes"))

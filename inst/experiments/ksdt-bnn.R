@@ -329,7 +329,7 @@ chain_rows <- function(target, ref, temp, seed) {
   ch <- exp_timed(mala(target, rep(0, k), n_chain, progress = FALSE))
   t0 <- proc.time()[["elapsed"]]
   probs <- state_probs(target, ch$x)
-  path <- ksd_path(ch$x, ch$score, kernel)$ksd
+  path <- ksd_path(ch$x, ch$score, kernel, standardize = FALSE)$ksd
   t_pred <- proc.time()[["elapsed"]] - t0
   rows <- list()
   add <- function(method, t, idx, ksd) {
@@ -339,7 +339,7 @@ chain_rows <- function(target, ref, temp, seed) {
       t(agree_tv(colMeans(probs[idx, , drop = FALSE]), ref$pred)), ksd = ksd)
   }
   sub_ksd <- function(idx) {
-    ksd(ch$x[idx, , drop = FALSE], ch$score[idx, , drop = FALSE], kernel)
+    ksd(ch$x[idx, , drop = FALSE], ch$score[idx, , drop = FALSE], kernel, standardize = FALSE)
   }
   for (t in checkpoints) {
     add("raw", t, seq_len(t), path[t])
@@ -350,7 +350,7 @@ chain_rows <- function(target, ref, temp, seed) {
   for (nm in names(variants)) {
     v <- variants[[nm]]
     st <- ksdt_stream(k, min_size = v$rule, min_size_coef = v$coef,
-                      min_size_floor = 5, kernel = kernel, progress = FALSE)
+                      min_size_floor = 5, kernel = kernel, progress = FALSE, standardize = FALSE)
     done <- 0L
     for (t in checkpoints) {
       r <- seq.int(done + 1L, t)

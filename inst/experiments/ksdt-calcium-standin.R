@@ -212,7 +212,7 @@ judge <- function(P, S, wt = NULL) {
   pb <- drop(stats::plogis(x_test_s %*% t(P)) %*% pw)
   pb <- pmin(pmax(pb, 1e-12), 1 - 1e-12)
   c(ksd = ksd(P, S, kernel, weights = if (length(unique(wt)) > 1) pw,
-              progress = FALSE),
+              progress = FALSE, standardize = FALSE),
     mean_err = sqrt(sum(((m - ref_mean) / ref_sd)^2)),
     sd_err = sqrt(sum((s / ref_sd - 1)^2)),
     sd_ratio = mean(s / ref_sd),
@@ -234,7 +234,7 @@ spaced <- function(n, k) ceiling(seq_len(k) * n / k)
 # each checkpoint (in blocks); returns the dictionary's rows at each one
 stream_run <- function(x, s, cand, rule, coef, at) {
   st <- ksdt_stream(d, min_size = rule, min_size_coef = coef, kernel = kernel,
-                    progress = FALSE)
+                    progress = FALSE, standardize = FALSE)
   done <- 0L
   lapply(at, function(t) {
     r <- (done * cand + 1L):(t * cand)

@@ -127,7 +127,7 @@ row_of <- function(sampler, kernel, addition, rule, t, p, ksd) {
 # blocks between checkpoints (whole blocks, so the result is ksdt()'s)
 ksdt_checkpoints <- function(x, s, m, rule, kernel) {
   st <- ksdt_stream(ncol(x), min_size = size_rules[[rule]],
-                    min_size_floor = 10, kernel = kernel, progress = FALSE)
+                    min_size_floor = 10, kernel = kernel, progress = FALSE, standardize = FALSE)
   done <- 0L
   lapply(at, function(t) {
     rows <- (done * m + 1L):(t * m)
@@ -183,7 +183,7 @@ for (irep in seq_len(n_rep)) for (smp in names(starts)) {
             row_of(smp, kn, add, paste0("spaced-", rule), r$t,
                    ch$x[idx, , drop = FALSE],
                    ksd(ch$x[idx, , drop = FALSE], ch$score[idx, , drop = FALSE],
-                       kernels[[kn]]))
+                       kernels[[kn]], standardize = FALSE))
           }))
           runs[[length(runs) + 1L]] <- data.frame(
             rep = irep, sampler = smp, kernel = kn, addition = add,

@@ -99,7 +99,7 @@ x0 <- gw$x0
 min_coef <- function(rule) if (rule == "linear") coef_linear else coef_sqrt
 ksdt_run <- function(x, s, rule, kernel) {
   exp_timed(ksdt(x, s, min_size = rule, min_size_coef = min_coef(rule),
-                 kernel = kernel, progress = FALSE))
+                 kernel = kernel, progress = FALSE, standardize = FALSE))
 }
 
 # checkpoints: log-spaced from 10 to n
@@ -110,7 +110,7 @@ checkpoints <- function(n, k = 100L) {
 thin_ksd <- function(x, s, sizes, at, kernel) {
   vapply(seq_along(at), function(i) {
     idx <- ceiling(seq_len(sizes[i]) * at[i] / sizes[i])
-    ksd(x[idx, , drop = FALSE], s[idx, , drop = FALSE], kernel)
+    ksd(x[idx, , drop = FALSE], s[idx, , drop = FALSE], kernel, standardize = FALSE)
   }, 0)
 }
 # the KSD-free yardstick: moment errors of the final point sets (named
@@ -169,7 +169,7 @@ res <- list()
 moments <- list()
 for (smp in c("RWM", "MALA")) {
   ch <- chains[[smp]]
-  path <- exp_timed(ksd_path(ch$x, ch$score, kernel))
+  path <- exp_timed(ksd_path(ch$x, ch$score, kernel, standardize = FALSE))
   say("%s: KSD of the raw chain at every iteration (%.3g pairs), %.0f s",
       smp, n_chain * (n_chain + 1) / 2, exp_secs(path))
   lin <- ksdt_run(ch$x, ch$score, "linear", kernel)
@@ -199,7 +199,7 @@ for (smp in c("RWM", "MALA")) {
   seed <- if (smp == "RWM") 21 else 22
   set.seed(seed)
   sp <- exp_timed(sp_mcmc(target, x0, n_sp, candidates = m_cand, sampler = sampler,
-                          step_size = step, kernel = kernel, progress = FALSE))
+                          step_size = step, kernel = kernel, progress = FALSE, standardize = FALSE))
   say("%s: SP-MCMC, %d points, acceptance %.3f, %.0f s", nm, n_sp,
       sp$accept_rate, exp_secs(sp))
   # KSDT over the SP-MCMC output, as over the chains above
@@ -212,7 +212,7 @@ for (smp in c("RWM", "MALA")) {
     exp_timed(ksdt_sample(target, x0, n_sp, sampler = sampler, step_size = step,
                           candidates = m_cand, min_size = rule,
                           min_size_coef = min_coef(rule), kernel = kernel,
-                          progress = FALSE))
+                          progress = FALSE, standardize = FALSE))
   }
   lin_in <- inside("linear")
   sq_in <- inside("sqrt")

@@ -108,7 +108,7 @@ for (alpha in alphas) for (r in seq_len(n_seeds)) {
     p <- exp_timed(ksdt(x[-1L, ], sx[-1L, ], candidates = m_cand,
                         min_size = function(t) fa(t - 1),
                         min_size_floor = 10, kernel = kernels[[kn]],
-                        progress = FALSE))
+                        progress = FALSE, standardize = FALSE))
     res[[length(res) + 1L]] <- data.frame(
       method = "ksdt", kernel = kn, alpha = alpha, seed = r, t = at,
       size = p$size[at], ksd = p$ksd[at], seconds = exp_secs(p))

@@ -122,7 +122,7 @@ local({
   for (kn in names(kernels)) {
     a <- authors_ksdt(x, sx, kn, rule = "sp", slip = FALSE, first = "block")
     p <- ksdt(x, sx, candidates = m_cand, min_size = "constant",
-              min_size_coef = 10, kernel = kernels[[kn]], progress = FALSE)
+              min_size_coef = 10, kernel = kernels[[kn]], progress = FALSE, standardize = FALSE)
     ok <- isTRUE(all.equal(a$points, unname(p$points))) &&
       isTRUE(all.equal(a$size, p$size[-1L])) &&
       isTRUE(all.equal(a$ksd, p$ksd[-1L]))
@@ -160,7 +160,7 @@ for (K in modes) {
     for (kn in names(kernels)) {
       p <- exp_timed(ksdt(x, sx, candidates = m_cand, min_size = "constant",
                           min_size_coef = 10, kernel = kernels[[kn]],
-                          progress = FALSE))
+                          progress = FALSE, standardize = FALSE))
       record("ksdt", kn, K, r, n_steps, p$size, p$ksd, p$points,
              exp_secs(p), means, at)
       say("K = %d, run %d, %s: ksdt keeps %d (largest %d), KSD %.4f, %.1f s",

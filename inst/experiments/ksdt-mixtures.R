@@ -84,16 +84,16 @@ modes_covered <- function(points, means) {
 sp_exact_ksdt <- function(target, n_iter, m = 5L, kernel = imq_kernel(),
                           size = 10) {
   st <- ksdt_stream(target$dim, min_size = "constant", min_size_coef = size,
-                    kernel = kernel, progress = FALSE)
+                    kernel = kernel, progress = FALSE, standardize = FALSE)
   cand <- seq_len(m)
   for (t in seq_len(n_iter)) {
     y <- sample_target(target, m)
     sy <- target_score(target, y)
     if (t == 1L) {
-      crit <- diag(stein_kernel_matrix(y, sy, kernel))
+      crit <- diag(stein_kernel_matrix(y, sy, kernel, standardize = FALSE))
     } else {
       d <- ksdt_result(st)
-      kp <- stein_kernel_matrix(rbind(y, d$points), rbind(sy, d$score), kernel)
+      kp <- stein_kernel_matrix(rbind(y, d$points), rbind(sy, d$score), kernel, standardize = FALSE)
       crit <- diag(kp)[cand] + 2 * rowSums(kp[cand, -cand, drop = FALSE])
     }
     b <- which.min(crit)
@@ -118,7 +118,7 @@ for (sp_mean in spacings) for (K in modes) {
     set.seed(1000 * K + r)
     pl <- exp_timed(ksdt(sample_target(target, n_steps), target,
                          min_size = "constant", min_size_coef = size,
-                         kernel = kernel, progress = FALSE))
+                         kernel = kernel, progress = FALSE, standardize = FALSE))
     for (fit in list(list("sp-rule", sp), list("plain", pl))) {
       f <- fit[[2L]]
       res[[length(res) + 1L]] <- data.frame(

@@ -219,13 +219,13 @@ for (n in ns) for (d in ds) {
       for (s in sd) {
         set.seed(s)
         r <- if (meth == "kt") {
-          exp_timed(kernel_thin(x, m = m, kernel = kern, method = "kt"))
+          exp_timed(kernel_thin(x, m = m, kernel = kern, method = "kt", standardize = FALSE))
         } else if (meth == "kt_split") {
           exp_timed(kernel_thin(x, m = m, kernel = kern, method = "kt",
-                                swap = FALSE))
+                                swap = FALSE, standardize = FALSE))
         } else {
           exp_timed(kernel_thin(x, m = m, kernel = kern,
-                                method = "compress++", oversample = g))
+                                method = "compress++", oversample = g, standardize = FALSE))
         }
         add("kernbayes", meth, n, d, s, r$index, exp_secs(r), mmd)
       }

@@ -137,7 +137,7 @@ set_row <- function(q, w, pts, scr, what) {
   if (is.null(w)) w <- rep(1 / nrow(q), nrow(q))
   z <- (wmean(q, w) - ref$mean) / ref$sd
   data.frame(set = what, n = nrow(q), kish = 1 / sum(w^2),
-             ksd = ksd(pts, scr, weights = w, progress = FALSE),
+             ksd = ksd(pts, scr, weights = w, progress = FALSE, standardize = FALSE),
              mean_err = sqrt(mean(z^2)), mean_logtau = wmean(q, w)[2],
              sd_logtau = wsd(q, w)[2], stringsAsFactors = FALSE)
 }
@@ -181,11 +181,11 @@ for (seed in seq_len(n_seeds)) {
     th <- stein_thin(xs, ss, 100L, standardize = FALSE, chain = smp$chain,
                      progress = FALSE)
     kt <- ksdt(xs, ss, chain = smp$chain, size = 100L, budget = 1e10,
-               progress = FALSE)
+               progress = FALSE, standardize = FALSE)
     i_kt <- match(paste(kt[["chain"]], kt[["iteration"]]),
                   paste(smp$chain, smp$iteration))
-    w_th <- ksd_weights(xs[th$index, ], ss[th$index, ], progress = FALSE)
-    w_kt <- ksd_weights(xs[i_kt, ], ss[i_kt, ], progress = FALSE)
+    w_th <- ksd_weights(xs[th$index, ], ss[th$index, ], progress = FALSE, standardize = FALSE)
+    w_kt <- ksd_weights(xs[i_kt, ], ss[i_kt, ], progress = FALSE, standardize = FALSE)
     sets <- list(
       all = list(seq_len(nrow(xs)), NULL),
       thin_draws = list(i_td, NULL),

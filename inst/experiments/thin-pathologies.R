@@ -108,7 +108,7 @@ for (tn in names(targets)) {
                                            kernel = imq_kernel(precon = "med"),
                                            regularize = TRUE,
                                            progress = FALSE)))
-    w <- exp_timed(ksd_weights(x, s))
+    w <- exp_timed(ksd_weights(x, s, standardize = FALSE))
     sel$weights <- structure(list(index = systematic(w, m), w = w),
                              seconds = exp_secs(w))
     for (meth in names(sel)) {

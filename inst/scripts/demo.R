@@ -38,7 +38,7 @@ cat(sprintf("(%.1f s, %.0f microseconds per iteration with an ODE solve)\n",
 med <- stats::median(stats::dist(chain$x[seq(1L, n, length.out = 1000L), ]))
 kernel <- imq_kernel(precon = med^2)
 t_ksdt <- system.time(
-  kt <- ksdt(chain$x, chain$score, kernel = kernel, progress = FALSE))
+  kt <- ksdt(chain$x, chain$score, kernel = kernel, progress = FALSE, standardize = FALSE))
 cat("\n")
 print(kt)
 cat(sprintf("(%.2f s for %d states)\n", t_ksdt[["elapsed"]], n))
@@ -51,7 +51,7 @@ m <- nrow(kt$points)
 th <- stein_thin(chain$x, chain$score, m, kernel = kernel, standardize = FALSE,
                  nthreads = nt)
 every <- seq(1L, n, length.out = m)
-k_of <- function(x, s) ksd(x, s, kernel, nthreads = nt)
+k_of <- function(x, s) ksd(x, s, kernel, nthreads = nt, standardize = FALSE)
 t_raw <- system.time(k_raw <- k_of(chain$x, chain$score))
 
 # a KSD-free yardstick: errors of the posterior means and sds of log theta
@@ -104,7 +104,7 @@ invisible(grDevices::dev.off())
 
 png_path <- file.path(out, "ksd-path.png")
 path <- ksd_path(chain$x[seq(1L, n, by = 4L), ], chain$score[seq(1L, n, by = 4L), ],
-                 kernel, nthreads = nt)
+                 kernel, nthreads = nt, standardize = FALSE)
 grDevices::png(png_path, width = 900, height = 600, res = 110)
 plot(path, main = "KSD path of the MALA chain (every 4th state)")
 invisible(grDevices::dev.off())

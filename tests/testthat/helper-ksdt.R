@@ -40,7 +40,7 @@ fmin_fun_of <- function(cfg) {
 run_cfg <- function(x, s, cfg, kernel, ...) {
   ksdt(x, s, budget = cfg$budget, min_size = cfg$min_size,
        min_size_coef = cfg$coef, min_size_floor = cfg$floor, kernel = kernel,
-       ...)
+       ..., standardize = FALSE)
 }
 
 # Map each stream index to the first index holding the same state: two

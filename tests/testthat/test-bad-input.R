@@ -201,16 +201,16 @@ bi_xs_cases <- function(fn, extra = list(), standardize = TRUE,
 # ---- Stein kernels, KSD, thinning -------------------------------------------
 
 bi_add("stein_kernel_matrix", c(bi_xs_cases("stein_kernel_matrix"), list(
-  C("value_1row", Q(stein_kernel_matrix(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+  C("value_1row", Q(stein_kernel_matrix(X[1, , drop = FALSE], S[1, , drop = FALSE], standardize = FALSE)),
     bi_ok(Q(near(ksd1(S[1, ])^2)))),
   C("value_dup_rows", Q(stein_kernel_matrix(Xdup, Sdup)),
     bi_ok(function(v) bi_near(v[1, ], v[2, ]))),
-  C("value_d1", Q(stein_kernel_matrix(X1, S1)),
+  C("value_d1", Q(stein_kernel_matrix(X1, S1, standardize = FALSE)),
     bi_ok(function(v) if (!isSymmetric(v)) "not symmetric" else
       bi_near(diag(v), bi_env$S1^2 + 1))),
   C("value_vector_x_d1", Q(stein_kernel_matrix(as.vector(X1), as.vector(S1))),
     bi_ok(Q(same_as(stein_kernel_matrix(X1, S1))))),
-  C("scale_1e-300", Q(stein_kernel_matrix(X * 1e-300, S * 1e-300)),
+  C("scale_1e-300", Q(stein_kernel_matrix(X * 1e-300, S * 1e-300, standardize = FALSE)),
     bi_ok(Q(near(matrix(2, 20, 20))))),
   C("data_frame_x", Q(stein_kernel_matrix(as.data.frame(X), S)),
     bi_ok(Q(same_as(stein_kernel_matrix(X, S))))),
@@ -220,15 +220,15 @@ bi_add("stein_kernel_matrix", c(bi_xs_cases("stein_kernel_matrix"), list(
 )))
 
 bi_add("ksd", c(bi_xs_cases("ksd"), list(
-  C("value_1row", Q(ksd(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+  C("value_1row", Q(ksd(X[1, , drop = FALSE], S[1, , drop = FALSE], standardize = FALSE)),
     bi_ok(Q(near(ksd1(S[1, ]))))),
   C("value_2rows", Q(ksd(X[1:2, ], S[1:2, ])),
     bi_ok(Q(near(sqrt(mean(stein_kernel_matrix(X[1:2, ], S[1:2, ]))))))),
-  C("value_dup_rows_as_weights", Q(ksd(Xdup, Sdup)),
-    bi_ok(Q(same_as(ksd(X[1:2, ], S[1:2, ], weights = c(2, 1)))))),
+  C("value_dup_rows_as_weights", Q(ksd(Xdup, Sdup, standardize = FALSE)),
+    bi_ok(Q(same_as(ksd(X[1:2, ], S[1:2, ], weights = c(2, 1), standardize = FALSE))))),
   C("value_d1", Q(ksd(X1, S1)),
     bi_ok(Q(near(sqrt(mean(stein_kernel_matrix(X1, S1))))))),
-  C("scale_1e-300", Q(ksd(X * 1e-300, S * 1e-300)), bi_ok(Q(near(sqrt(2))))),
+  C("scale_1e-300", Q(ksd(X * 1e-300, S * 1e-300, standardize = FALSE)), bi_ok(Q(near(sqrt(2))))),
   C("U_1row", Q(ksd(X[1, , drop = FALSE], S[1, , drop = FALSE], type = "U")),
     bi_arg("x")),
   C("U_value", Q(ksd(X, S, type = "U")),
@@ -258,7 +258,7 @@ bi_add("ksd", c(bi_xs_cases("ksd"), list(
 bi_add("ksd_path", c(bi_xs_cases("ksd_path"), list(
   C("value_last_is_ksd", Q(ksd_path(X, S)),
     bi_ok(function(v) bi_near(v$ksd[20], ksd(bi_env$X, bi_env$S)))),
-  C("value_1row", Q(ksd_path(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+  C("value_1row", Q(ksd_path(X[1, , drop = FALSE], S[1, , drop = FALSE], standardize = FALSE)),
     bi_ok(Q(function(v) bi_near(v$ksd, ksd1(S[1, ]))))),
   C("value_d1", Q(ksd_path(X1, S1)),
     bi_ok(function(v) bi_near(v$ksd[10], ksd(bi_env$X1, bi_env$S1))))
@@ -351,9 +351,9 @@ bi_add("ksd_weights", c(bi_xs_cases("ksd_weights"), list(
     bi_ok(function(v) isTRUE(all(v >= 0)) && bi_near(sum(v), 1))),
   C("value_affine_sum1", Q(ksd_weights(X, S, nonneg = FALSE)),
     bi_ok(function(v) bi_near(sum(v), 1))),
-  C("value_1row", Q(ksd_weights(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+  C("value_1row", Q(ksd_weights(X[1, , drop = FALSE], S[1, , drop = FALSE], standardize = FALSE)),
     bi_ok(Q(function(v) bi_near(c(v, attr(v, "ksd")), c(1, ksd1(S[1, ])))))),
-  C("value_all_rows_equal", Q(ksd_weights(Xsame, Ssame)),
+  C("value_all_rows_equal", Q(ksd_weights(Xsame, Ssame, standardize = FALSE)),
     bi_ok(function(v) bi_near(v, rep(0.2, 5)))),
   C("value_dup_rows_share", Q(ksd_weights(Xdup, Sdup)),
     bi_ok(function(v) bi_near(v[1], v[2]))),
@@ -445,8 +445,8 @@ bi_add("kernel_thin", list(
   C("m_checked_first", Q(counted(kernel_thin(X, sc_cnt, m = 7))), bi_ok(Q(before("m")))),
   C("delta_checked_first", Q(counted(kernel_thin(X, sc_cnt, delta = 2))),
     bi_ok(Q(before("delta")))),
-  C("med_all_rows_equal", Q(kernel_thin(Xsame)), bi_arg("precon")),
-  C("value_1row", Q(kernel_thin(X[1, , drop = FALSE], S[1, , drop = FALSE])),
+  C("med_all_rows_equal", Q(kernel_thin(Xsame, standardize = FALSE)), bi_arg("precon")),
+  C("value_1row", Q(kernel_thin(X[1, , drop = FALSE], S[1, , drop = FALSE], standardize = FALSE)),
     bi_ok(function(v) identical(v$index, 1L))),
   C("value_m_n", Q(kernel_thin(X, S, m = 20)),
     bi_ok(function(v) v$m == 20 && v$rounds == 0 && identical(v$index, 1:20))),
@@ -576,11 +576,11 @@ bi_add("mmd_thin", list(
   C("kernel_bad", Q(mmd_thin(X, 2, kernel = list())), bi_arg("kernel")),
   C("nthreads_0", Q(mmd_thin(X, 2, nthreads = 0)), bi_arg("nthreads")),
   C("nthreads_NA", Q(mmd_thin(X, 2, nthreads = NA)), bi_arg("nthreads")),
-  C("med_all_rows_equal", Q(mmd_thin(Xsame, 2)), bi_arg("precon")),
+  C("med_all_rows_equal", Q(mmd_thin(Xsame, 2, standardize = FALSE)), bi_arg("precon")),
   C("value_unique", Q(mmd_thin(X, 20)),
     bi_ok(function(v) setequal(v$index, 1:20) && v$mmd[20] < 1e-6)),
   C("value_1row", Q(mmd_thin(X[1, , drop = FALSE], 1,
-                             kernel = gaussian_kernel(bandwidth = 1))),
+                             kernel = gaussian_kernel(bandwidth = 1), standardize = FALSE)),
     bi_ok(function(v) v$index == 1 && bi_near(v$mmd, 0))),
   C("value_d1", Q(mmd_thin(X1, 3)), bi_ok(function(v) all(v$index %in% 1:10))),
   C("scale_1e300", Q(mmd_thin(X * 1e300, 5)),
@@ -933,12 +933,12 @@ bi_add("ksdt", c(bi_xs_cases("ksdt", list(progress = FALSE), standardize = FALSE
   C("progress_NA", Q(ksdt(X, S, progress = NA)), bi_arg("progress")),
   C("budget_checked_first", Q(counted(ksdt(X, sc_cnt, budget = -1))),
     bi_ok(Q(before("budget")))),
-  C("value_1row", Q(ksdt(X[1, , drop = FALSE], S[1, , drop = FALSE], progress = FALSE)),
+  C("value_1row", Q(ksdt(X[1, , drop = FALSE], S[1, , drop = FALSE], progress = FALSE, standardize = FALSE)),
     bi_ok(Q(function(v) v$index == 1 && bi_near(v$ksd, ksd1(S[1, ]))))),
-  C("value_ksd_is_dictionary_ksd", Q(ksdt(X, S, progress = FALSE)),
-    bi_ok(function(v) bi_near(v$ksd[20], ksd(v$points, v$score)))),
-  C("value_dup_rows", Q(ksdt(Xsame, Ssame, progress = FALSE)),
-    bi_ok(function(v) bi_near(v$ksd[5], ksd(v$points, v$score)))),
+  C("value_ksd_is_dictionary_ksd", Q(ksdt(X, S, progress = FALSE, standardize = FALSE)),
+    bi_ok(function(v) bi_near(v$ksd[20], ksd(v$points, v$score, standardize = FALSE)))),
+  C("value_dup_rows", Q(ksdt(Xsame, Ssame, progress = FALSE, standardize = FALSE)),
+    bi_ok(function(v) bi_near(v$ksd[5], ksd(v$points, v$score, standardize = FALSE)))),
   C("value_d1", Q(ksdt(X1, S1, progress = FALSE)),
     bi_ok(function(v) bi_near(v$ksd[10], ksd(v$points, v$score))))
 )))
@@ -963,15 +963,15 @@ bi_add("ksdt_stream / ksdt_push / ksdt_result", list(
   C("push_score_closure_warns", Q(ksdt_result(ksdt_push(ksdt_stream(2, progress = FALSE),
                                                          X, sc_warn))),
     bi_warn("warning", "careful", Q(same_as(ksdt(X, S, progress = FALSE))))),
-  C("push_vector_point", Q(ksdt_result(ksdt_push(ksdt_stream(2, progress = FALSE),
+  C("push_vector_point", Q(ksdt_result(ksdt_push(ksdt_stream(2, progress = FALSE, standardize = FALSE),
                                                  c(1, 2), c(-1, -2)))),
     bi_ok(function(v) bi_near(v$points, c(1, 2)))),
   C("push_in_pieces", Q({
-      st <- ksdt_stream(2, progress = FALSE)
+      st <- ksdt_stream(2, progress = FALSE, standardize = FALSE)
       ksdt_push(st, X[1:7, ], S[1:7, ])
       ksdt_push(st, X[8:20, ], S[8:20, ])
       ksdt_result(st)
-    }), bi_ok(Q(same_as(ksdt(X, S, progress = FALSE))))),
+    }), bi_ok(Q(same_as(ksdt(X, S, progress = FALSE, standardize = FALSE))))),
   C("rejected_push_leaves_stream", Q({
       st <- ksdt_stream(2, kernel = imq_kernel(precon = "smpcov"), progress = FALSE)
       e <- tryCatch(ksdt_push(st, X, S / max(abs(S)) * 1.5e308),
@@ -984,12 +984,12 @@ bi_add("ksdt_stream / ksdt_push / ksdt_result", list(
                             progress = FALSE)$ksd)
     })),
   C("rejected_closure_push_leaves_stream", Q({
-      st <- ksdt_stream(2, progress = FALSE)
+      st <- ksdt_stream(2, progress = FALSE, standardize = FALSE)
       ksdt_push(st, X[1:5, ], S[1:5, ])
       e <- tryCatch(ksdt_push(st, X[6:20, ], sc_err), error = function(e) e)
       ksdt_push(st, X[6:20, ], S[6:20, ])
       ksdt_result(st)
-    }), bi_ok(Q(same_as(ksdt(X, S, progress = FALSE))))),
+    }), bi_ok(Q(same_as(ksdt(X, S, progress = FALSE, standardize = FALSE))))),
   C("push_stream_edit_dim", Q({
       st <- ksdt_stream(2, progress = FALSE)
       st$dim <- "two"
@@ -1028,11 +1028,11 @@ bi_ksdt_sample_cases <- function(fn) {
       bi_cb("score", "boom")),
     C("score_NA", mk(target = quote(kb_target(ld_cnt, sc_na, dim = 2))),
       bi_err("kb_error_callback", "'score'")),
-    C("value_1iter", mk(n_iter = 1),
+    C("value_1iter", mk(n_iter = 1, standardize = FALSE),
       bi_ok(Q(function(v) if (nrow(v$points) != 1) "not one point" else
         bi_near(v$ksd, ksd1(v$score))))),
-    C("value_d1", mk(target = quote(tg1), x0 = 0),
-      bi_ok(function(v) bi_near(v$ksd[length(v$ksd)], ksd(v$points, v$score))))
+    C("value_d1", mk(target = quote(tg1), x0 = 0, standardize = FALSE),
+      bi_ok(function(v) bi_near(v$ksd[length(v$ksd)], ksd(v$points, v$score, standardize = FALSE))))
   ))
   if (fn == "ksdt_sample") {
     cs <- c(cs, list(
@@ -1143,9 +1143,10 @@ bi_add("stein_points", list(
 
 local(envir = bi_env, {
   set.seed(2)
-  r1 <- ksdt(X[1:10, ], S[1:10, ], progress = FALSE)
-  r2 <- ksdt(X[11:20, ], S[11:20, ], progress = FALSE)
-  r3 <- ksdt(cbind(X, 0)[1:5, ], cbind(S, 0)[1:5, ], progress = FALSE)
+  r1 <- ksdt(X[1:10, ], S[1:10, ], progress = FALSE, standardize = FALSE)
+  r2 <- ksdt(X[11:20, ], S[11:20, ], progress = FALSE, standardize = FALSE)
+  r3 <- ksdt(cbind(X, 0)[1:5, ], cbind(S, 0)[1:5, ], progress = FALSE,
+             standardize = FALSE)
 })
 
 bi_add("ksdt_chains", list(
@@ -1183,7 +1184,8 @@ bi_add("c / merge (kb_ksdt)", list(
     bi_any(bi_arg("..."), bi_state())),
   C("value_single", Q(c(r1)), bi_ok(Q(same_as(r1)))),
   C("value_merge", Q(c(r1, r2)),
-    bi_ok(function(v) bi_near(v$ksd[length(v$ksd)], ksd(v$points, v$score)))),
+    bi_ok(function(v) bi_near(v$ksd[length(v$ksd)],
+                              ksd(v$points, v$score, standardize = FALSE)))),
   C("value_merge_self", Q(merge(r1, r1)),
     bi_ok(function(v) nrow(v$points) == nrow(bi_env$r1$points)))
 ))
@@ -1804,10 +1806,14 @@ bi_add("ksd: by_chain and reference", list(
   C("by_chain_zero_weight_chain", Q(ksd(X, S, chain = ch2, by_chain = TRUE,
                                         weights = rep(1:0, each = 10))),
     bi_arg("weights", "every chain")),
-  C("by_chain_value", Q(ksd(X, S, chain = ch2, by_chain = TRUE)),
-    bi_ok(function(v) bi_near(v$ksd, c(ksd(bi_env$X[1:10, ], bi_env$S[1:10, ]),
-                                       ksd(bi_env$X[11:20, ], bi_env$S[11:20, ]),
-                                       ksd(bi_env$X, bi_env$S))))),
+  C("by_chain_value", Q(ksd(X, S, chain = ch2, by_chain = TRUE,
+                            standardize = FALSE)),
+    bi_ok(function(v) bi_near(v$ksd, c(ksd(bi_env$X[1:10, ], bi_env$S[1:10, ],
+                                           standardize = FALSE),
+                                       ksd(bi_env$X[11:20, ], bi_env$S[11:20, ],
+                                           standardize = FALSE),
+                                       ksd(bi_env$X, bi_env$S,
+                                           standardize = FALSE))))),
   C("reference_for_a_sample", Q(counted(ksd(X, sc_cnt, reference = X))),
     bi_ok(Q(before("reference")))),
   C("result_by_chain", Q(ksd(th5, by_chain = TRUE)), bi_arg("by_chain", "result")),

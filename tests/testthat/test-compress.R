@@ -24,7 +24,7 @@ cpp_ref_kernel <- function(x, score, keep) {
   K <- if (is.null(score)) {
     kernel_matrix(x, kernel = gaussian_kernel(precon = "med"))
   } else {
-    stein_kernel_matrix(x, score)
+    stein_kernel_matrix(x, score, standardize = FALSE)
   }
   K[keep, keep, drop = FALSE]
 }
@@ -156,7 +156,7 @@ cpp_ref_pair <- function(x, score, g, m, swap, seed) {
   K <- cpp_ref_kernel(x, score, keep)
   set.seed(seed)
   th <- kernel_thin(x, score, method = "compress++", oversample = g, m = m,
-                    swap = swap, delta = 0.5)
+                    swap = swap, delta = 0.5, standardize = FALSE)
   set.seed(seed)
   ref <- cpp_ref_compresspp(K, g, m, swap, !is.null(score))
   list(th = th, index = keep[ref$index],

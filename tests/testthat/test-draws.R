@@ -29,7 +29,7 @@ test_that("ksd(by_chain = TRUE) gives each chain's KSD and the pooled one", {
   f <- chains_fixture()
   for (precon in c("id", "med")) {
     k <- imq_kernel(precon = precon)
-    res <- ksd(f$x, f$s, kernel = k, chain = f$chain, by_chain = TRUE)
+    res <- ksd(f$x, f$s, kernel = k, chain = f$chain, by_chain = TRUE, standardize = FALSE)
     expect_s3_class(res, "kb_ksd_by_chain")
     expect_equal(res$chain, c(as.character(1:4), "all"))
     expect_equal(res$n, c(rep(100L, 4), 400L))
@@ -43,10 +43,10 @@ test_that("ksd(by_chain = TRUE) gives each chain's KSD and the pooled one", {
     }
     Kall <- ref_stein_matrix(f$x, f$s, L = L)
     expect_lt(rel_err(res$ksd[5], ref_ksd(Kall)), 1e-12)
-    expect_equal(res$ksd[5], ksd(f$x, f$s, kernel = k))
+    expect_equal(res$ksd[5], ksd(f$x, f$s, kernel = k, standardize = FALSE))
     # U-statistics by chain
     u <- ksd(f$x, f$s, kernel = k, chain = f$chain, by_chain = TRUE,
-             type = "U")
+             type = "U", standardize = FALSE)
     K1 <- ref_stein_matrix(f$x[f$chain == 1, ], f$s[f$chain == 1, ], L = L)
     expect_lt(rel_err(u$ksd[1], ref_ksd(K1, "U")), 1e-12)
   }
@@ -169,7 +169,7 @@ test_that("a score matrix in iteration-major order is caught", {
 
 test_that("ksd_path restarts at each chain", {
   f <- chains_fixture(t = 60)
-  p <- ksd_path(f$x, f$s, chain = f$chain)
+  p <- ksd_path(f$x, f$s, chain = f$chain, standardize = FALSE)
   expect_equal(p$chain, f$chain)
   for (c in 1:4) {
     r <- f$chain == c
@@ -184,7 +184,7 @@ test_that("ksd_path restarts at each chain", {
   on.exit(grDevices::dev.off())
   expect_identical(plot(p), p)
   # without labels: one path over all rows, as before
-  q <- ksd_path(f$x, f$s)
+  q <- ksd_path(f$x, f$s, standardize = FALSE)
   expect_null(q$chain)
   expect_lt(rel_err(q$ksd, ref_ksd_path(ref_stein_matrix(f$x, f$s))), 1e-12)
 })
@@ -211,12 +211,12 @@ test_that("ksdt on several chains runs a stream per chain and does not depend on
   f <- chains_fixture(t = 150)
   da <- as_array_draws(f$x, f$k, f$t)
   sa <- as_array_draws(f$s, f$k, f$t)
-  kt <- ksdt(da, sa, progress = FALSE)
+  kt <- ksdt(da, sa, progress = FALSE, standardize = FALSE)
   expect_equal(names(kt$per_chain), as.character(1:4))
   # each chain's stream is ksdt() on that chain alone (precon "id")
   for (c in 1:4) {
     r <- f$chain == c
-    one <- ksdt(f$x[r, ], f$s[r, ], progress = FALSE)
+    one <- ksdt(f$x[r, ], f$s[r, ], progress = FALSE, standardize = FALSE)
     expect_equal(kt$per_chain[[c]]$index, one$index)
     expect_equal(kt$per_chain[[c]]$ksd, one$ksd)
     expect_equal(kt$per_chain[[c]]$iteration, one$index)
@@ -226,7 +226,7 @@ test_that("ksdt on several chains runs a stream per chain and does not depend on
   expect_equal(kt$points, f$x[row, ], ignore_attr = TRUE)
   expect_equal(kt$n_offered, nrow(f$x))
   # chains in reverse order: the same points, labels permuted
-  rev <- ksdt(da[, 4:1, ], sa[, 4:1, ], progress = FALSE)
+  rev <- ksdt(da[, 4:1, ], sa[, 4:1, ], progress = FALSE, standardize = FALSE)
   key <- function(p) sort(apply(p, 1L, paste, collapse = ","))
   expect_equal(key(rev$points), key(kt$points))
   expect_equal(sort(5L - rev$chain), sort(kt$chain))
@@ -234,9 +234,9 @@ test_that("ksdt on several chains runs a stream per chain and does not depend on
   # the same with a data-dependent kernel (median heuristic on the same
   # iterations of every chain)
   km <- imq_kernel(precon = "med")
-  a <- ksdt(da, sa, kernel = km, progress = FALSE)
+  a <- ksdt(da, sa, kernel = km, progress = FALSE, standardize = FALSE)
   b <- ksdt(da[, c(3, 1, 4, 2), ], sa[, c(3, 1, 4, 2), ], kernel = km,
-            progress = FALSE)
+            progress = FALSE, standardize = FALSE)
   expect_equal(key(a$points), key(b$points))
   expect_output(print(kt), "KSDT on 4 chains, merged: .* of 600 states kept")
 })
@@ -327,7 +327,7 @@ test_that("plot of a thinning whose discrepancy is 0 throughout draws on a linea
   grDevices::pdf(NULL)
   on.exit(grDevices::dev.off())
   th <- mmd_thin(matrix(c(0.3, -0.2), 1), 1,
-                 kernel = gaussian_kernel(precon = "id"), progress = FALSE)
+                 kernel = gaussian_kernel(precon = "id"), progress = FALSE, standardize = FALSE)
   expect_identical(th$mmd, 0)
   expect_invisible(plot(th))
 })

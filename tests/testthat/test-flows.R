@@ -90,7 +90,7 @@ test_that("svgd(): the reference's KSD^2 objective is the Gaussian Stein kernel 
   x0 <- matrix(rnorm(40), 20)
   fit <- svgd(x0, g$score1, n_iter = 1, step_size = 0.01, progress = FALSE)
   expect_equal(fit$objective[1],
-               ksd(x0, g$score1, gaussian_kernel(bandwidth = fit$bandwidth[1]))^2,
+               ksd(x0, g$score1, gaussian_kernel(bandwidth = fit$bandwidth[1]), standardize = FALSE)^2,
                tolerance = 1e-10)
   expect_equal(fit$bandwidth[1],
                sqrt(0.5 * median(ref_sqdist(x0)) / log(21)), tolerance = 1e-12)
@@ -179,7 +179,7 @@ test_that("ksd_objective() value is ksd()^2 and the reference; gradient is analy
       ref <- ref_ksd_objective(x, tn$score_mat, tn$jac1, kk$type, kk$lam)
       got <- kernbayes:::ksd_objective(x, tn$score1, kk$k,
                                        score_jacobian = tn$jac1)
-      expect_equal(got$value, ksd(x, tn$score1, kk$k)^2, tolerance = 1e-12,
+      expect_equal(got$value, ksd(x, tn$score1, kk$k, standardize = FALSE)^2, tolerance = 1e-12,
                    label = paste("value vs ksd()^2:", lab))
       expect_lt(rel_err(got$value, ref$value), 1e-12, label = lab)
       expect_identical(dim(got$gradient), dim(x))
@@ -233,17 +233,17 @@ test_that("ksd_descent() decreases the KSD with 'gd' (line search) and 'lbfgs'",
   set.seed(607)
   tg <- gaussian_target(c(0, 0), matrix(c(1, 0.3, 0.3, 1), 2))
   x0 <- matrix(rnorm(40, sd = 0.5), 20) + 1.5
-  k0 <- ksd(x0, tg)
+  k0 <- ksd(x0, tg, standardize = FALSE)
   # gd with the backtracking line search: every accepted step decreases
   gd <- ksd_descent(x0, tg, method = "gd", n_iter = 30, progress = FALSE)
   expect_length(gd$objective, 30)
   expect_equal(gd$objective[1], k0^2, tolerance = 1e-10)
   expect_true(all(diff(gd$objective) <= 1e-14 * gd$objective[1]))
-  expect_lt(ksd(gd$x, tg), k0 / 2)
+  expect_lt(ksd(gd$x, tg, standardize = FALSE), k0 / 2)
   # L-BFGS-B: one objective value per function evaluation, first at x0
   lb <- ksd_descent(x0, tg, method = "lbfgs", n_iter = 30, progress = FALSE)
   expect_equal(lb$objective[1], k0^2, tolerance = 1e-10)
-  expect_lt(ksd(lb$x, tg), k0 / 2)
+  expect_lt(ksd(lb$x, tg, standardize = FALSE), k0 / 2)
   expect_lt(min(lb$objective), lb$objective[1])
   # with a finite-difference score (kb_target without score) and a Jacobian
   # by finite differences too

@@ -82,7 +82,7 @@ test_that("a closure drawing from R's generator continues the sampler's stream (
   ch <- rwm(tg, c(0.3, -0.2), 40, step_size = 0.9, progress = FALSE)
   set.seed(42)
   ks <- ksdt_sample(tg, c(0.3, -0.2), 40, sampler = "rwm", step_size = 0.9,
-                    kernel = imq_kernel(precon = "id"), progress = FALSE)
+                    kernel = imq_kernel(precon = "id"), progress = FALSE, standardize = FALSE)
   expect_equal(ks$points, ch$x[ks$index, , drop = FALSE], ignore_attr = TRUE)
 })
 
@@ -337,9 +337,9 @@ test_that("ksdt_sample() and sp_mcmc() refuse a step too large for MALA before r
   }, function(x) -x, dim = 2)
   expect_error(mala(tc, c(0, 0), 5, step_size = 1e200), "'step_size' is too large")
   # was a numeric error from the chain's first step
-  expect_error(ksdt_sample(tc, c(0, 0), 5, step_size = 1e200, progress = FALSE),
+  expect_error(ksdt_sample(tc, c(0, 0), 5, step_size = 1e200, progress = FALSE, standardize = FALSE),
                "'step_size' is too large", class = "kb_error_arg")
-  expect_error(sp_mcmc(tc, c(0, 0), 5, step_size = 1e200, progress = FALSE),
+  expect_error(sp_mcmc(tc, c(0, 0), 5, step_size = 1e200, progress = FALSE, standardize = FALSE),
                "'step_size' is too large", class = "kb_error_arg")
   expect_error(ksdt_chains(tc, rbind(c(0, 0), c(1, 1)), 5, step_size = 1e200),
                "'step_size' is too large", class = "kb_error_arg")
@@ -347,7 +347,7 @@ test_that("ksdt_sample() and sp_mcmc() refuse a step too large for MALA before r
   # 1e150 itself runs (and rejects everything)
   set.seed(48)
   fit <- ksdt_sample(tg, c(0, 0), 3, sampler = "rwm", step_size = 1e150,
-                     kernel = imq_kernel(precon = "id"), progress = FALSE)
+                     kernel = imq_kernel(precon = "id"), progress = FALSE, standardize = FALSE)
   expect_identical(fit$accept_rate, 0)
 })
 
@@ -402,7 +402,7 @@ test_that("ksdt_sample()'s dictionary follows DESIGN.md's KSDT rule on its chain
       fit <- ksdt_sample(tg, rep(0.5, d), 30, sampler = "rwm",
                          step_size = 1.2 / sqrt(d), budget = eps,
                          min_size = function(t) 2 + 0.2 * t, min_size_floor = 1,
-                         kernel = imq_kernel(precon = "id"), progress = FALSE)
+                         kernel = imq_kernel(precon = "id"), progress = FALSE, standardize = FALSE)
       rf <- fzm_ksdt(ch$x, ch$score, eps, function(t) max(1, 2 + 0.2 * t))
       # the same states (a rejected move repeats a state: which copy is
       # kept is a tie, decided by rounding)

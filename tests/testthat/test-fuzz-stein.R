@@ -64,25 +64,25 @@ test_that("a non-isotropic L with eigenvalues beyond 1e-154 or 1e154 gives the r
     x <- matrix(rnorm(30 * d), 30, d)
     s <- -x
     L <- diag(seq(1, 2, length.out = d))
-    k1 <- ksd(x, s, imq_kernel(precon = L), progress = FALSE)
+    k1 <- ksd(x, s, imq_kernel(precon = L), progress = FALSE, standardize = FALSE)
     for (a in c(1e100, 1e120, 1e-78, 1e-100)) {
       for (kern in list(imq_kernel(precon = L / a^2),
                         imq_kernel(beta = -0.3, precon = L / a^2),
                         gaussian_kernel(precon = L / a^2))) {
         xa <- x * a
         sa <- s / a
-        K <- stein_kernel_matrix(xa, sa, kern)
+        K <- stein_kernel_matrix(xa, sa, kern, standardize = FALSE)
         type <- kern$type
         cc <- if (type == "imq") kern$c else 1
         bb <- if (type == "imq") kern$beta else -0.5
         expect_lt(fz_err(K, xa, sa, L / a^2, type, cc, bb), 1e-12)
       }
       expect_equal(ksd(xa, sa, imq_kernel(precon = L / a^2),
-                       progress = FALSE) * a, k1, tolerance = 1e-12)
+                       progress = FALSE, standardize = FALSE) * a, k1, tolerance = 1e-12)
       # the sample's own covariance, on the scale of the data
       expect_equal(ksd(x * a, s / a, imq_kernel(precon = "smpcov"),
-                       progress = FALSE) * a,
-                   ksd(x, s, imq_kernel(precon = "smpcov"), progress = FALSE),
+                       progress = FALSE, standardize = FALSE) * a,
+                   ksd(x, s, imq_kernel(precon = "smpcov"), progress = FALSE, standardize = FALSE),
                    tolerance = 1e-12)
     }
     th <- stein_thin(x * 1e100, s / 1e100, 5, imq_kernel(precon = L / 1e200),
@@ -347,7 +347,7 @@ test_that("stein_thin() and mmd_thin() pick what the greedy rule picks, m in 1, 
         fz_equal(th$ksd, fz_path(K, th$index), tolerance = 1e-10,
                      label = lab)
         # kernel herding: obj_i = k_ii + 2 sum_sel k - 2 j mean_l k(x_i, x_l)
-        mt <- mmd_thin(x, m, kg, unique = uq, nthreads = 2, progress = FALSE)
+        mt <- mmd_thin(x, m, kg, unique = uq, nthreads = 2, progress = FALSE, standardize = FALSE)
         fz_identical(mt$index, fz_greedy(G, m, uq, lin = rowMeans(G),
                                              lin_coef = 2), label = lab)
       }
@@ -366,7 +366,7 @@ test_that("mmd_thin() on a subsample embedding: picks and MMD path as the formul
     for (es in unique(c(1, 2, 5, n))) {
       for (uq in c(TRUE, FALSE)) {
         th <- mmd_thin(x, m, gaussian_kernel(precon = 0.8), embed_size = es,
-                       unique = uq, progress = FALSE)
+                       unique = uq, progress = FALSE, standardize = FALSE)
         rows <- if (n > es) floor(seq(0, n - 1, length.out = es)) + 1 else seq_len(n)
         mu <- rowMeans(G[, rows, drop = FALSE])
         idx <- fz_greedy(G, m, uq, lin = mu, lin_coef = 2)
@@ -435,18 +435,20 @@ test_that("ksdt() follows DESIGN.md's rule (budgets, minimum sizes, candidates, 
         for (cand in c(1, 3)) {
           lab <- paste(n, d, cand, names(cf$args)[1])
           f1 <- do.call(ksdt, c(list(x = x, score = s, candidates = cand,
-                                     progress = FALSE), cf$args))
+                                     progress = FALSE, standardize = FALSE),
+                                cf$args))
           r <- fz_ksdt(K, cf$f, if (is.null(cf$eps)) 0 else cf$eps, cand)
           fz_equal(sort(f1$index), r$index, label = lab)
           fz_equal(f1$ksd, r$ksd, tolerance = 1e-10, label = lab)
           fz_equal(as.numeric(f1$size), r$size, label = lab)
           f2 <- do.call(ksdt, c(list(x = x, score = s, candidates = cand,
-                                     nthreads = 2, progress = FALSE), cf$args))
+                                     nthreads = 2, progress = FALSE,
+                                     standardize = FALSE), cf$args))
           fz_identical(f2$index, f1$index)
           fz_identical(f2$ksd, f1$ksd)
           if (cand == 1) {
-            st <- do.call(ksdt_stream, c(list(dim = d, progress = FALSE),
-                                         cf$args))
+            st <- do.call(ksdt_stream, c(list(dim = d, progress = FALSE,
+                                              standardize = FALSE), cf$args))
             for (i in seq_len(n)) ksdt_push(st, x[i, ], s[i, ])
             fz_identical(ksdt_result(st)$index, f1$index)
             fz_identical(ksdt_result(st)$ksd, f1$ksd)
@@ -458,7 +460,7 @@ test_that("ksdt() follows DESIGN.md's rule (budgets, minimum sizes, candidates, 
   for (n in c(256, 257, 520)) {
     x <- matrix(rnorm(n * 2), n, 2)
     s <- -x
-    f1 <- ksdt(x, s, size = n - 3, budget = 1e-4, progress = FALSE)
+    f1 <- ksdt(x, s, size = n - 3, budget = 1e-4, progress = FALSE, standardize = FALSE)
     r <- fz_ksdt(fz_stein(x, s, diag(2)), function(t) n - 3, 1e-4)
     fz_equal(sort(f1$index), r$index)
     fz_equal(f1$ksd, r$ksd, tolerance = 1e-10)
@@ -485,7 +487,7 @@ test_that("repeated points, a constant column, far and near points, extreme scor
             k <- fz_kernels[[kn]]("id")
             p <- fz_params(k)
             lab <- paste(nm, n, d, sc, kn)
-            K <- stein_kernel_matrix(x, s, k)
+            K <- stein_kernel_matrix(x, s, k, standardize = FALSE)
             fz_lt(fz_err(K, x, s, diag(d), p$type, p$c, p$beta), 1e-11,
                       label = lab)
             R <- fz_stein(x, s, diag(d), p$type, p$c, p$beta)
@@ -496,7 +498,7 @@ test_that("repeated points, a constant column, far and near points, extreme scor
                                progress = FALSE)
               fz_identical(th$index, fz_greedy(K, n, uq), label = lab)
             }
-            fz_equal(ksd(x, s, k, progress = FALSE), fz_ksd(R),
+            fz_equal(ksd(x, s, k, progress = FALSE, standardize = FALSE), fz_ksd(R),
                          tolerance = 1e-10, label = lab)
           }
         }
@@ -511,15 +513,15 @@ test_that("repeated points, a constant column, far and near points, extreme scor
                class = "kb_error_arg", regexp = "constant column")
   # the median heuristic on identical rows is refused, naming precon
   x <- make$same(9, 2)
-  expect_error(ksd(x, -x, imq_kernel(precon = "med"), progress = FALSE),
+  expect_error(ksd(x, -x, imq_kernel(precon = "med"), progress = FALSE, standardize = FALSE),
                class = "kb_error_arg", regexp = "'precon'")
   # scores whose squares overflow: an error naming the rows, not a number
   x <- matrix(rnorm(20), 10, 2)
-  for (f in list(function() ksd(x, -x * 1e160, progress = FALSE),
+  for (f in list(function() ksd(x, -x * 1e160, progress = FALSE, standardize = FALSE),
                  function() stein_thin(x, -x * 1e160, 3, standardize = FALSE),
-                 function() ksdt(x, -x * 1e160, progress = FALSE),
-                 function() ksd_weights(x, -x * 1e160, progress = FALSE),
-                 function() ksd_test(x, -x * 1e160, n_boot = 10, progress = FALSE))) {
+                 function() ksdt(x, -x * 1e160, progress = FALSE, standardize = FALSE),
+                 function() ksd_weights(x, -x * 1e160, progress = FALSE, standardize = FALSE),
+                 function() ksd_test(x, -x * 1e160, n_boot = 10, progress = FALSE, standardize = FALSE))) {
     expect_error(f(), class = "kb_error_numeric", regexp = "row")
   }
   fz_done()
@@ -533,10 +535,10 @@ test_that("ksd_weights() solves min w'Kw over the simplex (KKT), with repeated p
       x <- matrix(rnorm(n * d), n, d)
       if (n > 2) x[2, ] <- x[1, ]
       s <- -0.8 * x
-      w <- ksd_weights(x, s, progress = FALSE)
+      w <- ksd_weights(x, s, progress = FALSE, standardize = FALSE)
       w <- if (is.list(w)) w$weights else as.numeric(w)
-      fz_identical(ksd_weights(x, s, progress = FALSE, nthreads = 2),
-                       ksd_weights(x, s, progress = FALSE))
+      fz_identical(ksd_weights(x, s, progress = FALSE, nthreads = 2, standardize = FALSE),
+                       ksd_weights(x, s, progress = FALSE, standardize = FALSE))
       K <- fz_stein(x, s, diag(d))
       g <- drop(K %*% w)
       v <- sum(w * g)
@@ -621,7 +623,7 @@ test_that("a rejected push leaves a KSDT stream as it was; after an overflow the
   set.seed(1110)
   x <- matrix(rnorm(40), 20, 2)
   s <- -x
-  st <- ksdt_stream(2, size = 3, progress = FALSE)
+  st <- ksdt_stream(2, size = 3, progress = FALSE, standardize = FALSE)
   ksdt_push(st, x[1:6, ], s[1:6, ])
   before <- ksdt_result(st)
   for (bad in list(function() ksdt_push(st, x[7:8, ], function(z) c(z, 1)),
@@ -642,7 +644,7 @@ test_that("a rejected push leaves a KSDT stream as it was; after an overflow the
   expect_error(ksdt_push(st, y[7:20, ], z[7:20, ]), class = "kb_error_numeric",
                regexp = "2 rows of the stream were taken")
   ksdt_push(st, y[10:20, ], z[10:20, ])
-  ref <- ksdt_stream(2, size = 3, progress = FALSE)
+  ref <- ksdt_stream(2, size = 3, progress = FALSE, standardize = FALSE)
   ksdt_push(ref, x[c(1:8, 10:20), ], s[c(1:8, 10:20), ])
   expect_identical(ksdt_result(st)$points, ksdt_result(ref)$points)
   expect_identical(ksdt_result(st)$ksd, ksdt_result(ref)$ksd)

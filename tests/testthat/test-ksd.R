@@ -57,17 +57,17 @@ test_that("stein_kernel_matrix() across C block boundaries (n = 300 > 256) and w
   )
   for (cs in cases) {
     want <- ref_stein(smp$x, smp$s, cs$type, cs$c, cs$beta, cs$pc)
-    got1 <- stein_kernel_matrix(smp$x, smp$s, cs$k, nthreads = 1)
-    got2 <- stein_kernel_matrix(smp$x, smp$s, cs$k, nthreads = 2)
+    got1 <- stein_kernel_matrix(smp$x, smp$s, cs$k, nthreads = 1, standardize = FALSE)
+    got2 <- stein_kernel_matrix(smp$x, smp$s, cs$k, nthreads = 2, standardize = FALSE)
     expect_lt(rel_err(got1, want), 1e-12, label = cs$type)
     expect_identical(got2, got1)
     expect_identical(got1, t(got1))
     # the sums behind ksd() and ksd_path() cross the same block boundaries
-    expect_equal(ksd(smp$x, smp$s, cs$k, nthreads = 2), ref_ksd(want),
+    expect_equal(ksd(smp$x, smp$s, cs$k, nthreads = 2, standardize = FALSE), ref_ksd(want),
                  tolerance = 1e-12)
-    expect_equal(ksd(smp$x, smp$s, cs$k, type = "U", nthreads = 1),
+    expect_equal(ksd(smp$x, smp$s, cs$k, type = "U", nthreads = 1, standardize = FALSE),
                  ref_ksd(want, "U"), tolerance = 1e-11)
-    p <- ksd_path(smp$x, smp$s, cs$k, nthreads = 2)
+    p <- ksd_path(smp$x, smp$s, cs$k, nthreads = 2, standardize = FALSE)
     expect_lt(rel_err(p$ksd, ref_ksd_path(want)), 1e-12)
   }
 })
@@ -78,14 +78,14 @@ test_that("n = 3000: rows are processed in chunks between interrupt checks", {
   set.seed(121)
   n <- 3000
   smp <- make_sample(n, 2)
-  K <- stein_kernel_matrix(smp$x, smp$s, nthreads = 2)
+  K <- stein_kernel_matrix(smp$x, smp$s, nthreads = 2, standardize = FALSE)
   rows <- c(1, 2795, 2796, 2797, 2798, 3000)
   cols <- c(rows, 1000, 2000)
   want <- ref_stein_matrix(smp$x[cols, ], smp$s[cols, ])
   expect_lt(rel_err(K[cols, cols], want), 1e-12)
-  expect_equal(ksd(smp$x, smp$s, nthreads = 2), sqrt(sum(K)) / n,
+  expect_equal(ksd(smp$x, smp$s, nthreads = 2, standardize = FALSE), sqrt(sum(K)) / n,
                tolerance = 1e-12)
-  p <- ksd_path(smp$x, smp$s, nthreads = 2)
+  p <- ksd_path(smp$x, smp$s, nthreads = 2, standardize = FALSE)
   for (j in c(2795, 2796, 2797, 3000)) {
     expect_equal(p$ksd[j], sqrt(sum(K[1:j, 1:j])) / j, tolerance = 1e-12)
   }
@@ -94,13 +94,13 @@ test_that("n = 3000: rows are processed in chunks between interrupt checks", {
 test_that("stein_kernel_matrix() with n = 1 and n = 257 (one past a block)", {
   set.seed(12)
   smp <- make_sample(257, 2)
-  got <- stein_kernel_matrix(smp$x, smp$s, imq_kernel(c = 1.5, beta = -0.5))
+  got <- stein_kernel_matrix(smp$x, smp$s, imq_kernel(c = 1.5, beta = -0.5), standardize = FALSE)
   # check the rows and columns around the block boundary only
   idx <- c(1, 2, 255, 256, 257)
   want <- ref_stein_matrix(smp$x[idx, ], smp$s[idx, ], "imq", 1.5, -0.5,
                            diag(2))
   expect_lt(rel_err(got[idx, idx], want), 1e-12)
-  k1 <- stein_kernel_matrix(smp$x[1, , drop = FALSE], smp$s[1, , drop = FALSE])
+  k1 <- stein_kernel_matrix(smp$x[1, , drop = FALSE], smp$s[1, , drop = FALSE], standardize = FALSE)
   expect_identical(dim(k1), c(1L, 1L))
   # |s|^2 phi(0) - 2 phi'(0) tr(L) with phi(0) = 1, phi'(0) = -1/2
   expect_equal(k1[1, 1], sum(smp$s[1, ]^2) + 2, tolerance = 1e-14)
@@ -113,7 +113,7 @@ test_that("the IMQ kernel at the boundary beta = -1 matches the reference", {
   smp <- make_sample(40, 3)
   k <- structure(list(type = "imq", c = 1.3, beta = -1, precon = "med"),
                  class = c("kb_imq", "kb_kernel"))
-  got <- stein_kernel_matrix(smp$x, smp$s, k)
+  got <- stein_kernel_matrix(smp$x, smp$s, k, standardize = FALSE)
   want <- ref_stein(smp$x, smp$s, "imq", 1.3, -1, "med")
   expect_lt(rel_err(got, want), 1e-12)
 })
@@ -152,31 +152,31 @@ test_that("ksd() V, U and weighted match the reference", {
 test_that("ksd() weights: normalised, equal weights give the unweighted statistics", {
   set.seed(15)
   smp <- make_sample(25, 2)
-  v <- ksd(smp$x, smp$s)
-  u <- ksd(smp$x, smp$s, type = "U")
-  expect_equal(ksd(smp$x, smp$s, weights = rep(3, 25)), v, tolerance = 1e-13)
-  expect_equal(ksd(smp$x, smp$s, weights = rep(3, 25), type = "U"), u,
+  v <- ksd(smp$x, smp$s, standardize = FALSE)
+  u <- ksd(smp$x, smp$s, type = "U", standardize = FALSE)
+  expect_equal(ksd(smp$x, smp$s, weights = rep(3, 25), standardize = FALSE), v, tolerance = 1e-13)
+  expect_equal(ksd(smp$x, smp$s, weights = rep(3, 25), type = "U", standardize = FALSE), u,
                tolerance = 1e-12)
   w <- stats::runif(25)
-  expect_equal(ksd(smp$x, smp$s, weights = w),
-               ksd(smp$x, smp$s, weights = 10 * w), tolerance = 1e-13)
+  expect_equal(ksd(smp$x, smp$s, weights = w, standardize = FALSE),
+               ksd(smp$x, smp$s, weights = 10 * w, standardize = FALSE), tolerance = 1e-13)
   # zero weights drop points
   w0 <- c(rep(1, 10), rep(0, 15))
-  expect_equal(ksd(smp$x, smp$s, weights = w0),
-               ksd(smp$x[1:10, ], smp$s[1:10, ]), tolerance = 1e-13)
-  expect_equal(ksd(smp$x, smp$s, weights = w0, type = "U"),
-               ksd(smp$x[1:10, ], smp$s[1:10, ], type = "U"), tolerance = 1e-12)
+  expect_equal(ksd(smp$x, smp$s, weights = w0, standardize = FALSE),
+               ksd(smp$x[1:10, ], smp$s[1:10, ], standardize = FALSE), tolerance = 1e-13)
+  expect_equal(ksd(smp$x, smp$s, weights = w0, type = "U", standardize = FALSE),
+               ksd(smp$x[1:10, ], smp$s[1:10, ], type = "U", standardize = FALSE), tolerance = 1e-12)
 })
 
 test_that("ksd() of a single point is sqrt(k_p(x, x)); U can be negative", {
   x <- matrix(c(0.5, -1), 1)
   s <- matrix(c(2, 1), 1)
   # IMQ(1, -1/2), L = I: k_p(x, x) = |s|^2 + 2 * (1/2) * 2 = 7
-  expect_equal(ksd(x, s), sqrt(7), tolerance = 1e-14)
+  expect_equal(ksd(x, s, standardize = FALSE), sqrt(7), tolerance = 1e-14)
   # exact draws: U-statistics scatter around 0 and take both signs
   set.seed(16)
   tg <- gaussian_target(c(0, 0))
-  us <- vapply(1:30, function(i) ksd(sample_target(tg, 20), tg, type = "U"),
+  us <- vapply(1:30, function(i) ksd(sample_target(tg, 20), tg, type = "U", standardize = FALSE),
                numeric(1))
   expect_true(any(us < 0))
   expect_true(any(us > 0))
@@ -186,7 +186,7 @@ test_that("ksd_path() matches the reference and ends at ksd()", {
   set.seed(17)
   smp <- make_sample(50, 2)
   # precon "id": path[j] is exactly the KSD of the first j rows
-  p <- ksd_path(smp$x, smp$s)
+  p <- ksd_path(smp$x, smp$s, standardize = FALSE)
   expect_s3_class(p, "kb_ksd_path")
   expect_identical(p$n, 50L)
   expect_identical(p$d, 2L)
@@ -195,9 +195,9 @@ test_that("ksd_path() matches the reference and ends at ksd()", {
   for (j in c(1, 2, 17, 50)) {
     expect_equal(p$ksd[j], ref_ksd(K[1:j, 1:j, drop = FALSE]), tolerance = 1e-12)
     expect_equal(p$ksd[j], ksd(smp$x[1:j, , drop = FALSE],
-                               smp$s[1:j, , drop = FALSE]), tolerance = 1e-12)
+                               smp$s[1:j, , drop = FALSE], standardize = FALSE), tolerance = 1e-12)
   }
-  expect_equal(p$ksd[50], ksd(smp$x, smp$s), tolerance = 1e-14)
+  expect_equal(p$ksd[50], ksd(smp$x, smp$s, standardize = FALSE), tolerance = 1e-14)
   # heuristic preconditioners are resolved once, on the whole sample
   km <- gaussian_kernel(precon = "sclmed")
   pm <- ksd_path(smp$x, smp$s, km, standardize = TRUE, nthreads = 2)
@@ -216,7 +216,7 @@ test_that("ksd_path() matches the reference and ends at ksd()", {
 
 test_that("ksd_path() methods: as.numeric, summary, print, plot", {
   x <- cbind(seq(-1, 1, length.out = 12), cos(1:12))
-  p <- ksd_path(x, -x)
+  p <- ksd_path(x, -x, standardize = FALSE)
   expect_lt(rel_err(p$ksd, ref_ksd_path(ref_stein(x, -x))), 1e-12)
   expect_identical(as.numeric(p), p$ksd)
   expect_identical(as.double(p), p$ksd)
@@ -296,9 +296,9 @@ test_that("data.frame, coda and posterior inputs give the same results as the ma
   x <- matrix(stats::rnorm(150), 50, 3, dimnames = list(NULL, c("a", "b", "c")))
   tg <- gaussian_target(c(0, 0.5, -0.5), cov = c(1, 2, 0.5))
   k <- imq_kernel(precon = "med")
-  K <- stein_kernel_matrix(x, tg, k)
-  v <- ksd(x, tg, k)
-  p <- ksd_path(x, tg, k)$ksd
+  K <- stein_kernel_matrix(x, tg, k, standardize = FALSE)
+  v <- ksd(x, tg, k, standardize = FALSE)
+  p <- ksd_path(x, tg, k, standardize = FALSE)$ksd
   arr <- array(NA_real_, c(25, 2, 3),
                dimnames = list(NULL, NULL, c("a", "b", "c")))
   arr[, 1, ] <- x[1:25, ]
@@ -313,15 +313,15 @@ test_that("data.frame, coda and posterior inputs give the same results as the ma
   )
   for (nm in names(inputs)) {
     xi <- inputs[[nm]]
-    expect_equal(stein_kernel_matrix(xi, tg, k), K, tolerance = 0, label = nm)
-    expect_identical(ksd(xi, tg, k), v, label = nm)
+    expect_equal(stein_kernel_matrix(xi, tg, k, standardize = FALSE), K, tolerance = 0, label = nm)
+    expect_identical(ksd(xi, tg, k, standardize = FALSE), v, label = nm)
     # several chains: the path restarts at each chain (same kernel)
     pc <- if (nm %in% c("mcmc.list", "draws_array")) {
-      ksd_path(x, tg, k, chain = rep(1:2, each = 25))$ksd
+      ksd_path(x, tg, k, chain = rep(1:2, each = 25), standardize = FALSE)$ksd
     } else p
-    expect_identical(ksd_path(xi, tg, k)$ksd, pc, label = nm)
+    expect_identical(ksd_path(xi, tg, k, standardize = FALSE)$ksd, pc, label = nm)
   }
-  pc <- ksd_path(x, tg, k, chain = rep(1:2, each = 25))$ksd
+  pc <- ksd_path(x, tg, k, chain = rep(1:2, each = 25), standardize = FALSE)$ksd
   L <- diag(3) / ref_median_distance(x)^2
   s <- target_score(tg, x)
   for (r in list(1:25, 26:50)) {
@@ -330,10 +330,10 @@ test_that("data.frame, coda and posterior inputs give the same results as the ma
   }
   # integer and logical matrices are numbers too
   xi <- matrix(c(1L, 3L, 6L, 2L, 5L, 9L), 3)
-  expect_identical(ksd(xi, -xi), ksd(xi * 1.0, -xi * 1.0))
+  expect_identical(ksd(xi, -xi, standardize = FALSE), ksd(xi * 1.0, -xi * 1.0, standardize = FALSE))
   # a numeric vector is a one-column sample, and its score may be a vector
   x1 <- stats::rnorm(20)
-  expect_identical(ksd(x1, -x1), ksd(matrix(x1), matrix(-x1)))
+  expect_identical(ksd(x1, -x1, standardize = FALSE), ksd(matrix(x1), matrix(-x1), standardize = FALSE))
 })
 
 test_that("score as a matrix, a function and a kb_target agree", {
@@ -361,9 +361,9 @@ test_that("score as a matrix, a function and a kb_target agree", {
     }
   }
   # the reference agrees with the analytic score too
-  expect_lt(rel_err(stein_kernel_matrix(x, fun), ref_stein(x, smat)), 1e-12)
+  expect_lt(rel_err(stein_kernel_matrix(x, fun, standardize = FALSE), ref_stein(x, smat)), 1e-12)
   # a data frame of scores is accepted like a matrix
-  expect_identical(ksd(x, as.data.frame(smat)), ksd(x, smat))
+  expect_identical(ksd(x, as.data.frame(smat), standardize = FALSE), ksd(x, smat, standardize = FALSE))
 })
 
 test_that("the score closure sees every row, once, in order, and may keep its argument", {
@@ -544,11 +544,11 @@ test_that("a bad type is rejected, naming 'type'", {
   x <- matrix(stats::rnorm(20), 10, 2)
   # the valid values work, and the default is "V"
   K <- ref_stein(x, -x)
-  expect_equal(ksd(x, -x, type = "U"), ref_ksd(K, "U"), tolerance = 1e-12)
-  expect_equal(ksd(x, -x), ref_ksd(K, "V"), tolerance = 1e-12)
+  expect_equal(ksd(x, -x, type = "U", standardize = FALSE), ref_ksd(K, "U"), tolerance = 1e-12)
+  expect_equal(ksd(x, -x, standardize = FALSE), ref_ksd(K, "V"), tolerance = 1e-12)
   # every invalid value is an error whose message names 'type'
   for (tp in list("W", c("U", "W"), NA_character_, 1)) {
-    err <- expect_error(ksd(x, -x, type = tp))
+    err <- expect_error(ksd(x, -x, type = tp, standardize = FALSE))
     expect_match(conditionMessage(err), "'type'",
                  label = paste("message for type =", deparse(tp)))
   }
@@ -557,22 +557,22 @@ test_that("a bad type is rejected, naming 'type'", {
 test_that("degenerate samples are rejected with a clear message", {
   set.seed(30)
   x <- matrix(stats::rnorm(20), 10, 2)
-  expect_error(ksd(x[1, , drop = FALSE], -x[1, , drop = FALSE], type = "U"),
+  expect_error(ksd(x[1, , drop = FALSE], -x[1, , drop = FALSE], type = "U", standardize = FALSE),
                "'x'.*two rows")
   xc <- cbind(x[, 1], 3)
   expect_error(ksd(xc, -xc, standardize = TRUE), "'x'.*constant column \\(2\\)")
   expect_error(stein_kernel_matrix(xc, -xc, standardize = TRUE), "'x'.*constant")
   xs <- matrix(c(1, 2), 10, 2, byrow = TRUE)
-  expect_error(ksd(xs, -xs, imq_kernel(precon = "med")), "'precon'")
-  expect_error(ksd(xs, -xs, gaussian_kernel()), "'precon'")
+  expect_error(ksd(xs, -xs, imq_kernel(precon = "med"), standardize = FALSE), "'precon'")
+  expect_error(ksd(xs, -xs, gaussian_kernel(), standardize = FALSE), "'precon'")
   expect_error(ksd(x[1, , drop = FALSE], -x[1, , drop = FALSE],
-                   imq_kernel(precon = "sclmed")), "'precon'")
+                   imq_kernel(precon = "sclmed"), standardize = FALSE), "'precon'")
   xl <- cbind(x[, 1], 2 * x[, 1] - 1)
-  expect_error(ksd(xl, -xl, imq_kernel(precon = "smpcov")), "'precon'.*smpcov")
-  expect_error(ksd(x, -x, imq_kernel(precon = diag(3))), "'precon'.*2 x 2")
-  expect_error(ksd(x, -x, imq_kernel(precon = matrix(c(1, 0.2, 0.3, 1), 2))),
+  expect_error(ksd(xl, -xl, imq_kernel(precon = "smpcov"), standardize = FALSE), "'precon'.*smpcov")
+  expect_error(ksd(x, -x, imq_kernel(precon = diag(3)), standardize = FALSE), "'precon'.*2 x 2")
+  expect_error(ksd(x, -x, imq_kernel(precon = matrix(c(1, 0.2, 0.3, 1), 2)), standardize = FALSE),
                "'precon'.*symmetric")
-  expect_error(ksd(x, -x, imq_kernel(precon = matrix(c(1, 2, 2, 1), 2))),
+  expect_error(ksd(x, -x, imq_kernel(precon = matrix(c(1, 2, 2, 1), 2)), standardize = FALSE),
                "'precon'.*positive definite")
 })
 
@@ -592,31 +592,31 @@ test_that("a Stein kernel that overflows is a kb_error_numeric naming the rows",
   x <- smp$x
   s <- smp$s
   for (nt in 1:2) {
-    expect_error(ksd(x, s, nthreads = nt), class = "kb_error_numeric",
+    expect_error(ksd(x, s, nthreads = nt, standardize = FALSE), class = "kb_error_numeric",
                  regexp = "Stein kernel of rows 1 and 7 overflows")
-    expect_error(ksd(x, s, type = "U", nthreads = nt),
+    expect_error(ksd(x, s, type = "U", nthreads = nt, standardize = FALSE),
                  class = "kb_error_numeric", regexp = "rows 1 and 7")
-    expect_error(ksd(x, s, weights = seq_len(20), nthreads = nt),
+    expect_error(ksd(x, s, weights = seq_len(20), nthreads = nt, standardize = FALSE),
                  class = "kb_error_numeric", regexp = "rows 1 and 7")
-    expect_error(ksd_path(x, s, nthreads = nt), class = "kb_error_numeric",
+    expect_error(ksd_path(x, s, nthreads = nt, standardize = FALSE), class = "kb_error_numeric",
                  regexp = "rows 1 and 7")
-    expect_error(stein_kernel_matrix(x, s, nthreads = nt),
+    expect_error(stein_kernel_matrix(x, s, nthreads = nt, standardize = FALSE),
                  class = "kb_error_numeric", regexp = "rows 1 and 7")
   }
-  expect_error(ksd(x, s, blocks = 3), class = "kb_error_numeric",
+  expect_error(ksd(x, s, blocks = 3, standardize = FALSE), class = "kb_error_numeric",
                regexp = "rows 1 and 7")
-  expect_error(ksd_blocks(x, s, blocks = 2), class = "kb_error_numeric",
+  expect_error(ksd_blocks(x, s, blocks = 2, standardize = FALSE), class = "kb_error_numeric",
                regexp = "rows 1 and 7")
   # a score that overflows its own diagonal term names the row twice
   x0 <- matrix(stats::rnorm(40), 20)
   s0 <- -x0
   s0[5, ] <- c(1e200, 1)
-  expect_error(ksd(x0, s0), class = "kb_error_numeric",
+  expect_error(ksd(x0, s0, standardize = FALSE), class = "kb_error_numeric",
                regexp = "rows 5 and 5 overflows \\(Inf\\)")
-  expect_error(stein_kernel_matrix(x0, s0), class = "kb_error_numeric",
+  expect_error(stein_kernel_matrix(x0, s0, standardize = FALSE), class = "kb_error_numeric",
                regexp = "rows 5 and 5")
   # rows before the bad one are fine: the error names the first bad pair
-  expect_error(ksd(rbind(x0[1:3, ], x[7, ]), rbind(s0[1:3, ], s[7, ])),
+  expect_error(ksd(rbind(x0[1:3, ], x[7, ]), rbind(s0[1:3, ], s[7, ]), standardize = FALSE),
                class = "kb_error_numeric", regexp = "rows 1 and 4")
 })
 
@@ -630,19 +630,19 @@ test_that("overflow past a C block and a chunk of rows is found and named", {
   s[2900, ] <- c(1e200, 0)
   x[2950, ] <- c(0, 1e155)
   for (nt in 1:2) {
-    expect_error(ksd(x, s, nthreads = nt), class = "kb_error_numeric",
+    expect_error(ksd(x, s, nthreads = nt, standardize = FALSE), class = "kb_error_numeric",
                  regexp = "rows 2900 and 2900 overflows")
-    expect_error(ksd(x[-2900, ], s[-2900, ], nthreads = nt),
+    expect_error(ksd(x[-2900, ], s[-2900, ], nthreads = nt, standardize = FALSE),
                  class = "kb_error_numeric", regexp = "rows 1 and 2949 ")
-    expect_error(ksd_path(x[1:2899, ], s[1:2899, ], nthreads = nt), NA)
+    expect_error(ksd_path(x[1:2899, ], s[1:2899, ], nthreads = nt, standardize = FALSE), NA)
   }
-  expect_error(ksd_blocks(x, s, blocks = 3), class = "kb_error_numeric",
+  expect_error(ksd_blocks(x, s, blocks = 3, standardize = FALSE), class = "kb_error_numeric",
                regexp = "rows 2900 and 2900")
   xm <- x[2600:2960, ]
   sm <- s[2600:2960, ]
-  expect_error(stein_kernel_matrix(xm, sm, nthreads = 2),
+  expect_error(stein_kernel_matrix(xm, sm, nthreads = 2, standardize = FALSE),
                class = "kb_error_numeric", regexp = "rows 301 and 301 ")
-  expect_error(stein_kernel_matrix(xm[-301, ], sm[-301, ], nthreads = 2),
+  expect_error(stein_kernel_matrix(xm[-301, ], sm[-301, ], nthreads = 2, standardize = FALSE),
                class = "kb_error_numeric", regexp = "rows 1 and 350 ")
 })
 
@@ -651,18 +651,18 @@ test_that("finite Stein kernel values whose sum overflows are an error too", {
   # finite, row 2's sum k_p(x_2, x_2) + 2 k_p(x_1, x_2) is not
   x <- matrix(0, 3, 1)
   s <- matrix(1.2e154, 3, 1)
-  expect_true(all(is.finite(stein_kernel_matrix(x, s))))
-  expect_error(ksd(x, s), class = "kb_error_numeric",
+  expect_true(all(is.finite(stein_kernel_matrix(x, s, standardize = FALSE))))
+  expect_error(ksd(x, s, standardize = FALSE), class = "kb_error_numeric",
                regexp = "Stein kernel sum over row 2 overflows")
-  expect_error(ksd_path(x, s), class = "kb_error_numeric",
+  expect_error(ksd_path(x, s, standardize = FALSE), class = "kb_error_numeric",
                regexp = "sum over row 2")
   # one row: finite, and its KSD is sqrt(s^2 phi(0) - 2 phi'(0) tr L)
-  expect_equal(ksd(x[1, , drop = FALSE], s[1, , drop = FALSE]),
+  expect_equal(ksd(x[1, , drop = FALSE], s[1, , drop = FALSE], standardize = FALSE),
                sqrt(1.2e154^2 + 1), tolerance = 1e-14)
   # the total over rows overflows in R although every row sum is finite
   x2 <- matrix(c(0, 1e3), 2, 1)
   s2 <- matrix(1.2e154, 2, 1)
-  expect_error(ksd(x2, s2), class = "kb_error_numeric",
+  expect_error(ksd(x2, s2, standardize = FALSE), class = "kb_error_numeric",
                regexp = "sum over all rows overflows")
 })
 
@@ -679,19 +679,19 @@ test_that("weights whose total overflows or underflows give the equal-weight ans
     off <- row(K) != col(K)
     sum((W * K)[off]) / sum(W[off])
   }
-  eq <- ksd(x, s)
+  eq <- ksd(x, s, standardize = FALSE)
   expect_equal(eq, sqrt(mean(K)), tolerance = 1e-12)
-  expect_equal(ksd(x, s, weights = rep(1e308, 20)), eq, tolerance = 1e-12)
-  expect_equal(ksd(x, s, weights = rep(1e308, 20), type = "U"),
-               ksd(x, s, type = "U"), tolerance = 1e-12)
-  expect_equal(ksd(x, s, weights = rep(1e-320, 20)), eq, tolerance = 1e-12)
+  expect_equal(ksd(x, s, weights = rep(1e308, 20), standardize = FALSE), eq, tolerance = 1e-12)
+  expect_equal(ksd(x, s, weights = rep(1e308, 20), type = "U", standardize = FALSE),
+               ksd(x, s, type = "U", standardize = FALSE), tolerance = 1e-12)
+  expect_equal(ksd(x, s, weights = rep(1e-320, 20), standardize = FALSE), eq, tolerance = 1e-12)
   w <- c(rep(1e308, 10), rep(5e307, 10))
-  expect_gt(ksd(x, s, weights = w), 0)
-  expect_equal(ksd(x, s, weights = w), plain_ksd(w), tolerance = 1e-12)
-  expect_equal(ksd(x, s, weights = w, type = "U"), plain_ksd(w, "U"),
+  expect_gt(ksd(x, s, weights = w, standardize = FALSE), 0)
+  expect_equal(ksd(x, s, weights = w, standardize = FALSE), plain_ksd(w), tolerance = 1e-12)
+  expect_equal(ksd(x, s, weights = w, type = "U", standardize = FALSE), plain_ksd(w, "U"),
                tolerance = 1e-12)
   # weights that are all zero have no total to normalise by
-  expect_error(ksd(x, s, weights = rep(0, 20)), class = "kb_error_arg",
+  expect_error(ksd(x, s, weights = rep(0, 20), standardize = FALSE), class = "kb_error_arg",
                regexp = "'weights'.*positive sum")
 })
 
@@ -702,38 +702,38 @@ test_that("every argument is checked before the score closure runs", {
     -p
   }
   x <- matrix(stats::rnorm(20), 10)
-  expect_error(ksd(x, score, weights = rep(1, 3)), class = "kb_error_arg",
+  expect_error(ksd(x, score, weights = rep(1, 3), standardize = FALSE), class = "kb_error_arg",
                regexp = "'weights'")
-  expect_error(ksd(x, score, weights = c(1, rep(0, 9)), type = "U"),
+  expect_error(ksd(x, score, weights = c(1, rep(0, 9)), type = "U", standardize = FALSE),
                class = "kb_error_arg", regexp = "'weights'")
-  expect_error(ksd(x[1, , drop = FALSE], score, type = "U"),
+  expect_error(ksd(x[1, , drop = FALSE], score, type = "U", standardize = FALSE),
                class = "kb_error_arg", regexp = "'x'.*two rows")
-  expect_error(ksd(x, score, nthreads = 0), class = "kb_error_arg",
+  expect_error(ksd(x, score, nthreads = 0, standardize = FALSE), class = "kb_error_arg",
                regexp = "'nthreads'")
   expect_error(ksd(x, score, standardize = NA), class = "kb_error_arg",
                regexp = "'standardize'")
-  expect_error(ksd(x, score, kernel = "imq"), class = "kb_error_arg",
+  expect_error(ksd(x, score, kernel = "imq", standardize = FALSE), class = "kb_error_arg",
                regexp = "'kernel'")
   expect_error(ksd(x[1, , drop = FALSE], score,
-                   kernel = imq_kernel(precon = "med")),
+                   kernel = imq_kernel(precon = "med"), standardize = FALSE),
                class = "kb_error_arg", regexp = "'precon'")
-  expect_error(ksd(x * 1e200, score, kernel = imq_kernel(precon = "med")),
+  expect_error(ksd(x * 1e200, score, kernel = imq_kernel(precon = "med"), standardize = FALSE),
                class = "kb_error_arg", regexp = "'x'")
-  expect_error(ksd(x, score, blocks = 0), class = "kb_error_arg",
+  expect_error(ksd(x, score, blocks = 0, standardize = FALSE), class = "kb_error_arg",
                regexp = "'blocks'")
-  expect_error(ksd(x, score, blocks = 2, nthreads = -1),
+  expect_error(ksd(x, score, blocks = 2, nthreads = -1, standardize = FALSE),
                class = "kb_error_arg", regexp = "'nthreads'")
-  expect_error(ksd(x, kb_target(function(p) -sum(p^2) / 2, score, dim = 3)),
+  expect_error(ksd(x, kb_target(function(p) -sum(p^2) / 2, score, dim = 3), standardize = FALSE),
                class = "kb_error_arg", regexp = "'x'.*3 columns")
-  expect_error(ksd_path(x, score, nthreads = "a"), class = "kb_error_arg",
+  expect_error(ksd_path(x, score, nthreads = "a", standardize = FALSE), class = "kb_error_arg",
                regexp = "'nthreads'")
-  expect_error(stein_kernel_matrix(x, score, nthreads = NA),
+  expect_error(stein_kernel_matrix(x, score, nthreads = NA, standardize = FALSE),
                class = "kb_error_arg", regexp = "'nthreads'")
-  expect_error(stein_kernel_matrix(x, score, kernel = list()),
+  expect_error(stein_kernel_matrix(x, score, kernel = list(), standardize = FALSE),
                class = "kb_error_arg", regexp = "'kernel'")
   expect_identical(calls, 0)
   # and the closure is then called once per row
-  ksd(x, score)
+  ksd(x, score, standardize = FALSE)
   expect_identical(calls, 10)
 })
 
@@ -745,12 +745,12 @@ test_that("ksd_blocks() equals ksd() for several block counts, blocks > n includ
   tg <- gaussian_target(c(0.2, 0, -0.1))
   for (kern in list(imq_kernel(), imq_kernel(precon = "med"),
                     gaussian_kernel(bandwidth = 1.3))) {
-    k0 <- ksd(x, tg, kern)
+    k0 <- ksd(x, tg, kern, standardize = FALSE)
     for (b in c(1, 2, 3, 5, 17, 400, 1000)) {
-      expect_lt(abs(ksd_blocks(x, tg, kern, blocks = b) / k0 - 1), 1e-12,
+      expect_lt(abs(ksd_blocks(x, tg, kern, blocks = b, standardize = FALSE) / k0 - 1), 1e-12,
                 label = sprintf("blocks = %d", b))
     }
-    expect_lt(abs(ksd(x, tg, kern, blocks = 4) / k0 - 1), 1e-12)
+    expect_lt(abs(ksd(x, tg, kern, blocks = 4, standardize = FALSE) / k0 - 1), 1e-12)
   }
   # standardised, a score matrix, two threads per block
   s <- target_score(tg, x)
@@ -762,10 +762,10 @@ test_that("ksd_blocks() equals ksd() for several block counts, blocks > n includ
   xs <- x[1:30, ]
   K <- ref_stein_matrix(xs, target_score(tg, xs), type = "imq", c = 1,
                         beta = -0.5, L = diag(3))
-  expect_equal(ksd_blocks(xs, tg, blocks = 4), sqrt(mean(K)), tolerance = 1e-12)
-  expect_error(ksd_blocks(x, tg, blocks = 0), "'blocks'")
-  expect_error(ksd(x, tg, type = "U", blocks = 2), "'blocks'")
-  expect_error(ksd(x, tg, weights = rep(1, 400) / 400, blocks = 2), "'blocks'")
+  expect_equal(ksd_blocks(xs, tg, blocks = 4, standardize = FALSE), sqrt(mean(K)), tolerance = 1e-12)
+  expect_error(ksd_blocks(x, tg, blocks = 0, standardize = FALSE), "'blocks'")
+  expect_error(ksd(x, tg, type = "U", blocks = 2, standardize = FALSE), "'blocks'")
+  expect_error(ksd(x, tg, weights = rep(1, 400) / 400, blocks = 2, standardize = FALSE), "'blocks'")
 })
 
 test_that("ksd_blocks() checks blocks and nthreads before the score closure runs, and overflow is an error", {

@@ -67,7 +67,7 @@ test_that("ksdt() agrees with the reference across several C blocks (dictionary 
   tt <- seq_len(800)
   for (b in c(0, 2e-4)) {
     fit <- ksdt(smp$x, smp$s, budget = b, min_size = "constant",
-                min_size_coef = 600, nthreads = 2)
+                min_size_coef = 600, nthreads = 2, standardize = FALSE)
     ref <- ref_ksdt_core(K, rep(b, 800), pmax(10, rep(600, 800)))
     expect_identical(fit$index, as.double(ref$index), label = paste("budget", b))
     expect_identical(fit$removed, ref$removed, label = paste("budget", b))
@@ -91,7 +91,7 @@ test_that("every step: KSD^2 after <= before + eps_t (budget 0: never above befo
                 list(b = 1e-2, ms = function(t) 3 + sqrt(t), coef = 1))
   for (ci in seq_along(cases)) {
     cs <- cases[[ci]]
-    st <- ksdt_stream(2, budget = cs$b, min_size = cs$ms, min_size_coef = cs$coef)
+    st <- ksdt_stream(2, budget = cs$b, min_size = cs$ms, min_size_coef = cs$coef, standardize = FALSE)
     eps <- eps_fun_of(cs$b)(1:250)
     f <- ref_min_size(cs$ms, 1:250, cs$coef, 10)
     prev <- numeric(0)
@@ -140,13 +140,13 @@ test_that("the reported KSD equals the KSD of the dictionary recomputed from scr
   smp <- make_stream(n, 3, rho = 0.9, start = 3, noise = 0)
   kern <- imq_kernel(c = 0.8, beta = -0.4, precon = 0.8)
   # chunks of uneven sizes, checked after every chunk
-  st <- ksdt_stream(3, budget = function(t) 0.1 / t, kernel = kern)
+  st <- ksdt_stream(3, budget = function(t) 0.1 / t, kernel = kern, standardize = FALSE)
   cuts <- sort(unique(c(0, sample(seq_len(n - 1), 60), n)))
   for (k in seq_len(length(cuts) - 1)) {
     rows <- (cuts[k] + 1):cuts[k + 1]
     ksdt_push(st, smp$x[rows, , drop = FALSE], smp$s[rows, , drop = FALSE])
     r <- ksdt_result(st)
-    want <- sqrt(mean(stein_kernel_matrix(r$points, r$score, kern)))
+    want <- sqrt(mean(stein_kernel_matrix(r$points, r$score, kern, standardize = FALSE)))
     expect_lt(abs(utils::tail(r$ksd, 1) - want) / want, 1e-9,
               label = sprintf("after %d states", cuts[k + 1]))
     expect_equal(length(r$ksd), cuts[k + 1])
@@ -154,8 +154,8 @@ test_that("the reported KSD equals the KSD of the dictionary recomputed from scr
   # a single run, also with a large dictionary (linear rule, 4 blocks)
   for (ms in c("sqrt", "linear")) {
     fit <- ksdt(smp$x, smp$s, min_size = ms, min_size_coef = 0.1, kernel = kern,
-                nthreads = 2)
-    want <- sqrt(mean(stein_kernel_matrix(fit$points, fit$score, kern)))
+                nthreads = 2, standardize = FALSE)
+    want <- sqrt(mean(stein_kernel_matrix(fit$points, fit$score, kern, standardize = FALSE)))
     expect_lt(abs(utils::tail(fit$ksd, 1) - want) / want, 1e-9, label = ms)
     expect_identical(length(fit$ksd), as.integer(n))
     expect_gt(sum(fit$removed), n / 2)
@@ -170,7 +170,8 @@ test_that("pushing one row at a time, in chunks, or all at once gives what ksdt(
   smp <- make_stream(300, 2)
   colnames(smp$x) <- c("a", "b")
   args <- list(budget = function(t) 0.01 / sqrt(t), min_size = function(t) 8 + t / 10,
-               min_size_floor = 12, kernel = gaussian_kernel(precon = 2))
+               min_size_floor = 12, kernel = gaussian_kernel(precon = 2),
+               standardize = FALSE)
   whole <- do.call(ksdt, c(list(smp$x, smp$s), args))
   fields <- c("points", "score", "index", "ksd", "size", "removed", "t", "evals")
   st1 <- do.call(ksdt_stream, c(list(2), args))
@@ -189,9 +190,9 @@ test_that("pushing one row at a time, in chunks, or all at once gives what ksdt(
   expect_gt(sum(whole$removed), 100)
   # the score as a function or a kb_target
   tg <- gaussian_target(c(0, 0))
-  a <- ksdt(smp$x, tg, kernel = imq_kernel())
-  b <- ksdt(smp$x, -smp$x, kernel = imq_kernel())
-  c2 <- ksdt(smp$x, function(x) -x, kernel = imq_kernel())
+  a <- ksdt(smp$x, tg, kernel = imq_kernel(), standardize = FALSE)
+  b <- ksdt(smp$x, -smp$x, kernel = imq_kernel(), standardize = FALSE)
+  c2 <- ksdt(smp$x, function(x) -x, kernel = imq_kernel(), standardize = FALSE)
   expect_identical(a$index, b$index)
   expect_equal(a$ksd, b$ksd, tolerance = 1e-14)
   expect_identical(c2$index, b$index)
@@ -229,13 +230,13 @@ test_that("exact ties: the point with the smaller stream index is removed, as in
   # points in {0, 1} with zero scores and L = 3: k_p(0, 0) = 3 and
   # k_p(0, 1) = -15/32 exactly, so all sums are exact and duplicates tie
   kern <- imq_kernel(precon = matrix(3, 1, 1))
-  K2 <- stein_kernel_matrix(matrix(c(0, 1)), matrix(0, 2, 1), kern)
+  K2 <- stein_kernel_matrix(matrix(c(0, 1)), matrix(0, 2, 1), kern, standardize = FALSE)
   expect_identical(as.vector(K2), c(3, -15 / 32, -15 / 32, 3))
   # a constant stream (a chain that never moves): every removal ties, and
   # KSD^2 after = before (removal allowed with budget 0: "<=")
   x <- matrix(0, 12, 1)
   fit <- ksdt(x, x, min_size = "constant", min_size_coef = 3, min_size_floor = 1,
-              kernel = kern)
+              kernel = kern, standardize = FALSE)
   expect_identical(fit$index, c(10, 11, 12))
   expect_identical(fit$size, c(1:3, rep(3L, 9)))
   expect_identical(fit$removed, c(0L, 0L, 0L, rep(1L, 9)))
@@ -248,7 +249,7 @@ test_that("exact ties: the point with the smaller stream index is removed, as in
     for (b in c(0, 0.05)) {
       lab <- paste(rule$ms, b)
       fit <- ksdt(x, 0 * x, budget = b, min_size = rule$ms, min_size_coef = rule$coef,
-                  min_size_floor = 2, kernel = kern)
+                  min_size_floor = 2, kernel = kern, standardize = FALSE)
       K <- ref_stein_cross(x, 0 * x, L = matrix(3))
       fmin <- ref_min_size(rule$ms, 1:80, rule$coef, 2)
       ref <- ref_ksdt_core(K, rep(b, 80), fmin)
@@ -270,13 +271,13 @@ test_that("exact ties across C blocks (dictionary of 600): the oldest tying poin
   x <- matrix(0, 1000, 1)
   for (nt in 1:2) {
     fit <- ksdt(x, x, min_size = "constant", min_size_coef = 600, min_size_floor = 1,
-                kernel = kern, nthreads = nt)
+                kernel = kern, nthreads = nt, standardize = FALSE)
     expect_identical(fit$index, as.double(401:1000))
   }
   set.seed(227)
   x <- matrix(sample(0:1, 1000, TRUE, prob = c(0.7, 0.3)), ncol = 1)
   fit <- ksdt(x, 0 * x, budget = 0.01, min_size = "constant", min_size_coef = 600,
-              min_size_floor = 1, kernel = kern, nthreads = 2)
+              min_size_floor = 1, kernel = kern, nthreads = 2, standardize = FALSE)
   K <- ref_stein_cross(x, 0 * x, L = matrix(3))
   ref <- ref_ksdt_core(K, rep(0.01, 1000), rep(600, 1000))
   expect_identical(fit$index, as.double(ref$index))
@@ -292,7 +293,7 @@ test_that("a stream with repeated states (MCMC rejections) is thinned as in the 
   n <- nrow(x)
   K <- ref_stein_cross(x, s)
   for (b in c(0, 1e-3)) {
-    fit <- ksdt(x, s, budget = b, min_size = "sqrt")
+    fit <- ksdt(x, s, budget = b, min_size = "sqrt", standardize = FALSE)
     ref <- ref_ksdt_core(K, rep(b, n), ref_min_size("sqrt", 1:n, 1, 10))
     # duplicates are interchangeable: compare the states kept
     expect_identical(sort(canonical_index(x, fit$index)),
@@ -300,7 +301,7 @@ test_that("a stream with repeated states (MCMC rejections) is thinned as in the 
     expect_identical(fit$points, x[fit$index, ])
     expect_identical(fit$size, ref$size)
     expect_lt(rel_err(fit$ksd, ref$ksd), 1e-10)
-    want <- sqrt(mean(stein_kernel_matrix(fit$points, fit$score)))
+    want <- sqrt(mean(stein_kernel_matrix(fit$points, fit$score, standardize = FALSE)))
     expect_lt(abs(utils::tail(fit$ksd, 1) - want) / want, 1e-12)
   }
 })
@@ -350,7 +351,7 @@ test_that("ksdt(candidates = m) matches a brute-force KSDT over blocks of m rows
     blocks <- split(seq_len(203), ceiling(seq_len(203) / m))
     nb <- length(blocks)
     fit <- ksdt(smp$x, smp$s, budget = 1e-3, min_size = "constant",
-                min_size_coef = 12, candidates = m)
+                min_size_coef = 12, candidates = m, standardize = FALSE)
     ref <- brute_ksdt_blocks(K, blocks, rep(1e-3, nb), rep(12, nb))
     lab <- paste("m =", m)
     expect_identical(fit$index, ref$index, label = lab)
@@ -363,7 +364,7 @@ test_that("ksdt(candidates = m) matches a brute-force KSDT over blocks of m rows
     expect_length(fit$ksd, nb)
   }
   # a schedule of t sees block numbers
-  fit <- ksdt(smp$x, smp$s, min_size = function(t) 5 + t / 10, candidates = 4)
+  fit <- ksdt(smp$x, smp$s, min_size = function(t) 5 + t / 10, candidates = 4, standardize = FALSE)
   blocks <- split(seq_len(203), ceiling(seq_len(203) / 4))
   ref <- brute_ksdt_blocks(K, blocks, rep(0, 51), pmax(10, 5 + (1:51) / 10))
   expect_identical(fit$index, ref$index)
@@ -373,14 +374,14 @@ test_that("ksdt(candidates = m) matches a brute-force KSDT over blocks of m rows
 test_that("ksdt_push(candidates = m): blocks within each push, indices over the whole stream", {
   smp <- make_stream(120, 2)
   K <- ref_stein_cross(smp$x, smp$s)
-  full <- ksdt(smp$x, smp$s, candidates = 4, min_size = "constant", min_size_coef = 12)
+  full <- ksdt(smp$x, smp$s, candidates = 4, min_size = "constant", min_size_coef = 12, standardize = FALSE)
   # pushes of multiples of m reproduce ksdt()
-  st <- ksdt_stream(2, min_size = "constant", min_size_coef = 12)
+  st <- ksdt_stream(2, min_size = "constant", min_size_coef = 12, standardize = FALSE)
   for (r in list(1:40, 41:44, 45:120)) ksdt_push(st, smp$x[r, ], smp$s[r, ], candidates = 4)
   expect_identical(ksdt_result(st)[c("index", "ksd", "size", "points")],
                    full[c("index", "ksd", "size", "points")])
   # otherwise each push ends with its own incomplete block
-  st <- ksdt_stream(2, min_size = "constant", min_size_coef = 12)
+  st <- ksdt_stream(2, min_size = "constant", min_size_coef = 12, standardize = FALSE)
   ksdt_push(st, smp$x[1:7, ], smp$s[1:7, ], candidates = 4)
   ksdt_push(st, smp$x[8:120, ], smp$s[8:120, ], candidates = 4)
   blocks <- c(list(1:4, 5:7), split(8:120, ceiling(seq_along(8:120) / 4)))
@@ -391,7 +392,7 @@ test_that("ksdt_push(candidates = m): blocks within each push, indices over the 
   expect_identical(r$n_offered, 120)
   expect_error(ksdt_push(st, smp$x, smp$s, candidates = 0), "'candidates'",
                class = "kb_error_arg")
-  expect_error(ksdt(smp$x, smp$s, candidates = 2.5), "'candidates'",
+  expect_error(ksdt(smp$x, smp$s, candidates = 2.5, standardize = FALSE), "'candidates'",
                class = "kb_error_arg")
 })
 
@@ -505,12 +506,12 @@ test_that("budget and min_size functions written for a single t work (one call p
   ms_vector <- function(t) ifelse(t < 50, 10, 10 + sqrt(pmax(t - 50, 0)))
   b_scalar <- function(t) if (t < 100) 0 else 1e-3
   b_vector <- function(t) ifelse(t < 100, 0, 1e-3)
-  want <- ksdt(smp$x, smp$s, budget = b_vector, min_size = ms_vector)
+  want <- ksdt(smp$x, smp$s, budget = b_vector, min_size = ms_vector, standardize = FALSE)
   # one push per state calls the schedules with a single t
-  st <- ksdt_stream(2, budget = b_scalar, min_size = ms_scalar)
+  st <- ksdt_stream(2, budget = b_scalar, min_size = ms_scalar, standardize = FALSE)
   for (t in 1:200) ksdt_push(st, smp$x[t, ], smp$s[t, ])
   expect_identical(ksdt_result(st)$index, want$index)
-  got <- ksdt(smp$x, smp$s, budget = b_scalar, min_size = ms_scalar)
+  got <- ksdt(smp$x, smp$s, budget = b_scalar, min_size = ms_scalar, standardize = FALSE)
   expect_identical(got$index, want$index)
   expect_identical(got$ksd, want$ksd)
 })
@@ -520,16 +521,16 @@ test_that("budget and min_size functions written for a single t work (one call p
 test_that("print and summary of KSDT results, streams and SP-MCMC", {
   set.seed(223)
   smp <- make_stream(400, 2, noise = 0)
-  fit <- ksdt(smp$x, smp$s)
+  fit <- ksdt(smp$x, smp$s, standardize = FALSE)
   fit2 <- ksdt(smp$x[, 1], smp$s[, 1], budget = function(t) 1 / t,
-               min_size = function(t) sqrt(t), kernel = gaussian_kernel(precon = 0.5))
-  st <- ksdt_stream(2, min_size = "linear", min_size_coef = 0.2)
+               min_size = function(t) sqrt(t), kernel = gaussian_kernel(precon = 0.5), standardize = FALSE)
+  st <- ksdt_stream(2, min_size = "linear", min_size_coef = 0.2, standardize = FALSE)
   tg <- gaussian_target(c(1, -1))
   set.seed(224)
-  sp <- sp_mcmc(tg, c(0, 0), 25, candidates = 3, step_size = 1)
+  sp <- sp_mcmc(tg, c(0, 0), 25, candidates = 3, step_size = 1, standardize = FALSE)
   set.seed(225)
   ks <- ksdt_sample(tg, c(0, 0), 300, sampler = "rwm", step_size = 1.5, candidates = 2,
-                    budget = 1e-3)
+                    budget = 1e-3, standardize = FALSE)
   expect_snapshot({
     fit
     summary(fit)
@@ -570,11 +571,11 @@ test_that("a Stein kernel that overflows is an error naming the row, never KSD 0
   s <- -x
   x[100, ] <- c(1e155, 0)
   # row 100's Stein kernel value overflows: an error, not a KSD of 0
-  expect_error(ksdt(x, s), class = "kb_error_numeric",
+  expect_error(ksdt(x, s, standardize = FALSE), class = "kb_error_numeric",
                regexp = "row 100 and the dictionary state from stream row [0-9]+ is not finite")
   # in a stream the rows before it were taken, the stream is as it was after
   # them, and pushing the rest resumes it exactly
-  st <- ksdt_stream(2)
+  st <- ksdt_stream(2, standardize = FALSE)
   ksdt_push(st, x[1:60, ], s[1:60, ])
   before <- ksdt_result(st)
   expect_error(ksdt_push(st, x[61:200, ], s[61:200, ]), class = "kb_error_numeric",
@@ -582,13 +583,13 @@ test_that("a Stein kernel that overflows is an error naming the row, never KSD 0
   r <- ksdt_result(st)
   expect_identical(r$n_offered, 99)
   ksdt_push(st, x[101:500, ], s[101:500, ])
-  ref <- ksdt(x[-100, ], s[-100, ])
+  ref <- ksdt(x[-100, ], s[-100, ], standardize = FALSE)
   r <- ksdt_result(st)
   expect_identical(r$ksd, ref$ksd)
   expect_identical(r$points, ref$points)
   expect_true(all(r$ksd > 0))
   # a score that overflows k_p(x, x): the push is rejected as a whole
-  st <- ksdt_stream(2)
+  st <- ksdt_stream(2, standardize = FALSE)
   ksdt_push(st, x[1:50, ], s[1:50, ])
   before <- ksdt_result(st)
   bad <- s[51:80, ]
@@ -597,12 +598,12 @@ test_that("a Stein kernel that overflows is an error naming the row, never KSD 0
                regexp = "row 5 with itself is not finite.*nothing was pushed")
   expect_identical(ksdt_result(st), before)
   # the same rule with candidates and inside the sampler
-  expect_error(ksdt(x, s, candidates = 3), class = "kb_error_numeric",
+  expect_error(ksdt(x, s, candidates = 3, standardize = FALSE), class = "kb_error_numeric",
                regexp = "row 100 and")
   tb <- kb_target(function(z) -sum(z^2) / 2,
                   function(z) if (z[1] > 1.5) c(1e200, 1e200) else -z, 2)
   set.seed(3)
-  expect_error(ksdt_sample(tb, c(0, 0), 500, sampler = "rwm", step_size = 1), class = "kb_error_numeric",
+  expect_error(ksdt_sample(tb, c(0, 0), 500, sampler = "rwm", step_size = 1, standardize = FALSE), class = "kb_error_numeric",
                regexp = "Stein kernel of chain state [0-9]+")
 })
 
@@ -628,7 +629,7 @@ test_that("a failed allocation while the dictionary grows leaves the stream cons
   x <- matrix(rnorm(400), 200)
   s <- -x
   # min size t: nothing is pruned, the dictionary grows past 64 and 128
-  mk <- function() ksdt_stream(2, min_size = "linear", min_size_coef = 1)
+  mk <- function() ksdt_stream(2, min_size = "linear", min_size_coef = 1, standardize = FALSE)
   st <- mk()
   ksdt_push(st, x[1:64, ], s[1:64, ])
   before <- ksdt_result(st)
@@ -665,10 +666,10 @@ test_that("a stream in use refuses re-entry from a closure", {
     -z
   }, 2)
   # a push from inside the stream's own closure is refused, not run
-  expect_error(ksdt_sample(tg, c(0, 0), 50, step_size = 1), class = "kb_error_state",
+  expect_error(ksdt_sample(tg, c(0, 0), 50, step_size = 1, standardize = FALSE), class = "kb_error_state",
                regexp = "in use by a running")
   # the hold is released by the error: the same stream can be used again
-  st <- ksdt_stream(2)
+  st <- ksdt_stream(2, standardize = FALSE)
   x <- matrix(rnorm(40), 20)
   ksdt_push(st, x, -x)
   expect_identical(ksdt_result(st)$n_offered, 20)
@@ -737,7 +738,7 @@ test_that("ksdt(regularize =) follows a plain-R regularised candidate rule index
     # no pruning: the dictionary is the selection, block by block
     sel <- ksdt(x, s, min_size = "constant", min_size_coef = 1e9,
                 candidates = m, regularize = lam, log_density = lp,
-                hessian_diag = H, progress = FALSE)
+                hessian_diag = H, progress = FALSE, standardize = FALSE)
     ref <- brute_ksdt_blocks(K, blocks, rep(0, nb), rep(1e9, nb), reg)
     expect_identical(sel$index, as.double(ref$chosen), label = lab)
     expect_lt(rel_err(sel$ksd, ref$ksd), 1e-10, label = lab)
@@ -747,7 +748,7 @@ test_that("ksdt(regularize =) follows a plain-R regularised candidate rule index
     # with pruning
     fit <- ksdt(x, s, budget = 1e-3, min_size = "constant", min_size_coef = 12,
                 candidates = m, regularize = lam, log_density = lp,
-                hessian_diag = H, progress = FALSE)
+                hessian_diag = H, progress = FALSE, standardize = FALSE)
     ref <- brute_ksdt_blocks(K, blocks, rep(1e-3, nb), rep(12, nb), reg)
     expect_identical(fit$index, ref$index, label = lab)
     expect_identical(fit$size, ref$size, label = lab)
@@ -758,7 +759,7 @@ test_that("ksdt(regularize =) follows a plain-R regularised candidate rule index
     expect_identical(ksdt(x, s, budget = 1e-3, min_size = "constant",
                           min_size_coef = 12, candidates = m, regularize = lam,
                           log_density = lp, hessian_diag = H, nthreads = 2,
-                          progress = FALSE)[c("index", "ksd", "size")],
+                          progress = FALSE, standardize = FALSE)[c("index", "ksd", "size")],
                      fit[c("index", "ksd", "size")], label = lab)
   }
   # log p and the Laplacian from the target (finite differences of its
@@ -767,33 +768,33 @@ test_that("ksdt(regularize =) follows a plain-R regularised candidate rule index
   ref <- brute_ksdt_blocks(K, blocks, rep(0, 51), rep(1e9, 51),
                            list(lap = lap, logp = lp, w = function(t) 1))
   a <- ksdt(x, tg, min_size = "constant", min_size_coef = 1e9, candidates = 4,
-            regularize = TRUE, progress = FALSE)
+            regularize = TRUE, progress = FALSE, standardize = FALSE)
   expect_identical(a$index, as.double(ref$chosen))
   f <- function(p) drop(target_score(tg, matrix(p, 1)))
   b <- ksdt(x, f, min_size = "constant", min_size_coef = 1e9, candidates = 4,
             regularize = TRUE, log_density = function(p) mx$logp(matrix(p, 1)),
             hessian_diag = function(p) drop(mx$hess(matrix(p, 1))),
-            progress = FALSE)
+            progress = FALSE, standardize = FALSE)
   expect_identical(b$index, as.double(ref$chosen))
 })
 
 test_that("ksdt(regularize = FALSE) is plain KSDT, and several chains are regularised chain by chain", {
   # tg, mx, x, s, H, lp
   list2env(reg_mix_sample(160, 32), environment())
-  base <- ksdt(x, s, candidates = 4, progress = FALSE)
+  base <- ksdt(x, s, candidates = 4, progress = FALSE, standardize = FALSE)
   expect_identical(ksdt(x, s, candidates = 4, regularize = FALSE,
-                        progress = FALSE), base)
+                        progress = FALSE, standardize = FALSE), base)
   expect_identical(ksdt(x, tg, candidates = 4, regularize = FALSE,
-                        progress = FALSE), base)
+                        progress = FALSE, standardize = FALSE), base)
   expect_null(base$regularize)
   # two chains: each chain's stream runs the rule on its own rows
   ch <- rep(1:2, each = 80)
   two <- ksdt(x, s, chain = ch, candidates = 4, regularize = 0.02,
-              log_density = lp, hessian_diag = H, progress = FALSE)
+              log_density = lp, hessian_diag = H, progress = FALSE, standardize = FALSE)
   for (k in 1:2) {
     r <- which(ch == k)
     one <- ksdt(x[r, ], s[r, ], candidates = 4, regularize = 0.02,
-                log_density = lp[r], hessian_diag = H[r, ], progress = FALSE)
+                log_density = lp[r], hessian_diag = H[r, ], progress = FALSE, standardize = FALSE)
     expect_identical(two$per_chain[[k]]$index, one$index)
   }
   expect_identical(two$regularize, 0.02)

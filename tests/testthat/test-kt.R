@@ -7,14 +7,14 @@
 kt_same_flips <- function(x, score, m, swap, seed) {
   n <- nrow(x)
   set.seed(seed)
-  th <- kernel_thin(x, score, m = m, swap = swap)
+  th <- kernel_thin(x, score, m = m, swap = swap, standardize = FALSE)
   g <- th$rounds
   set.seed(seed)
   u <- runif(g * n / 2)
   K <- if (is.null(score)) {
     kernel_matrix(x, kernel = gaussian_kernel(precon = "med"))
   } else {
-    stein_kernel_matrix(x, score)
+    stein_kernel_matrix(x, score, standardize = FALSE)
   }
   mu <- if (is.null(score)) rowMeans(K)
   cs <- kt_ref_split(K, g, 0.5, u)
@@ -42,20 +42,20 @@ test_that("KT-SPLIT and KT-SWAP match the R transcription on the same flips", {
 test_that("kernel_thin is reproducible, sized as documented, and a kb_thin", {
   set.seed(2)
   x <- matrix(rnorm(2 * 100), 100)
-  set.seed(5); a <- kernel_thin(x, -x)
-  set.seed(5); b <- kernel_thin(x, -x)
+  set.seed(5); a <- kernel_thin(x, -x, standardize = FALSE)
+  set.seed(5); b <- kernel_thin(x, -x, standardize = FALSE)
   expect_identical(a$index, b$index)
   expect_s3_class(a, "kb_thin")
   # n = 100: g = round(log2(100) / 2) = 3, m = 12, the last 4 rows dropped
   expect_equal(c(a$rounds, a$m, a$used), c(3, 12, 96))
   expect_true(all(a$index <= 96))
   expect_equal(a$ksd[a$m], ksd(a), tolerance = 1e-10)
-  expect_equal(kernel_thin(x, m = 25)$m, 25L)
-  expect_error(kernel_thin(x, m = 30), class = "kb_error_arg", regexp = "'m'")
+  expect_equal(kernel_thin(x, m = 25, standardize = FALSE)$m, 25L)
+  expect_error(kernel_thin(x, m = 30, standardize = FALSE), class = "kb_error_arg", regexp = "'m'")
   expect_output(print(a), "kernel thinning: 12 of 100")
   expect_s3_class(summary(a), "summary.kb_thin")
   expect_equal(nrow(as.data.frame(a)), 12)
-  m <- kernel_thin(x)
+  m <- kernel_thin(x, standardize = FALSE)
   # the kernel is resolved on all rows, the reference is the 96 thinned
   K <- kernel_matrix(x, kernel = gaussian_kernel(precon = "med"))[1:96, 1:96]
   w <- tabulate(m$index, 96) / m$m - 1 / 96

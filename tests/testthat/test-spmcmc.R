@@ -11,11 +11,11 @@ test_that("ksdt_sample() with one candidate is ksdt() on the chain mala()/rwm() 
     f <- if (smp == "mala") mala else rwm
     set.seed(210)
     ks <- ksdt_sample(tg, c(3, 3), 600, sampler = smp, step_size = 0.9, budget = 1e-3,
-                      min_size = "linear", min_size_coef = 0.1)
+                      min_size = "linear", min_size_coef = 0.1, standardize = FALSE)
     set.seed(210)
     ch <- f(tg, c(3, 3), 600, step_size = 0.9)
     fit <- ksdt(ch$x, ch$score, budget = 1e-3, min_size = "linear",
-                min_size_coef = 0.1)
+                min_size_coef = 0.1, standardize = FALSE)
     fields <- c("points", "score", "index", "ksd", "size", "removed", "evals")
     expect_identical(ks[fields], fit[fields], label = smp)
     expect_identical(ks$accept_rate, ch$accept_rate, label = smp)
@@ -35,7 +35,7 @@ test_that("sp_mcmc() is reproduced by a brute-force SP-MCMC: every start rule, M
     for (start in c("last", "rand", "infl")) {
       lab <- paste(smp, start)
       set.seed(211)
-      sp <- sp_mcmc(tg, c(3, 0), n, candidates = m, sampler = smp, start = start, step_size = 0.9)
+      sp <- sp_mcmc(tg, c(3, 0), n, candidates = m, sampler = smp, start = start, step_size = 0.9, standardize = FALSE)
       u_pkg <- stats::runif(1)
       set.seed(211)
       ref <- ref_ksdt_sampler(tg, c(3, 0), n, 0.9, smp, m, start, rep(0, n),
@@ -49,7 +49,7 @@ test_that("sp_mcmc() is reproduced by a brute-force SP-MCMC: every start rule, M
       expect_identical(sp$index, as.double(1:n), label = lab)
       expect_identical(sp$size, 1:n, label = lab)
       expect_identical(sp$removed, integer(n), label = lab)
-      want <- sqrt(mean(stein_kernel_matrix(sp$points, sp$score)))
+      want <- sqrt(mean(stein_kernel_matrix(sp$points, sp$score, standardize = FALSE)))
       expect_lt(abs(utils::tail(sp$ksd, 1) - want) / want, 1e-12, label = lab)
       # m candidates per step, each scored against the dictionary
       expect_gte(sp$evals, m * (n + n * (n - 1) / 2), label = lab)
@@ -62,7 +62,7 @@ test_that("sp_mcmc() is reproduced by a brute-force SP-MCMC: every start rule, M
   # the selection rule does something: the points differ from the chain's
   # m-th states, and a different rule gives a different point set
   set.seed(212)
-  a <- sp_mcmc(tg, c(3, 0), n, candidates = m, start = "last", step_size = 0.9)
+  a <- sp_mcmc(tg, c(3, 0), n, candidates = m, start = "last", step_size = 0.9, standardize = FALSE)
   set.seed(212)
   ch <- mala(tg, c(3, 0), n * m, step_size = 0.9)
   expect_false(isTRUE(all.equal(a$points, ch$x[seq(m, n * m, by = m), ])))
@@ -113,7 +113,8 @@ test_that("sp_mcmc(start = \"infl\") restarts from the least influential point (
   # the emulation is checked first where the start rule plays no part
   for (start in c("last", "infl")) {
     set.seed(301)
-    sp <- sp_mcmc(tg, c(3, 3), n, candidates = 4, start = start, step_size = 0.7)
+    sp <- sp_mcmc(tg, c(3, 3), n, candidates = 4, start = start, step_size = 0.7,
+                  standardize = FALSE)
     set.seed(301)
     em <- plain_spmcmc(tg, c(3, 3), n, 4, 0.7, start)
     expect_equal(sp$points, em$points, tolerance = 1e-12, label = start)
@@ -123,7 +124,8 @@ test_that("sp_mcmc(start = \"infl\") restarts from the least influential point (
   tg0 <- gaussian_target(c(0, 0))
   k <- vapply(c("last", "infl"), function(st) {
     set.seed(1)
-    utils::tail(sp_mcmc(tg0, c(5, 5), 300, candidates = 5, start = st, step_size = 0.5)$ksd, 1)
+    utils::tail(sp_mcmc(tg0, c(5, 5), 300, candidates = 5, start = st, step_size = 0.5,
+                        standardize = FALSE)$ksd, 1)
   }, 0)
   expect_lt(k[["infl"]], 0.1)
   expect_lt(k[["infl"]], 2 * k[["last"]])
@@ -137,7 +139,7 @@ test_that("ksdt_sample(candidates = m) is ksdt(candidates = m) on the same, neve
   for (smp in c("mala", "rwm")) {
     set.seed(213)
     ks <- ksdt_sample(tg, c(2, 2), n, sampler = smp, step_size = 1, candidates = m,
-                      budget = 1e-3, min_size = "constant", min_size_coef = 15)
+                      budget = 1e-3, min_size = "constant", min_size_coef = 15, standardize = FALSE)
     u_pkg <- stats::runif(1)
     set.seed(213)
     ch <- ref_chain(tg, c(2, 2), n * m, 1, smp)
@@ -145,7 +147,7 @@ test_that("ksdt_sample(candidates = m) is ksdt(candidates = m) on the same, neve
     expect_identical(u_pkg, u_ref, label = smp)
     s <- t(apply(ch$x, 1, function(z) ref_score(tg, z)))
     fit <- ksdt(ch$x, s, budget = 1e-3, min_size = "constant",
-                min_size_coef = 15, candidates = m)
+                min_size_coef = 15, candidates = m, standardize = FALSE)
     expect_identical(ks$index, fit$index, label = smp)
     expect_identical(ks$size, fit$size, label = smp)
     expect_lt(rel_err(ks$ksd, fit$ksd), 1e-12, label = smp)
@@ -162,7 +164,7 @@ test_that("the pilot run adapts the step over warmup and resolves heuristic prec
   tg <- gaussian_target(c(1, -1), matrix(c(1, 0.5, 0.5, 2), 2))
   # adapted step: a pilot of `warmup` adapting and `warmup` kept iterations
   set.seed(214)
-  sp <- sp_mcmc(tg, c(2, 2), 20, candidates = 3, warmup = 150)
+  sp <- sp_mcmc(tg, c(2, 2), 20, candidates = 3, warmup = 150, standardize = FALSE)
   set.seed(214)
   pilot <- ref_chain(tg, c(2, 2), 150, 2.38 / sqrt(2) * 0.5, "mala", warmup = 150,
                      adapt = TRUE, target_accept = 0.574)
@@ -173,7 +175,7 @@ test_that("the pilot run adapts the step over warmup and resolves heuristic prec
   # RWM adapts towards its own target_accept
   set.seed(215)
   ks <- ksdt_sample(tg, c(2, 2), 100, sampler = "rwm", warmup = 120,
-                    target_accept = 0.3, min_size = "constant", min_size_coef = 12)
+                    target_accept = 0.3, min_size = "constant", min_size_coef = 12, standardize = FALSE)
   set.seed(215)
   pilot <- ref_chain(tg, c(2, 2), 120, 2.38 / sqrt(2), "rwm", warmup = 120,
                      adapt = TRUE, target_accept = 0.3)
@@ -186,7 +188,7 @@ test_that("the pilot run adapts the step over warmup and resolves heuristic prec
   # a heuristic preconditioner with a given step: resolved on the pilot sample
   set.seed(216)
   sp <- sp_mcmc(tg, c(2, 2), 20, candidates = 3, step_size = 0.8, warmup = 200,
-                kernel = imq_kernel(precon = "med"))
+                kernel = imq_kernel(precon = "med"), standardize = FALSE)
   set.seed(216)
   pilot <- ref_chain(tg, c(2, 2), 200, 0.8, "mala", warmup = 200)
   med <- ref_median_distance(pilot$x)
@@ -266,19 +268,19 @@ test_that("ksdt_sample(regularize =) is ksdt(regularize =) on the same chain, bi
     set.seed(213)
     ks <- ksdt_sample(tg, c(2, 2), 60, sampler = smp, step_size = 1,
                       candidates = 3, budget = 1e-3, min_size = "constant",
-                      min_size_coef = 15, regularize = lam, progress = FALSE)
+                      min_size_coef = 15, regularize = lam, progress = FALSE, standardize = FALSE)
     set.seed(213)
     ch <- ref_chain(tg, c(2, 2), 180, 1, smp)
     # the chain's log p from the target, the Laplacian by R's central
     # differences of its score: the same numbers as the sampler's
     fit <- ksdt(ch$x, tg, budget = 1e-3, min_size = "constant",
                 min_size_coef = 15, candidates = 3, regularize = lam,
-                progress = FALSE)
+                progress = FALSE, standardize = FALSE)
     expect_identical(ks$index, fit$index, label = lab)
     expect_identical(ks$ksd, fit$ksd, label = lab)
     expect_identical(ks$regularize, lam, label = lab)
     plain <- ksdt(ch$x, tg, budget = 1e-3, min_size = "constant",
-                  min_size_coef = 15, candidates = 3, progress = FALSE)
+                  min_size_coef = 15, candidates = 3, progress = FALSE, standardize = FALSE)
     expect_false(identical(plain$index, fit$index), label = lab)
   }
 })
@@ -292,7 +294,7 @@ test_that("sp_mcmc(regularize =) follows a plain-R regularised SP-MCMC", {
     w <- if (isTRUE(lam)) function(t) 1 else function(t) lam * t
     set.seed(217)
     sp <- sp_mcmc(tg, c(2, 2), 25, candidates = 4, start = start,
-                  step_size = 0.9, regularize = lam, progress = FALSE)
+                  step_size = 0.9, regularize = lam, progress = FALSE, standardize = FALSE)
     set.seed(217)
     ref <- ref_ksdt_sampler(tg, c(2, 2), 25, 0.9, "mala", 4, start,
                             rep(0, 25), rep(Inf, 25),
@@ -304,10 +306,10 @@ test_that("sp_mcmc(regularize =) follows a plain-R regularised SP-MCMC", {
   # regularize = FALSE: as before
   set.seed(218)
   a <- sp_mcmc(tg, c(2, 2), 20, candidates = 3, step_size = 0.9,
-               progress = FALSE)
+               progress = FALSE, standardize = FALSE)
   set.seed(218)
   b <- sp_mcmc(tg, c(2, 2), 20, candidates = 3, step_size = 0.9,
-               regularize = FALSE, progress = FALSE)
+               regularize = FALSE, progress = FALSE, standardize = FALSE)
   expect_identical(a, b)
   expect_null(a$regularize)
 })

@@ -474,7 +474,7 @@ test_that("mmd_thin() beats every-k-th thinning; its path ends at the MMD to the
   )
   for (nm in names(sets)) {
     x <- sets[[nm]]
-    th <- mmd_thin(x, m, nthreads = 2)
+    th <- mmd_thin(x, m, nthreads = 2, standardize = FALSE)
     L <- ref_precon(x, "med")
     expect_equal(th$kernel$L, L, tolerance = 1e-12)
     Kxx <- ref_kernel_matrix(x, x, "gaussian", L = L)
@@ -486,7 +486,7 @@ test_that("mmd_thin() beats every-k-th thinning; its path ends at the MMD to the
   }
   # with a subsampled embedding the path ends at the MMD to those rows
   x <- sets$mixture
-  th <- mmd_thin(x, m, embed_size = 200)
+  th <- mmd_thin(x, m, embed_size = 200, standardize = FALSE)
   rows <- floor(seq(0, n - 1, length.out = 200)) + 1
   L <- ref_precon(x, "med")
   s <- th$index
@@ -508,7 +508,7 @@ test_that("ksd_weights(): simplex constraints, KKT conditions, better than unifo
                         type = "gaussian"))) {
     x <- cfg$x
     s <- -x
-    w <- ksd_weights(x, s, cfg$k)
+    w <- ksd_weights(x, s, cfg$k, standardize = FALSE)
     expect_length(w, nrow(x))
     expect_equal(sum(w), 1, tolerance = 1e-12)
     expect_true(all(w >= 0))
@@ -517,9 +517,9 @@ test_that("ksd_weights(): simplex constraints, KKT conditions, better than unifo
     wk <- as.numeric(w)
     v <- drop(crossprod(wk, K %*% wk))
     expect_equal(attr(w, "ksd"), sqrt(v), tolerance = 1e-10)
-    expect_equal(attr(w, "ksd"), ksd(x, s, cfg$k, weights = wk),
+    expect_equal(attr(w, "ksd"), ksd(x, s, cfg$k, weights = wk, standardize = FALSE),
                  tolerance = 1e-10)
-    expect_lt(attr(w, "ksd"), ksd(x, s, cfg$k))
+    expect_lt(attr(w, "ksd"), ksd(x, s, cfg$k, standardize = FALSE))
     # KKT for min w'Kw on the simplex: 2(Kw)_i >= 2 w'Kw, equality on the support
     g <- drop(K %*% wk)
     tol <- 1e-8 * max(abs(diag(K)))
@@ -535,12 +535,12 @@ test_that("ksd_weights(nonneg = FALSE) is the closed form K^-1 1 / 1'K^-1 1", {
   K <- ref_stein(x, s)
   z <- solve(K, rep(1, 12))
   want <- z / sum(z)
-  w <- ksd_weights(x, s, nonneg = FALSE)
+  w <- ksd_weights(x, s, nonneg = FALSE, standardize = FALSE)
   expect_equal(as.numeric(w), want, tolerance = 1e-8)
   expect_equal(sum(w), 1, tolerance = 1e-12)
   expect_equal(attr(w, "ksd"), sqrt(1 / sum(z)), tolerance = 1e-8)
   # the unconstrained optimum is at most the constrained one
-  wn <- ksd_weights(x, s)
+  wn <- ksd_weights(x, s, standardize = FALSE)
   expect_lte(attr(w, "ksd"), attr(wn, "ksd") * (1 + 1e-10))
   expect_true(any(w < 0))
   expect_true(all(wn >= 0))
@@ -555,7 +555,7 @@ test_that("ksd_weights(nonneg = FALSE) is the closed form K^-1 1 / 1'K^-1 1", {
 test_that("ksd_weights(): duplicate rows share their weight equally", {
   set.seed(215)
   base <- matrix(stats::rnorm(40), 20, 2)
-  wb <- ksd_weights(base, -base)
+  wb <- ksd_weights(base, -base, standardize = FALSE)
   # copy the two rows with the largest weights: one twice, one once
   top <- order(wb, decreasing = TRUE)[1:2]
   expect_gt(wb[top[2]], 0.05)
@@ -563,7 +563,7 @@ test_that("ksd_weights(): duplicate rows share their weight equally", {
   b <- top[2]
   x <- rbind(base, base[c(a, b, b), ])
   s <- -x
-  w <- ksd_weights(x, s)
+  w <- ksd_weights(x, s, standardize = FALSE)
   expect_equal(w[c(a, 21)], rep(wb[a] / 2, 2), tolerance = 1e-12)
   expect_equal(w[c(b, 22, 23)], rep(wb[b] / 3, 3), tolerance = 1e-12)
   expect_identical(w[22], w[23])
@@ -571,13 +571,13 @@ test_that("ksd_weights(): duplicate rows share their weight equally", {
                tolerance = 1e-12)
   expect_equal(sum(w), 1, tolerance = 1e-12)
   expect_equal(attr(w, "ksd"), attr(wb, "ksd"), tolerance = 1e-12)
-  expect_equal(attr(w, "ksd"), ksd(x, s, weights = as.numeric(w)),
+  expect_equal(attr(w, "ksd"), ksd(x, s, weights = as.numeric(w), standardize = FALSE),
                tolerance = 1e-10)
   # the same point with a different score is a different point: the copy no
   # longer shares the original's weight
   s2 <- s
   s2[21, ] <- s2[21, ] + 0.5
-  w2 <- ksd_weights(x, s2)
+  w2 <- ksd_weights(x, s2, standardize = FALSE)
   expect_gt(abs(w2[a] - w2[21]), 1e-3)
 })
 
@@ -613,7 +613,7 @@ test_that("print, summary, plot and as_draws_matrix of kb_thin", {
   scr <- read_demo("scr.csv")
   th <- stein_thin(smp, scr, 20, imq_kernel(precon = "med"))
   x <- cbind(sin(1:60), cos(0.7 * (1:60)))
-  mm <- mmd_thin(x, 8)
+  mm <- mmd_thin(x, 8, standardize = FALSE)
   lp <- -rowSums(x^2) / 2
   gf <- stein_thin_gf(x, lp, lp + 0.1 * x[, 1], -x, 5, unique = TRUE)
   expect_snapshot({
@@ -827,17 +827,17 @@ test_that("an overflowing Stein kernel in thinning is a kb_error_numeric naming 
   lp <- rep(0, 20)
   expect_error(stein_thin_gf(x, lp, lp, s, 5, standardize = FALSE),
                class = "kb_error_numeric", regexp = "rows 7 and 17")
-  expect_error(ksd_weights(x, s), class = "kb_error_numeric",
+  expect_error(ksd_weights(x, s, standardize = FALSE), class = "kb_error_numeric",
                regexp = "Stein kernel of rows 1 and 7 overflows")
   # with repeated rows merged for the solve, rows are still those of x
   xd <- rbind(x[1, ], x[-7, ][1:5, ], x[7, ])
   sd <- rbind(s[1, ], s[-7, ][1:5, ], s[7, ])
-  expect_error(ksd_weights(xd, sd), class = "kb_error_numeric",
+  expect_error(ksd_weights(xd, sd, standardize = FALSE), class = "kb_error_numeric",
                regexp = "rows 1 and 7 overflows")
-  expect_error(ksd_weights(xd[-1, ], sd[-1, ]), class = "kb_error_numeric",
+  expect_error(ksd_weights(xd[-1, ], sd[-1, ], standardize = FALSE), class = "kb_error_numeric",
                regexp = "rows 1 and 6 overflows")
   # the base kernel is bounded: MMD thinning gives finite answers
-  th <- mmd_thin(x, 5, kernel = imq_kernel())
+  th <- mmd_thin(x, 5, kernel = imq_kernel(), standardize = FALSE)
   expect_true(all(is.finite(th$mmd)))
 })
 
@@ -963,7 +963,7 @@ test_that("thinning at extreme scales: 1e300 and 1e-300 data, d = 1, two rows", 
   expect_error(stein_thin(x * 1e-300, s, 4, standardize = FALSE,
                           kernel = imq_kernel(precon = "med")),
                class = "kb_error_arg", regexp = "'x'.*overflows")
-  expect_error(mmd_thin(x * 1e300, 4), class = "kb_error_arg",
+  expect_error(mmd_thin(x * 1e300, 4, standardize = FALSE), class = "kb_error_arg",
                regexp = "'x'.*median pairwise distance of [0-9.]+e\\+300")
   # d = 1 and two rows
   x1 <- matrix(c(-1, 2), 2)
@@ -971,7 +971,7 @@ test_that("thinning at extreme scales: 1e300 and 1e-300 data, d = 1, two rows", 
   K <- ref_stein(x1, -x1)
   expect_identical(th$index, ref_greedy(K, 3))
   expect_equal(th$ksd, ref_sel_path(K, ref_greedy(K, 3)), tolerance = 1e-12)
-  w <- ksd_weights(x1, -x1)
+  w <- ksd_weights(x1, -x1, standardize = FALSE)
   expect_equal(sum(w), 1)
   expect_equal(attr(w, "ksd"), sqrt(drop(t(w) %*% K %*% w)), tolerance = 1e-12)
 })

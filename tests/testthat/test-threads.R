@@ -56,7 +56,7 @@ test_that("KSDT: 1 and 2 threads agree when every pass of a step is parallel", {
   # the final KSD of the smaller run from the formulas on its points
   a <- ksdt(x[1:2800, , drop = FALSE], s[1:2800, , drop = FALSE],
             budget = 1e-6, min_size = "constant", min_size_coef = 2600,
-            nthreads = 2, progress = FALSE)
+            nthreads = 2, progress = FALSE, standardize = FALSE)
   i <- a$index
   K <- ref_stein_cross(x[i, , drop = FALSE], s[i, , drop = FALSE])
   expect_lt(rel_err(a$ksd[2800], sqrt(mean(K))), 1e-10)
