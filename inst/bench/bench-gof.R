@@ -95,6 +95,66 @@ if (requireNamespace("steinsampling", quietly = TRUE)) {
   cat("steinsampling is not installed (set KB_PEER_LIB): not timed\n")
 }
 
+# The default on chains (issue 30): four random-walk chains of 500 states
+# (d = 4), labelled; ksd_test() chooses the Markov wild bootstrap along each
+# chain (flip probability per chain).  Against a plain-R version on the
+# same data and the same random numbers (the IACT per chain by
+# kernbayes:::gof_iact, weights drawn as ?ksd_test states, the bootstrap as
+# R matrix products), and ksd(by_chain = TRUE) with each chain's test
+# (n_boot = 200) against the KSDs alone (n_boot = 0).
+set.seed(5)
+ch <- do.call(rbind, lapply(1:4, function(i)
+  rwm(tg, x0 = rnorm(d), n_iter = 500, step_size = 0.8)$x))
+sc <- target_score(tg, ch)
+lab <- rep(1:4, each = 500)
+plain_markov <- function(x, s, lab, B) {
+  K <- stein_kernel_matrix(x, s, nthreads = 1, standardize = FALSE)
+  n <- nrow(K)
+  stat <- (sum(K) - sum(diag(K))) / (n - 1)
+  rows <- split(seq_len(n), lab)
+  tau <- vapply(rows, function(r) max(apply(cbind(x[r, ], s[r, ]), 2,
+                                             kernbayes:::gof_iact)), 0)
+  p <- 1 / (1 + pmax(1, sqrt(lengths(rows) * tau)))
+  first <- ifelse(stats::runif(B) < 0.5, -1, 1)
+  u <- matrix(stats::runif(n * B), n, B)
+  W <- matrix(0, n, B)
+  pr <- rep(p, lengths(rows))
+  starts <- cumsum(c(1, lengths(rows)))[seq_along(rows)]
+  for (b in seq_len(B)) {
+    w <- first[b]
+    for (t in seq_len(n)) {
+      if (t > 1) {
+        flip <- if (t %in% starts) u[t, b] < 0.5 else u[t, b] < pr[t]
+        if (flip) w <- -w
+      }
+      W[t, b] <- w
+    }
+  }
+  boot <- (colSums(W * (K %*% W)) - colSums(W^2 * diag(K))) / n
+  list(statistic = stat, p.value = (1 + sum(boot >= stat)) / (B + 1),
+       boot = boot)
+}
+set.seed(6)
+m_kb <- ksd_test(ch, sc, chain = lab, n_boot = B, nthreads = 1,
+                 progress = FALSE, standardize = FALSE)
+set.seed(6)
+m_r <- plain_markov(ch, sc, lab, B)
+t_mkb <- best_time(ksd_test(ch, sc, chain = lab, n_boot = B, nthreads = 1,
+                            progress = FALSE, standardize = FALSE))
+t_mr <- best_time(plain_markov(ch, sc, lab, B), 1L)
+cat(sprintf("\n4 chains x 500, d = %d, %d replicates: %s\n", d, B, m_kb$method))
+cat(sprintf("ksd_test: %.2f s (p = %.3f); plain R: %.2f s (p = %.3f); ratio %.1f\n",
+            t_mkb, m_kb$p.value, t_mr, m_r$p.value, t_mr / t_mkb))
+cat(sprintf("max relative difference of the bootstrap statistics: %.1e\n",
+            max(abs(m_kb$boot - m_r$boot)) / max(abs(m_r$boot))))
+t_bc <- best_time(ksd(ch, sc, chain = lab, by_chain = TRUE, nthreads = 1,
+                      standardize = FALSE))
+t_bc0 <- best_time(ksd(ch, sc, chain = lab, by_chain = TRUE, n_boot = 0,
+                       nthreads = 1, standardize = FALSE))
+cat(sprintf(paste0("ksd(by_chain = TRUE) with each chain's test (200 ",
+                   "replicates): %.2f s; KSDs alone: %.3f s; ratio %.1f\n"),
+            t_bc, t_bc0, t_bc / t_bc0))
+
 if (Sys.getenv("KB_BENCH_BIG") == "1") {
   nb <- 20000L
   xb <- sample_target(tg, nb) + 0.01

@@ -51,7 +51,14 @@
 # sqrt(tau_s / n), s = -x / sigma^2). Each data set records the three
 # p-values, the Markov bootstrap's iact and change_prob, the acceptance,
 # and iact_plain, the IACT the package computes for a plain matrix,
-# kernbayes:::gof_sample_iact(list(x = x, score = s), list(seq_len(n)))
+# max(kernbayes:::gof_chain_iact(x, s, list(seq_len(n)))) (the largest
+# Geyer IACT over the columns of x and s; the full run called it
+# gof_sample_iact, the same number for one chain). Bootstrap "default" in
+# the summary: the package's default rule applied to the recorded p-values
+# (Markov for labelled chains or iact_plain > 1.2, else the independence
+# bootstrap of the statistic's type). The multi-chain cells' Markov
+# p-values were run before the flip probability became per chain (one
+# flip probability from the chains' mean IACT).
 # (the largest Geyer IACT over the columns of x and s). Multi-chain cells:
 # 4 independent chains of n / 4 states, stacked, passed with chain = (the
 # Markov bootstrap restarts its signs per chain and takes the IACT within
@@ -404,10 +411,10 @@ one_set <- function(cl, rep, st) {
   mk <- test(bootstrap = "wild", wild = "markov")
   data.frame(cell = cl$cell, rep = rep,
              p_multinomial = mu$p.value, p_rademacher = ra$p.value,
-             p_markov = mk$p.value, iact = mk$iact,
-             change_prob = mk$change_prob,
-             iact_plain = kernbayes:::gof_sample_iact(
-               list(x = x, score = s), list(seq_len(n))),
+             p_markov = mk$p.value, iact = mean(mk$iact),
+             change_prob = mean(mk$change_prob),
+             iact_plain = max(kernbayes:::gof_chain_iact(x, s,
+                                                         list(seq_len(n)))),
              accept = mean(vapply(chs, `[[`, 0, "accept")),
              secs = proc.time()[["elapsed"]] - t0)
 }
@@ -445,7 +452,14 @@ all_cells <- all_cells[all_cells$cell %in% runs$cell, ]
 summ <- do.call(rbind, lapply(seq_len(nrow(all_cells)), function(i) {
   cl <- all_cells[i, ]
   v <- runs[runs$cell == cl$cell, ]
-  do.call(rbind, lapply(c("multinomial", "rademacher", "markov"), function(b) {
+  # the package's default: Markov along labelled chains or above an
+  # estimated IACT of 1.2 (GOF_IACT_THRESHOLD), else the independence
+  # bootstrap of the statistic
+  indep <- if (cl$type == "U") v$p_multinomial else v$p_rademacher
+  v$p_default <- if (cl$chains > 1L) v$p_markov else
+    ifelse(v$iact_plain > 1.2, v$p_markov, indep)
+  do.call(rbind, lapply(c("multinomial", "rademacher", "markov", "default"),
+                        function(b) {
     r <- mean(v[[paste0("p_", b)]] <= 0.05)
     data.frame(sampler = cl$sampler, setting = cl$setting, d = cl$d,
                n = cl$n, chains = cl$chains, type = cl$type,

@@ -42,8 +42,12 @@ test_that("the statistic is n times ksd()'s U- or squared V-statistic (IMQ, Gaus
       expect_equal(unname(tv$statistic), v, tolerance = 1e-12, label = kn)
       expect_named(tu$statistic, "n KSD^2")
       expect_s3_class(tu, "htest")
-      expect_identical(tu$bootstrap, "multinomial")
-      expect_identical(tv$bootstrap, "wild")
+      # independent draws: the multinomial bootstrap (U) and the Rademacher
+      # wild one (V), unless their estimated dependence passes 1.2
+      dep <- max(tu$iact) > 1.2
+      expect_identical(tu$bootstrap, if (dep) "wild" else "multinomial")
+      expect_identical(c(tv$bootstrap, tv$wild),
+                       c("wild", if (dep) "markov" else "rademacher"))
     }
   }
 })
@@ -322,14 +326,16 @@ test_that("default bootstrap: independence for independent draws, Markov for cha
   x <- sample_target(tg, 300)
   r <- ksd_test(x, tg, n_boot = 20, progress = FALSE)
   expect_identical(r$bootstrap, "multinomial")
-  expect_match(r$method, "no serial dependence found", fixed = TRUE)
+  expect_lte(r$iact[[1]], 1.2)
+  expect_match(r$method, "<= 1.2, independent draws", fixed = TRUE)
   rv <- ksd_test(x, tg, type = "V", n_boot = 20, progress = FALSE)
   expect_identical(c(rv$bootstrap, rv$wild), c("wild", "rademacher"))
   # a chain given as a plain matrix: its serial dependence is found
   ch <- rwm_rows(300)
   r <- ksd_test(ch, tg, n_boot = 20, progress = FALSE)
   expect_identical(c(r$bootstrap, r$wild), c("wild", "markov"))
-  expect_match(r$method, "a dependent sample", fixed = TRUE)
+  expect_gt(r$iact[[1]], 1.2)
+  expect_match(r$method, "> 1.2, a dependent sample", fixed = TRUE)
   expect_equal(r$change_prob, c(all = 1 / (1 + sqrt(300 * r$iact[[1]]))))
   # labelled input is taken as chains whatever its dependence
   lab <- rep(1:2, each = 150)
