@@ -102,7 +102,8 @@ test_that("a sample of more than one tile row and many replicates matches R matr
   s <- -x
   K <- stein_kernel_matrix(x, s)
   set.seed(3)
-  r <- ksd_test(x, s, n_boot = 101, progress = FALSE)
+  r <- ksd_test(x, s, bootstrap = "multinomial", n_boot = 101,
+                progress = FALSE)
   set.seed(3)
   W <- (stats::rmultinom(101, n, rep(1 / n, n)) - 1) / n
   ref <- n * (colSums(W * (K %*% W)) - colSums(W^2 * diag(K)))
@@ -377,7 +378,8 @@ test_that("an explicit bootstrap wins, and its method line says when it assumes 
   x <- sample_target(tg, 300)
   r <- ksd_test(x, tg, bootstrap = "multinomial", n_boot = 20,
                 progress = FALSE)
-  expect_match(r$method, "as requested)", fixed = TRUE)
+  expect_match(r$method, if (max(r$iact) > 1.2) "as requested; it assumes"
+               else "as requested)", fixed = TRUE)
 })
 
 # Integrated autocorrelation time from its definition, written apart from
