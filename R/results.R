@@ -355,6 +355,55 @@ as.mcmc.kb_chain <- function(x, ...) {
   coda::mcmc(p, start = it[1L], end = it[length(it)], thin = 1)
 }
 
+#' Compressed sets and particles are not chains for coda
+#'
+#' `coda::as.mcmc()` of a thinned set ([stein_thin()], [kernel_thin()],
+#' ...), a KSDT dictionary ([ksdt()], [ksdt_sample()], [ksdt_chains()]) or
+#' particles ([svgd()], ...) is an error of class `kb_error_arg`: coda's
+#' default method returned a broken `mcmc` object for them (a list, on which
+#' `coda::effectiveSize()` then failed), and their rows are a selection or
+#' a set of particles, not iterations of a Markov chain, so effective sizes
+#' or autocorrelations of the selection order mean nothing. Convert them
+#' with [posterior::as_draws_df()] or [as.data.frame()] (see
+#' [as_draws.kb_result]), which keep weights and provenance.
+#'
+#' @param x A `kb_thin`, `kb_ksdt`, `kb_ksdt_chains` or `kb_particles`
+#'   result.
+#' @param ... Ignored.
+#' @return Never returns: an error naming `x`.
+#' @examplesIf requireNamespace("coda", quietly = TRUE)
+#' tg <- gaussian_target(c(0, 0))
+#' th <- stein_thin(sample_target(tg, 200), tg, m = 10)
+#' try(coda::as.mcmc(th))
+#' @name as.mcmc.kb_thin
+#' @exportS3Method coda::as.mcmc
+as.mcmc.kb_thin <- function(x, ...) {
+  stop_arg("x", sprintf(paste0(
+    "is a %s, not a Markov chain: coda's mcmc would take its rows as ",
+    "iterations (effective sizes of a selection or of particles mean ",
+    "nothing); convert it with posterior::as_draws_df() or as.data.frame(), ",
+    "which keep its weights and provenance"), describe_result_class(x)))
+}
+
+#' @rdname as.mcmc.kb_thin
+#' @exportS3Method coda::as.mcmc
+as.mcmc.kb_ksdt <- as.mcmc.kb_thin
+
+#' @rdname as.mcmc.kb_thin
+#' @exportS3Method coda::as.mcmc
+as.mcmc.kb_ksdt_chains <- as.mcmc.kb_thin
+
+#' @rdname as.mcmc.kb_thin
+#' @exportS3Method coda::as.mcmc
+as.mcmc.kb_particles <- as.mcmc.kb_thin
+
+describe_result_class <- function(x) {
+  if (inherits(x, "kb_thin")) return("thinned set (kb_thin)")
+  if (inherits(x, "kb_ksdt_chains")) return("set of KSDT dictionaries (kb_ksdt_chains)")
+  if (inherits(x, "kb_ksdt")) return("KSDT dictionary (kb_ksdt)")
+  "set of particles (kb_particles)"
+}
+
 # ---- KSD of a result ------------------------------------------------------------
 
 # How a result's KSD was standardised, for printing.

@@ -146,6 +146,33 @@ test_that("a chain keeps .chain and .iteration; coda::as.mcmc is right", {
   expect_error(coda::as.mcmc(late), class = "kb_error_arg")
 })
 
+test_that("coda::as.mcmc of a compressed set or of particles is an error naming x, never a broken mcmc", {
+  skip_if_not_installed("coda")
+  tg <- gaussian_target(c(0, 0))
+  set.seed(5)
+  x <- sample_target(tg, 64)
+  res <- list(
+    stein_thin = stein_thin(x, tg, m = 5, progress = FALSE),
+    kernel_thin = kernel_thin(x, tg, m = 16, progress = FALSE),
+    ksdt = ksdt(x, tg, progress = FALSE),
+    svgd = svgd(x[1:10, ], tg, n_iter = 2, step_size = 0.1))
+  cls <- c(stein_thin = "kb_thin", kernel_thin = "kb_thin", ksdt = "kb_ksdt",
+           svgd = "kb_particles")
+  for (k in names(res)) {
+    # what coda's default did: an "mcmc" whose rows are the list's fields
+    old <- coda:::as.mcmc.default(unclass(res[[k]]))
+    expect_false(identical(coda::niter(old), nrow(res[[k]][["points"]] %||%
+                                                   res[[k]][["x"]])))
+    e <- tryCatch(coda::as.mcmc(res[[k]]), error = function(e) e)
+    expect_s3_class(e, "kb_error_arg")
+    expect_match(conditionMessage(e), "'x' is a", fixed = TRUE, label = k)
+    expect_match(conditionMessage(e), paste0("(", cls[[k]], ")"),
+                 fixed = TRUE, label = k)
+    expect_match(conditionMessage(e), "posterior::as_draws_df()",
+                 fixed = TRUE, label = k)
+  }
+})
+
 test_that("a selection is one chain of its points, with its provenance", {
   ch <- toy_chain(300)$ch
   th <- stein_thin(ch$x, ch$score, 25)   # repeats allowed
