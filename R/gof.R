@@ -335,8 +335,8 @@ GOF_IACT_THRESHOLD <- 1.2
 # the sample (labelled chains, or an unlabelled sample whose integrated
 # autocorrelation time exceeds GOF_IACT_THRESHOLD: Markov multipliers;
 # otherwise the independence bootstrap of the statistic's type), with the
-# reason in
-# words, and for Markov multipliers the flip probability of each chain.
+# reason in words, and for Markov multipliers the flip probability of each
+# chain.
 gof_plan <- function(req, type, labelled, rows, iact) {
   k <- length(rows)
   tau <- max(iact)
