@@ -164,11 +164,12 @@ ksdt_chains <- function(target, x0, n_iter, ...,
     dots$step <- NULL
   }
   run_one <- function(i, relay) {
-    r <- tryCatch(do.call(ksdt_sample, c(list(target = target, x0 = x0[i, ],
-                                              n_iter = n_iter,
-                                              nthreads = nthreads,
-                                              progress = FALSE), dots)),
-                  error = function(e) e)
+    # each chain's report is kept; the merged dictionary's is warned of
+    r <- tryCatch(suppressWarnings(
+      do.call(ksdt_sample, c(list(target = target, x0 = x0[i, ],
+                                  n_iter = n_iter, nthreads = nthreads,
+                                  progress = FALSE), dots)),
+      classes = "kb_warning_distortion"), error = function(e) e)
     relay(1)
     r
   }
@@ -218,11 +219,14 @@ ksdt_chains <- function(target, x0, n_iter, ...,
     merged$chain <- merged$source$dictionary
     merged$iteration <- merged$source$index
   }
-  structure(list(chains = chains, errors = errors, merged = merged,
-                 merge = merge, n_iter = n_iter, x0 = x0, elapsed = elapsed,
-                 workers = if (requireNamespace("future", quietly = TRUE))
-                   future::nbrOfWorkers() else 1L),
-            class = "kb_ksdt_chains")
+  out <- structure(list(chains = chains, errors = errors, merged = merged,
+                        merge = merge, n_iter = n_iter, x0 = x0,
+                        elapsed = elapsed,
+                        workers = if (requireNamespace("future", quietly = TRUE))
+                          future::nbrOfWorkers() else 1L),
+                   class = "kb_ksdt_chains")
+  if (!is.null(merged)) warn_distortion(merged, "ksdt_chains")
+  out
 }
 
 final_ksd <- function(z) if (is.null(z)) NA_real_ else z$ksd[length(z$ksd)]

@@ -62,7 +62,9 @@ chain_labels <- function(chain, n) {
 }
 
 # The one entry for samples with scores: x (anything as_points() takes, a
-# stanfit / brmsfit, or a kb_chain: one labelled chain with its scores), score (a matrix or draws object of gradients, a
+# stanfit / brmsfit, a kb_chain: one labelled chain with its scores, or a
+# thinned set, KSDT dictionary or particles: unlabelled points with their
+# scores when they carry them), score (a matrix or draws object of gradients, a
 # function, a kb_target; missing for a Stan fit), chain (labels for a
 # matrix).  Returns a kb_sample: x, score (a matrix when the gradients were
 # given or computed, else what the user gave), chain and iteration (NULL
@@ -95,6 +97,21 @@ as_sample <- function(x, score, chain = NULL, arg = "x", score_arg = "score",
     lab <- list(chain = rep(1L, nrow(pts)), iteration = seq_len(nrow(pts)))
     s <- match_score(score, pts, lab, score_arg)
     return(new_sample(pts, s, lab$chain, lab$iteration, NULL, NULL))
+  }
+  if (inherits(x, c("kb_thin", "kb_ksdt", "kb_ksdt_chains", "kb_particles"))) {
+    if (!is.null(chain)) {
+      stop_arg("chain", "must be NULL when ", arg, " is a ",
+               describe_result_class(x), ": its points are not a chain")
+    }
+    # a set of points, unlabelled (a selection or particles is not a
+    # chain); its own scores unless others are given
+    set <- result_set(x, arg)
+    pts <- result_points(set)
+    if (missing(score) || is.null(score)) {
+      score <- if (!inherits(set, "kb_particles")) set[["score"]]
+    }
+    s <- match_score(score, pts, NULL, score_arg)
+    return(new_sample(pts, s, NULL, NULL, set[["draws"]], NULL))
   }
   lab <- draws_labels(x)
   pts <- as_points(x, arg)

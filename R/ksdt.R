@@ -246,11 +246,14 @@ ksdt <- function(x, score, budget = 0, min_size = "sqrt", min_size_coef = 1,
   reg <- if (!is.null(lambda)) ksdt_reg(src, x, lambda, scale)
   if (n_chains(smp) < 2L) {
     push_rows(st, x, s, candidates, reg = reg)
-    res <- ksdt_reg_label(ksdt_result(st), reg)
-    return(label_ksdt(res, smp, res$index))
+    res <- ksdt_reg_label(
+      stream_result(st, against = sprintf("the sample (%d points)", nrow(x))),
+      reg)
+    return(warn_distortion(label_ksdt(res, smp, res$index), "ksdt"))
   }
-  ksdt_reg_label(ksdt_by_chain(smp, s, function() new_stream(std),
-                               candidates, st$nthreads, reg), reg)
+  res <- ksdt_reg_label(ksdt_by_chain(smp, s, function() new_stream(std),
+                                      candidates, st$nthreads, reg), reg)
+  warn_distortion(res, "ksdt")
 }
 
 # The regularised candidate rule's terms at the rows of x (Benard, Staber &
@@ -510,6 +513,9 @@ push_rows <- function(stream, x, score, candidates = 1, announce = FALSE,
   offered <- stream_info(stream)[["offered"]]
   prog <- progress_reporter(offered + nrow(x), "KSDT: rows", stream$progress)
   on.exit(prog$done())
+  # the moments of the rows taken (all of them, or those before an
+  # interrupt or error), the reference of the dictionary's moment report
+  on.exit(stream_add_moments(stream, x, offered), add = TRUE)
   with_stream(stream, {
     ksdt_stream_resolve(stream, x)
     .Call(C_kb_ksdt_push, stream$ptr,
@@ -519,6 +525,17 @@ push_rows <- function(stream, x, score, candidates = 1, announce = FALSE,
                  candidates = candidates, nthreads = stream$nthreads,
                  progress = prog$callback(offered)), reg))
   }, if (announce) nrow(x))
+  invisible(stream)
+}
+
+# Add the rows of x the stream took since it had `before` offered rows to
+# its running moments.
+stream_add_moments <- function(stream, x, before) {
+  taken <- stream_info(stream)[["offered"]] - before
+  if (taken > 0) {
+    stream$moments <- moments_combine(
+      stream$moments, sample_moments(x[seq_len(taken), , drop = FALSE]))
+  }
   invisible(stream)
 }
 
@@ -534,8 +551,11 @@ ksdt_result <- function(stream) {
 
 # The kb_ksdt of a resolved stream's dictionary (in stream order) and trace,
 # with its settings; named fields in `...` are added, or replace settings of
-# the same name (NULL ones are left out).
-stream_result <- function(stream, ..., class = NULL) {
+# the same name (NULL ones are left out).  Its moment report is against
+# `reference` (moments.R), by default the rows pushed to the stream (FALSE:
+# none), described by `against`.
+stream_result <- function(stream, ..., class = NULL,
+                          reference = stream$moments, against = NULL) {
   r <- .Call(C_kb_ksdt_result, stream$ptr)
   o <- order(r$index)
   pts <- r$points[o, , drop = FALSE]
@@ -548,6 +568,12 @@ stream_result <- function(stream, ..., class = NULL) {
   extra <- list(...)
   extra <- extra[!vapply(extra, is.null, TRUE)]
   fields[names(extra)] <- extra
+  if (isFALSE(reference)) reference <- NULL
+  if (!is.null(reference)) {
+    fields$moments <- moment_report(
+      pts, NULL, reference,
+      against %||% sprintf("the %.0f rows pushed", reference$n))
+  }
   do.call(new_ksdt, c(list(points = pts, score = scr, index = r$index[o],
                            ksd = r$ksd, size = as.integer(r$size),
                            kernel = stream$rk),
@@ -620,11 +646,33 @@ print.kb_ksdt <- function(x, ...) {
     cat(sprintf("  weights: Kish effective size %s of %d\n",
                 format(kish_size(w), digits = 4), length(x$index)))
   }
+  moments_line(x[["moments"]])
   invisible(x)
 }
 
+#' Summaries of a KSDT result
+#'
+#' The run's settings, the KSD of the dictionary along the run and the
+#' dictionary's effect on the moments (see [compression_moments()]): per
+#' coordinate its mean and sd beside the sample's, the mean shift in sample
+#' sds and the sd ratio. With `weights` (for instance from
+#' `ksd_weights(object)`), the weighted dictionary: Kish's effective sample
+#' size and weighted means and sds.
+#'
+#' @param object A `kb_ksdt` object.
+#' @param weights Weights on the dictionary's points (one per point,
+#'   non-negative; normalised), or `NULL` (default: the result's own
+#'   weights, if any).
+#' @param ... Ignored.
+#' @return An object of class `summary.kb_ksdt`, with a print method.
 #' @export
-summary.kb_ksdt <- function(object, ...) {
+summary.kb_ksdt <- function(object, weights = NULL, ...) {
+  mom <- object[["moments"]]
+  if (!is.null(weights)) {
+    weights <- check_result_weights(weights, length(object$index))
+    mom <- moment_reweight(mom, object$points, weights)
+  }
+  w <- weights %||% object[["weights"]]
   T <- length(object$ksd)
   at <- unique(pmin(T, round(10^seq(0, log10(max(T, 1)), length.out = 6))))
   structure(list(method = object$method %||% "KSDT", t = object$t,
@@ -632,8 +680,8 @@ summary.kb_ksdt <- function(object, ...) {
                  at = at, ksd = object$ksd[at], size = object$size[at],
                  removed = sum(object$removed),
                  kernel = describe_ksd_kernel(object$kernel, object[["scale"]]),
-                 kish = if (!is.null(object[["weights"]]))
-                   kish_size(object[["weights"]]),
+                 kish = if (!is.null(w)) kish_size(w),
+                 moments = mom,
                  oldest = if (length(object$index)) min(object$index) else NA,
                  evals = object$evals),
             class = "summary.kb_ksdt")
@@ -653,6 +701,7 @@ print.summary.kb_ksdt <- function(x, ...) {
         row.names = FALSE)
   cat(sprintf("  oldest retained state: %s; kernel evaluations: %.0f\n",
               format(x$oldest), x$evals))
+  if (!is.null(x$moments)) print(x$moments)
   invisible(x)
 }
 

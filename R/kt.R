@@ -226,7 +226,7 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
     extra$compress <- keep[res$compress]
     path <- kt_sel_path(setup, index, extra$compress, stein, nthreads)
   }
-  new_thin(index, x, path, if (stein) "ksd" else "mmd",
+  out <- new_thin(index, x, path, if (stein) "ksd" else "mmd",
            if (method == "kt") "kernel thinning" else "Compress++ (kernel thinning)",
            if (stein) setup else setup[c("kernel", "scale")],
            c(list(standardize = !is.null(setup$scale), unique = FALSE, swap = swap,
@@ -234,7 +234,11 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
                   multiset = rows,
                   kt_method = method,
                   oversample = if (method == "compress++") oversample),
-             extra, sample_labels(smp, index)))
+             extra, sample_labels(smp, index)),
+           reference = sample_moments(x, weights),
+           against = sprintf("the %ssample (%d points)",
+                             if (is.null(weights)) "" else "weighted ", n))
+  warn_distortion(out, "kernel_thin")
 }
 
 # The checks kernel_thin() and stein_kernel_thin() share.

@@ -125,9 +125,12 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
   } else {
     if (is.null(size)) size <- best_n
     size <- check_count(size, size_arg, max = nrow(pts))
-    th <- stein_thin(pts, scr, size, kernel = rk$kernel,
-                     standardize = scale %||% FALSE, unique = TRUE,
-                     nthreads = nthreads)
+    # judged below against the dictionaries' samples, not their union
+    th <- suppressWarnings(
+      stein_thin(pts, scr, size, kernel = rk$kernel,
+                 standardize = scale %||% FALSE, unique = TRUE,
+                 nthreads = nthreads),
+      classes = "kb_warning_distortion")
     res <- new_ksdt(pts[th$index, , drop = FALSE], scr[th$index, , drop = FALSE],
                     th$index, th$ksd, seq_along(th$index), th$kernel,
                     t = nrow(pts),
@@ -137,7 +140,18 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
     rows <- th$index
   }
   res$source <- merge_source(src, rows)
+  res$moments <- merged_report(res$points, dicts)
   merge_labels(res, dicts, src[rows, , drop = FALSE])
+}
+
+# The moment report of a merged dictionary: against the dictionaries'
+# samples pooled, when every dictionary has a report (else none).
+merged_report <- function(p, dicts) {
+  reps <- lapply(dicts, `[[`, "moments")
+  if (any(vapply(reps, is.null, TRUE))) return(NULL)
+  ref <- Reduce(moments_combine, lapply(reps, attr, "reference"))
+  moment_report(p, NULL, ref, sprintf("the %d dictionaries' samples (%.0f points)",
+                                      length(dicts), ref$n))
 }
 
 # For each point of a merged dictionary (`index`: rows of the union), the

@@ -533,7 +533,12 @@ ksd_result <- function(x, score, reference, args, own) {
 # result with scores), checked against the set's points P and `score`
 # before any score closure runs.
 ksd_reference_points <- function(reference, P, score) {
-  if (is_kb_result(reference)) {
+  if (is_stan_fit(reference)) {
+    # a Stan fit: its unconstrained draws with their gradients
+    smp <- as_sample(reference, arg = "reference")
+    R <- smp$x
+    RS <- smp$score
+  } else if (is_kb_result(reference)) {
     rset <- result_set(reference, "reference")
     R <- result_points(rset)
     RS <- rset[["score"]]

@@ -94,6 +94,16 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
                         progress = prog$callback(t0)),
                    reg_weight(run$regularize)))
   })
+  # the sample the dictionary is judged against: every state the chain
+  # visited (ksdt_sample()), or for Stein Point MCMC, whose states are moves
+  # from its own points and no sample of the target, the pilot chain
+  ref <- if (!restart) {
+    list(reference = chain_moments(res),
+         against = sprintf("the chain's %.0f states", res$n))
+  } else if (!is.null(pilot)) {
+    list(reference = sample_moments(pilot$x),
+         against = sprintf("the pilot chain's %d states", nrow(pilot$x)))
+  }
   ksdt_reg_label(
     do.call(stream_result, c(list(stream, sampler = toupper(run$sampler),
                                   step = res$step,
@@ -101,8 +111,18 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
                                   candidates = a$candidates,
                                   start = if (restart) start,
                                   method = run$method),
-                             run$fields, list(class = run$class))),
+                             run$fields,
+                             list(class = run$class,
+                                  reference = ref$reference %||% FALSE,
+                                  against = ref$against))),
     reg_weight(run$regularize))
+}
+
+# The moments of the states a sampler visited (C's running sums; none when
+# they overflowed).
+chain_moments <- function(res) {
+  r <- from_sums(res$n, res$mean, res$m2, res$m3, res$m4, 1)
+  if (!all_finite(unlist(r[c("mean", "sd")]))) FALSE else r
 }
 
 #' Sampling with KSDT inside, and Stein Point MCMC
@@ -200,7 +220,8 @@ ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
     min_size_coef = f$coef, min_size_floor = f$floor, kernel = kernel,
     warmup = warmup, target_accept = target_accept, nthreads = nthreads,
     progress = progress, regularize = regularize, standardize = standardize))
-  run_ksdt_sampler(target, x0, n_iter, a$stream, a$run)
+  warn_distortion(run_ksdt_sampler(target, x0, n_iter, a$stream, a$run),
+                  "ksdt_sample")
 }
 
 # From ksdt_sample()'s arguments but x0 and n_iter (a named list `a`): a new
@@ -269,10 +290,11 @@ sp_mcmc <- function(target, x0, n_iter, candidates = 10,
   m <- check_count(candidates, "candidates")
   st <- ksdt_stream(target$dim, kernel = kernel, nthreads = nthreads,
                     progress = progress, standardize = standardize)
-  run_ksdt_sampler(target, x0, n_iter, st, list(
+  res <- run_ksdt_sampler(target, x0, n_iter, st, list(
     sampler = sampler, step = step_size, candidates = m, start = start,
     restart = TRUE, warmup = warmup, target_accept = target_accept,
     fmin = Inf, regularize = lambda, method = "Stein Point MCMC",
     fields = list(budget = NA, min_size = "none (no pruning)"),
     class = "kb_spmcmc"))
+  warn_distortion(res, "sp_mcmc")
 }

@@ -183,7 +183,7 @@ stein_points <- function(target, n, method = c("greedy", "herding"),
                   sprintf("Stein Points (%s, %s)", method, switch(optimizer,
                     mc = "Monte Carlo", nm = "Nelder-Mead", grid = "grid")),
                   list(kernel = rk, scale = NULL, s = in_basis(res$s, rk)),
-                  list(standardize = FALSE, unique = FALSE))
+                  list(standardize = FALSE, unique = FALSE), reference = NULL)
   out$criterion <- res$criterion
   out$criterion_start <- res$criterion_start
   out$n_eval <- res$n_eval

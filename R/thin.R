@@ -16,8 +16,13 @@ check_m <- function(m, n, unique) {
 # to recompute the printed KSD exactly: the resolved kernel, the
 # standardisation scale (NULL: none) and the scores of the selected points
 # in the coordinates of x. `settings` (standardize, unique, ..., and chain,
-# iteration, draws of the selected points when known) become fields.
-new_thin <- function(index, x, path, path_name, method, setup, settings) {
+# iteration, draws of the selected points when known, weights of a
+# weighted selection) become fields.  `reference`: the moments the
+# selection is judged against (moments.R; NULL: no report, for Stein
+# Points, which select from no sample), described by `against`.
+new_thin <- function(index, x, path, path_name, method, setup, settings,
+                     reference = sample_moments(x),
+                     against = sprintf("the sample (%d points)", nrow(x))) {
   score <- NULL
   kernel <- setup[["kernel"]]
   scale <- setup[["scale"]]
@@ -33,7 +38,10 @@ new_thin <- function(index, x, path, path_name, method, setup, settings) {
               stats::setNames(list(path), path_name),
               list(method = method, n = nrow(x), d = ncol(x), m = length(index),
                    kernel = kernel, scale = scale, sample = x),
-              settings),
+              settings,
+              list(moments = moment_report(x[index, , drop = FALSE],
+                                           settings[["weights"]], reference,
+                                           against))),
             class = "kb_thin")
 }
 
@@ -159,11 +167,12 @@ stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
                nthreads, prog$callback())
   prog$done()
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
-  new_thin(res$index, x, path, "ksd", if (is.null(lambda)) "Stein thinning"
+  out <- new_thin(res$index, x, path, "ksd", if (is.null(lambda)) "Stein thinning"
            else "regularised Stein thinning", st,
            c(list(standardize = !is.null(st$scale), unique = unique,
                   regularize = if (is.null(lambda)) FALSE else ctl$lambda),
              sample_labels(smp, res$index)))
+  warn_distortion(out, "stein_thin")
 }
 
 # regularize: FALSE (none: NULL), TRUE ("default": lambda = 1 / m) or a
@@ -398,9 +407,13 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
                list(w = w), nthreads, prog$callback())
   prog$done()
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
+  # judged against the sample from the proxy q: moving its moments towards
+  # p is the method's purpose, so a shift is reported but not warned of
   out <- new_thin(res$index, x, path, "ksd", "gradient-free Stein thinning",
                   st, c(list(standardize = !is.null(st$scale), unique = unique),
-                        sample_labels(smp, res$index)))
+                        sample_labels(smp, res$index)),
+                  against = sprintf("the sample from the proxy q (%d points)",
+                                    nrow(x)))
   out$w <- w
   out
 }
@@ -465,10 +478,11 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
   j <- seq_len(m)
   mmd2 <- cumsum(res$gain) / j^2 - 2 * cumsum(res$mu[res$index]) / j +
     mean(res$mu[rows])
-  new_thin(res$index, x, sqrt(pmax(mmd2, 0)), "mmd", "MMD thinning",
+  out <- new_thin(res$index, x, sqrt(pmax(mmd2, 0)), "mmd", "MMD thinning",
            list(kernel = rk, scale = scale),
            c(list(standardize = !is.null(scale), unique = unique,
                   embed_size = length(rows)), sample_labels(smp, res$index)))
+  warn_distortion(out, "mmd_thin")
 }
 
 #' @export
@@ -488,6 +502,7 @@ print.kb_thin <- function(x, ...) {
     cat(sprintf("  weights: Kish effective size %s of %d\n",
                 format(kish_size(w), digits = 4), x$m))
   }
+  moments_line(x[["moments"]])
   k <- min(10L, x$m)
   cat(sprintf("  first %d indices: %s%s\n", k,
               paste(x$index[seq_len(k)], collapse = " "),
@@ -495,20 +510,63 @@ print.kb_thin <- function(x, ...) {
   invisible(x)
 }
 
+#' Summaries of a thinned set
+#'
+#' The settings and discrepancy of a thinned set, where its points came from
+#' (chains and iterations for labelled input, else rows of the sample) and
+#' its effect on the moments (see [compression_moments()]): per coordinate
+#' the mean and sd of the set beside the sample's, the mean shift in sample
+#' sds and the sd ratio. With `weights` (for instance from
+#' `ksd_weights(object)`), the weighted set: Kish's effective sample size
+#' \eqn{(\sum w)^2 / \sum w^2} and weighted means and sds.
+#'
+#' @param object A `kb_thin` object.
+#' @param weights Weights on the set's points (one per point, non-negative;
+#'   normalised), or `NULL` (default: the result's own weights, if any).
+#' @param ... Ignored.
+#' @return An object of class `summary.kb_thin`, with a print method.
 #' @export
-summary.kb_thin <- function(object, ...) {
+summary.kb_thin <- function(object, weights = NULL, ...) {
   path <- if (is.null(object$ksd)) object$mmd else object$ksd
-  w <- object[["weights"]]
+  own <- object[["weights"]]
+  mom <- object[["moments"]]
+  if (!is.null(weights)) {
+    weights <- check_result_weights(weights, object$m)
+    mom <- moment_reweight(mom, object$points, weights)
+  }
+  w <- weights %||% own
   structure(list(method = object$method, n = object$n, d = object$d,
                  m = object$m, distinct = length(unique(object$index)),
                  kish = if (!is.null(w)) kish_size(w),
+                 given_weights = !is.null(weights),
                  what = if (is.null(object$ksd)) "MMD" else "KSD",
                  final = path[object$m],
                  kernel = describe_ksd_kernel(object$kernel, object[["scale"]]),
+                 span = describe_span(object),
+                 first = min(object$index), last = max(object$index),
+                 moments = mom,
                  mean_sample = colMeans(object$sample),
-                 mean_selected = colMeans(object$points),
-                 first = min(object$index), last = max(object$index)),
+                 mean_selected = colMeans(object$points)),
             class = "summary.kb_thin")
+}
+
+# Where a selection's points came from: chains and iterations when it knows
+# them, else rows of the sample.
+describe_span <- function(x) {
+  ch <- x[["chain"]]
+  it <- x[["iteration"]]
+  if (!is.null(ch) && !is.null(it) && length(ch) == length(x$index)) {
+    by <- split(it, ch)
+    return(sprintf("points from %d chain%s: %s", length(by),
+                   if (length(by) > 1L) "s" else "",
+                   paste(sprintf("chain %s: %d points, iterations %d to %d",
+                                 names(by), lengths(by),
+                                 vapply(by, min, 1L), vapply(by, max, 1L)),
+                         collapse = "; ")))
+  }
+  if (!length(x$index)) return("no points")
+  sprintf("selected rows of the sample span %d to %d", min(x$index),
+          max(x$index))
 }
 
 #' @export
@@ -516,16 +574,22 @@ print.summary.kb_thin <- function(x, ...) {
   cat(sprintf("%s: %d of %d points (%d distinct), d = %d\n", x$method, x$m,
               x$n, x$distinct, x$d))
   if (!is.null(x$kish)) {
-    cat(sprintf("  weighted: Kish effective size %s\n",
+    cat(sprintf("  %sweighted: Kish effective size %s\n",
+                if (isTRUE(x$given_weights)) "given weights: " else "",
                 format(x$kish, digits = 4)))
   }
   cat("  kernel:", x$kernel, "\n")
-  cat(sprintf("  %s of the selection: %s (this kernel)\n", x$what,
-              format(x$final, digits = 6)))
-  cat(sprintf("  selected rows span %d to %d\n", x$first, x$last))
-  tab <- rbind(sample = x$mean_sample, selected = x$mean_selected)
-  cat("  column means:\n")
-  print(signif(tab, 4))
+  cat(sprintf("  %s of the selection: %s (this kernel%s)\n", x$what,
+              format(x$final, digits = 6),
+              if (isTRUE(x$given_weights)) ", unweighted" else ""))
+  cat(sprintf("  %s\n", x$span))
+  if (!is.null(x$moments)) {
+    print(x$moments)
+  } else {
+    tab <- rbind(sample = x$mean_sample, selected = x$mean_selected)
+    cat("  column means:\n")
+    print(signif(tab, 4))
+  }
   invisible(x)
 }
 
@@ -617,9 +681,24 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #'   the solver's steps, with the size of the support and the KSD so far
 #'   (forming the Stein kernel matrix is not reported); default
 #'   `NULL` (automatic).
-#' @return A numeric vector of weights summing to 1, one per row of `x`,
-#'   with attribute `ksd` (the weighted KSD), and for labelled input
-#'   (several chains, a Stan fit) attributes `chain` and `iteration`.
+#' On a thinning or KSDT result (`ksd_weights(th)`: [stein_thin()],
+#' [kernel_thin()], [ksdt()], ...), the weights are on its points, with
+#' its scores, under the kernel and standardisation it was made with, so
+#' that `attr(w, "ksd")` equals `ksd(th, weights = w)`; `summary(th, weights
+#' = w)` then reports the weighted set and `as_draws_df(th, weights = w)`
+#' keeps the weights as `.log_weight`. An MMD-thinning result carries no
+#' scores: give `score` for its points.
+#'
+#' @param x A sample (as for [ksd()]), or a thinning or KSDT result
+#'   (`kb_thin`, `kb_ksdt`, or `kb_ksdt_chains` with a merged dictionary):
+#'   then `kernel` and `standardize` must be left out.
+#' @return A numeric vector of class `kb_weights`, weights summing to 1, one
+#'   per row of `x` (per point of a result), with attributes `ksd` (the
+#'   weighted KSD), `moments` (the weighted set's moments against the
+#'   sample, or against the result's sample: see [compression_moments()])
+#'   and, for labelled input (several chains, a Stan fit), `chain` and
+#'   `iteration`. It prints with Kish's effective size and the moment
+#'   report; `as.numeric(w)` gives the plain weights.
 #' @examples
 #' set.seed(1)
 #' tg <- gaussian_target(c(0, 0))
@@ -632,13 +711,42 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
                         progress = NULL) {
   nonneg <- check_flag(nonneg, "nonneg")
   nthreads <- resolve_nthreads(nthreads)
+  if (inherits(x, c("kb_thin", "kb_ksdt", "kb_ksdt_chains"))) {
+    if (!missing(kernel) || !missing(standardize)) {
+      stop_arg(if (missing(kernel)) "standardize" else "kernel", sprintf(
+        paste0("must not be given with a %s: its weights use the kernel and ",
+               "standardisation it was made with (so that attr(w, \"ksd\") ",
+               "equals ksd(x, weights = w)); to use another kernel give its ",
+               "points, e.g. ksd_weights(x$points, x$score, kernel)"),
+        class(x)[1L]))
+    }
+    if (!is.null(chain)) {
+      stop_arg("chain", "must be NULL when x is a thinning or KSDT result")
+    }
+    prog <- progress_reporter(NA, "KSD weights: solver iteration", progress)
+    return(warn_distortion(result_weights(x, if (missing(score)) NULL else
+                                            score, nonneg, nthreads, prog),
+                           "ksd_weights"))
+  }
   prog <- progress_reporter(NA, "KSD weights: solver iteration", progress)
   smp <- as_sample(x, score, chain)
   # standardisation and preconditioner heuristics see the whole sample,
   # repeats included; repeats are merged only for the solve
   st <- stein_setup(smp$x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))
-  xs <- cbind(st$x, st$s)
+  w <- solve_ksd_weights(st$x, st$s, st$kernel, nonneg, nthreads, prog)
+  attr(w, "chain") <- smp$chain
+  attr(w, "iteration") <- smp$iteration
+  warn_distortion(new_weights(w, smp$x, sample_moments(smp$x),
+                              sprintf("the unweighted sample (%d points)",
+                                      nrow(smp$x))), "ksd_weights")
+}
+
+# The weights of ksd_weights() on the rows of a set already in the Stein
+# kernel's coordinates (xr, sr: standardised and rotated; rk: the resolved
+# kernel), repeats merged for the solve; attribute ksd.
+solve_ksd_weights <- function(xr, sr, rk, nonneg, nthreads, prog) {
+  xs <- cbind(xr, sr)
   # exact (bitwise) row keys: merging must not depend on printing precision
   key <- apply(xs, 1L, function(r) paste(sprintf("%a", r), collapse = ","))
   dup <- duplicated(key)
@@ -647,11 +755,10 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
   # K, allocated in doublings)
   check_memory(8 * (1.75 * nu^2 + 10 * nu), "x",
                sprintf("the Stein kernel matrix of %d distinct points", nu))
-  xu <- st$x[!dup, , drop = FALSE]
+  xu <- xr[!dup, , drop = FALSE]
   # C names rows of the sample, not of the merged set, in its messages
   attr(xu, "kb_rows") <- which(!dup)
-  K <- .Call(C_kb_stein_matrix, xu, st$s[!dup, , drop = FALSE], st$kernel,
-             nthreads)
+  K <- .Call(C_kb_stein_matrix, xu, sr[!dup, , drop = FALSE], rk, nthreads)
   v <- if (nonneg) {
     as.numeric(simplex_weights(K, nthreads, prog))
   } else affine_qp(K)
@@ -660,9 +767,79 @@ ksd_weights <- function(x, score, kernel = imq_kernel(), nonneg = TRUE,
   grp <- match(key, key[!dup])
   w <- v[grp] / tabulate(grp, nbins = length(v))[grp]
   attr(w, "ksd") <- sqrt(max(drop(crossprod(v, K %*% v)), 0))
-  attr(w, "chain") <- smp$chain
-  attr(w, "iteration") <- smp$iteration
   w
+}
+
+# ksd_weights() of a thinning or KSDT result: on its points and scores (or
+# `score` for an MMD-thinning result, which has none), under the kernel and
+# column scales it was made with, judged against its own reference.
+result_weights <- function(x, score, nonneg, nthreads, prog) {
+  x <- result_set(x)
+  P <- result_points(x)
+  S <- x[["score"]]
+  if (is.null(S)) {
+    if (is.null(score)) {
+      stop_arg("score", sprintf(paste0(
+        "is missing: this %s carries no scores; give the score at its %d ",
+        "points (a matrix), a function or a kb_target"), class(x)[1L],
+        nrow(P)))
+    }
+    check_score(score, P)
+    S <- resolve_score(score, P)
+  } else if (!is.null(score)) {
+    stop_arg("score", "must be left out: the result carries its scores")
+  }
+  rk <- x[["kernel"]]
+  scale <- x[["scale"]]
+  w <- solve_ksd_weights(in_basis(scale_points(P, scale), rk),
+                         in_basis(scale_scores(S, scale), rk), rk, nonneg,
+                         nthreads, prog)
+  attr(w, "chain") <- x[["chain"]]
+  attr(w, "iteration") <- x[["iteration"]]
+  mom <- x[["moments"]]
+  new_weights(w, P, attr(mom, "reference"), attr(mom, "against"))
+}
+
+# Weights as ksd_weights() returns them: class kb_weights, with their moment
+# report against `ref` (the weighted points p; NULL: none).
+new_weights <- function(w, p, ref, against) {
+  attr(w, "moments") <- moment_report(p, as.numeric(w), ref, against)
+  class(w) <- "kb_weights"
+  w
+}
+
+#' @export
+print.kb_weights <- function(x, ...) {
+  v <- as.numeric(x)
+  cat(sprintf(paste0("KSD-optimal weights on %d points: %d positive, Kish ",
+                     "effective size %s, KSD %s\n"), length(v), sum(v > 0),
+              format(kish_size(pmax(v, 0)), digits = 4),
+              format(attr(x, "ksd"), digits = 6)))
+  moments_line(attr(x, "moments"))
+  print(utils::head(v, 10L))
+  if (length(v) > 10L) cat(sprintf("... %d more (as.numeric(w) for all)\n",
+                                   length(v) - 10L))
+  invisible(x)
+}
+
+#' @export
+summary.kb_weights <- function(object, ...) {
+  v <- as.numeric(object)
+  structure(list(n = length(v), positive = sum(v > 0),
+                 kish = kish_size(pmax(v, 0)), ksd = attr(object, "ksd"),
+                 range = range(v), moments = attr(object, "moments")),
+            class = "summary.kb_weights")
+}
+
+#' @export
+print.summary.kb_weights <- function(x, ...) {
+  cat(sprintf(paste0("KSD-optimal weights on %d points: %d positive, Kish ",
+                     "effective size %s, KSD %s; weights from %s to %s\n"),
+              x$n, x$positive, format(x$kish, digits = 4),
+              format(x$ksd, digits = 6), format(x$range[1L], digits = 3),
+              format(x$range[2L], digits = 3)))
+  if (!is.null(x$moments)) print(x$moments)
+  invisible(x)
 }
 
 ridge_chol <- function(A) {

@@ -123,7 +123,10 @@ simd_level <- function(level = NULL) {
 # of a matching sample), or NULL; the caller checks ncol() against it, with
 # its own message.  With `one`, the result must have one row.
 as_points <- function(x, arg = "x", d = NULL, one = FALSE) {
-  if (inherits(x, "mcmc.list")) {
+  if (is_kb_result(x)) {
+    # the package's own results: their points (a merged dictionary's)
+    x <- result_points(result_set(x, arg))
+  } else if (inherits(x, "mcmc.list")) {
     x <- do.call(rbind, lapply(x, as.matrix))
   } else if (inherits(x, "mcmc")) {
     x <- as.matrix(x)

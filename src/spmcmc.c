@@ -49,6 +49,12 @@ typedef struct {
     const double *x0, *Q, *scale;   /* scale NULL: not standardised */
     kb_ksdt_feed feed;
     double acc_rate, step;     /* results */
+    double *mean, *m2, *m3, *m4;   /* results: the running mean and sums
+                                    * of 2nd-4th powers of deviations of
+                                    * every state the chain visited (the
+                                    * sample a dictionary is judged
+                                    * against; Welford's and Pebay's
+                                    * updates) */
 } sample_args;
 
 /* Per-run scratch: the chain's state in kernel coordinates (and
@@ -80,6 +86,21 @@ static void keep_candidate(sample_scratch *w, int c, const kb_sampler *smp)
     w->clp[c] = smp->lp;
 }
 
+/* Add state x, the n-th, to the running moments of A (M4 and M3 use the
+ * sums before the update). */
+static void moments_add(sample_args *A, int d, double n, const double *x)
+{
+    for (int k = 0; k < d; k++) {
+        double delta = x[k] - A->mean[k], dn = delta / n, dn2 = dn * dn;
+        double t1 = delta * dn * (n - 1.0);
+        A->mean[k] += dn;
+        A->m4[k] += t1 * dn2 * (n * n - 3.0 * n + 3.0) + 6.0 * dn2 * A->m2[k]
+            - 4.0 * dn * A->m3[k];
+        A->m3[k] += t1 * dn * (n - 2.0) - 3.0 * dn * A->m2[k];
+        A->m2[k] += t1;
+    }
+}
+
 static SEXP sample_body(void *data)
 {
     sample_args *A = (sample_args *) data;
@@ -103,6 +124,7 @@ static SEXP sample_body(void *data)
         }
         kb_sampler_step(&smp);
         kb_sampler_score(&smp);
+        moments_add(A, d, it + 1.0, smp.x);
         const double *sx = smp.x, *ss = smp.s;
         if (A->scale) {
             scale_row(d, A->scale, 0, smp.x, w.sx);
@@ -141,7 +163,10 @@ static SEXP sample_body(void *data)
 /* .Call entry: ctl = list(sampler, vectorized, x0, n_iter, step,
  * candidates, start, restart, eps, fmin, Q, scale (NULL or the column
  * scales of the standardisation), nthreads, progress) and, for
- * the regularised candidate rule, lambda or adaptive (kb_ksdt_feed_ctl). */
+ * the regularised candidate rule, lambda or adaptive (kb_ksdt_feed_ctl).
+ * Returns list(accept_rate, step, n, mean, m2, m3, m4): n, the column
+ * means and sums of 2nd-4th powers of deviations of the states the chain
+ * visited. */
 SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP ctl)
 {
     sample_args A;
@@ -168,12 +193,24 @@ SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP ctl)
     A.scale = scale == R_NilValue ? NULL : kb_arg_vector(scale, "scale", d);
     f->what = "chain state";
     f->count_diag = 0;
+    A.mean = (double *) R_alloc((size_t) 4 * d, sizeof(double));
+    A.m2 = A.mean + d;
+    A.m3 = A.m2 + d;
+    A.m4 = A.m3 + d;
+    memset(A.mean, 0, (size_t) 4 * d * sizeof(double));
     kb_ksdt_hold(A.st);
     R_ExecWithCleanup(sample_body, &A, kb_ksdt_release, A.st);
-    const char *nms[] = {"accept_rate", "step", ""};
+    const char *nms[] = {"accept_rate", "step", "n", "mean", "m2", "m3", "m4",
+                         ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(A.acc_rate));
     SET_VECTOR_ELT(ans, 1, Rf_ScalarReal(A.step));
+    SET_VECTOR_ELT(ans, 2, Rf_ScalarReal((double) A.n_iter * f->C));
+    for (int j = 0; j < 4; j++) {
+        SEXP v = Rf_allocVector(REALSXP, d);
+        SET_VECTOR_ELT(ans, 3 + j, v);
+        memcpy(REAL(v), A.mean + (size_t) j * d, (size_t) d * sizeof(double));
+    }
     UNPROTECT(1);
     return ans;
 }

@@ -640,7 +640,11 @@ test_that("a failed allocation while the dictionary grows leaves the stream cons
   ksdt_push(st, x[65:200, ], s[65:200, ])
   ref <- mk()
   ksdt_push(ref, x, s)
-  expect_identical(ksdt_result(st), ksdt_result(ref))
+  # the dictionary bit for bit; the moment report of the pushes (pooled
+  # in two parts here) to rounding
+  no_mom <- function(r) { r$moments <- NULL; r }
+  expect_identical(no_mom(ksdt_result(st)), no_mom(ksdt_result(ref)))
+  expect_equal(ksdt_result(st)$moments, ksdt_result(ref)$moments, tolerance = 1e-10)
   expect_identical(length(ksdt_result(st)$index), 200L)
   # the history's growth too (1024 steps)
   st <- mk()
@@ -698,7 +702,10 @@ test_that("an interrupted push keeps whole steps, says how many rows, and resume
     "if (k > 0 && k < n) {",
     "  ksdt_push(st, x[-seq_len(k), ], s[-seq_len(k), ])",
     "  ref <- mk(); ksdt_push(ref, x, s)",
-    "  cat('RESUMED', identical(ksdt_result(st), ksdt_result(ref)), '\\n')",
+    "  a <- ksdt_result(st); b <- ksdt_result(ref)",
+    "  ok <- isTRUE(all.equal(a$moments, b$moments, tolerance = 1e-10))",
+    "  a$moments <- b$moments <- NULL",
+    "  cat('RESUMED', ok && identical(a, b), '\\n')",
     "}"), child)
   out <- file.path(dir, "out")
   libs <- paste(.libPaths(), collapse = .Platform$path.sep)
