@@ -1,20 +1,30 @@
 # kernbayes demo: the main job.
 # Usage: Rscript demo.R [output-directory]
 # A MALA chain on the posterior of the Goodwin oscillator (four ODE
-# parameters, data simulated as in Chen et al. 2019), thinned online by
-# KSDT; its dictionary is compared with the raw chain, with Stein thinning
-# to the same size and with equally spaced states, by the KSD under the one
-# kernel both thinnings select with and by the errors of posterior means
-# and sds against a separate long run.  Prints a summary and writes plots
-# to PNG files.
+# parameters, data simulated as in Chen et al. 2019) is compressed to the
+# size of its online KSDT dictionary by several methods, and every set is
+# judged by its KSD under one fixed kernel and by the errors of its
+# posterior means and sds against a precise reference: 4 long MALA chains
+# computed once by inst/experiments/goodwin-reference.R and shipped in
+# inst/extdata/goodwin-reference.csv, with their ESS.  Prints a summary and
+# writes plots to PNG files.
 suppressPackageStartupMessages(library(kernbayes))
 args <- commandArgs(trailingOnly = TRUE)
 out <- if (length(args)) args[[1L]] else "demo-output"
 dir.create(out, showWarnings = FALSE, recursive = TRUE)
 nt <- 2L
 
+# The compression methods, in the order they are reported; the first is
+# the one the demo leads with (its result is printed and plotted).
+methods <- c("kernel_thin", "ksdt", "stein_thin", "stein_kernel_thin",
+             "spaced")
+
+ref_file <- system.file("extdata", "goodwin-reference.csv", package = "kernbayes")
+if (!nzchar(ref_file)) stop("goodwin-reference.csv is missing from the installed kernbayes")
+ref <- utils::read.csv(ref_file)
+
 # data: theta = (a1, a2, k1, alpha) = (1, 3, 2, 0.5), both species observed
-# at t = 41..80 with noise sd 0.1
+# at t = 41..80 with noise sd 0.1; the target's coordinates are log theta
 theta0 <- c(a1 = 1, a2 = 3, k1 = 2, alpha = 0.5)
 times <- 41:80
 set.seed(20261129)
@@ -26,75 +36,120 @@ print(target)
 n <- 20000L
 t_mala <- system.time(
   chain <- mala(target, x0 = rep(digamma(2), 4), n_iter = n))
+colnames(chain$x) <- ref$parameter
 cat("\n")
 print(chain)
 cat(sprintf("(%.1f s, %.0f microseconds per iteration with an ODE solve)\n",
             t_mala[["elapsed"]], 1e6 * t_mala[["elapsed"]] / (n + 1000)))
 
-# 2. KSDT over the chain as it streams in (one pass, square-root size rule).
-# One fixed kernel for every comparison below: IMQ with L = I / med^2, med
-# the median distance between states of the chain ("med" would recompute
-# the median on each set and make the KSDs incomparable)
+# 2. One fixed kernel for every selection and every KSD below: IMQ with
+# L = I / med^2, med the median distance between states of the chain ("med"
+# would recompute the median on each set and make the KSDs incomparable).
+# KSDT thins the chain online (one pass, square-root size rule); its size m
+# is the size of every other set.
 med <- stats::median(stats::dist(chain$x[seq(1L, n, length.out = 1000L), ]))
 kernel <- imq_kernel(precon = med^2)
 t_ksdt <- system.time(
-  kt <- ksdt(chain$x, chain$score, kernel = kernel, progress = FALSE, standardize = FALSE))
-cat("\n")
-print(kt)
-cat(sprintf("(%.2f s for %d states)\n", t_ksdt[["elapsed"]], n))
-
-# 3. the same number of points by Stein thinning (offline, selecting with
-# the same kernel, not standardised) and by keeping equally spaced states.
-# Every set is judged with that one kernel: ksd(result) recomputes a
-# result's KSD under the kernel it selected with, which is `kernel` here.
+  kt <- ksdt(chain$x, chain$score, kernel = kernel, progress = FALSE,
+             standardize = FALSE))
 m <- nrow(kt$points)
-th <- stein_thin(chain$x, chain$score, m, kernel = kernel, standardize = FALSE,
-                 nthreads = nt)
-every <- seq(1L, n, length.out = m)
-k_of <- function(x, s) ksd(x, s, kernel, nthreads = nt, standardize = FALSE)
-t_raw <- system.time(k_raw <- k_of(chain$x, chain$score))
 
-# a KSD-free yardstick: errors of the posterior means and sds of log theta
-# against a separate long run (MALA from the chain's last state, its final
-# step size, no burn-in), in units of the reference's posterior sd
-n_ref <- 30000L
-ref <- mala(target, x0 = chain$x[n, ], n_iter = n_ref, step = chain$step)
-mu_ref <- colMeans(ref$x)
-sd_ref <- apply(ref$x, 2L, stats::sd)
-errs <- function(x) {
-  c(mean = max(abs(colMeans(x) - mu_ref) / sd_ref),
-    sd = max(abs(apply(x, 2L, stats::sd) / sd_ref - 1)))
+# 3. The other sets of m points. Kernel thinning forms the n x n Stein
+# kernel matrix (3.2 GB for the whole chain), so it and Stein kernel
+# thinning thin 8 m equally spaced states by 3 halvings.
+every <- round(seq(n / m, n, length.out = m))
+sub <- round(seq(n / (8 * m), n, length.out = 8L * m))
+select <- list(
+  kernel_thin = function() kernel_thin(
+    chain$x[sub, ], chain$score[sub, ], m = m, kernel = kernel,
+    standardize = FALSE, nthreads = nt),
+  ksdt = function() kt,
+  stein_thin = function() stein_thin(
+    chain$x, chain$score, m, kernel = kernel, standardize = FALSE,
+    nthreads = nt),
+  stein_kernel_thin = function() stein_kernel_thin(
+    chain$x[sub, ], chain$score[sub, ], m = m, kernel = kernel,
+    standardize = FALSE, nthreads = nt),
+  spaced = function() list(points = chain$x[every, ],
+                           score = chain$score[every, ]))
+label <- c(kernel_thin = "kernel_thin", ksdt = "ksdt (online)",
+           stein_thin = "stein_thin", stein_kernel_thin = "stein_kernel_thin",
+           spaced = sprintf("every %.0fth state", n / m))
+stopifnot(all(methods %in% names(select)))
+secs <- setNames(numeric(length(methods)), methods)
+secs[["ksdt"]] <- t_ksdt[["elapsed"]]
+res <- list()
+for (k in methods) {
+  if (k != "ksdt") secs[[k]] <- system.time(res[[k]] <- select[[k]]())[["elapsed"]]
+  else res[[k]] <- kt
 }
-sets <- list(chain$x, kt$points, th$points, chain$x[every, ])
-yard <- t(vapply(sets, errs, c(mean = 0, sd = 0)))
-res <- data.frame(
-  set = c(sprintf("raw chain (%d states)", n), "KSDT dictionary (online)",
-          "Stein thinning (offline)", "equally spaced states"),
-  points = c(n, m, m, m),
-  KSD = c(k_raw, ksd(kt), ksd(th), k_of(chain$x[every, ], chain$score[every, ])),
-  mean_err = yard[, "mean"], sd_err = yard[, "sd"])
-cat("\n")
-print(th)
-cat(paste0("\nKSD of each set under the one kernel KSDT and Stein thinning ",
-           "selected with (printed above;\nksd(kt) and ksd(th) recompute ",
-           "their printed values).\n"))
-cat(sprintf(paste0("mean_err / sd_err: largest error of a posterior mean / ",
-                   "relative error of a posterior sd\nof log theta against ",
-                   "a separate MALA run of %d iterations, in posterior sds\n"),
-            n_ref))
-print(res, row.names = FALSE, digits = 3)
+lead <- res[[methods[1L]]]
+cat(sprintf("\nThe chain compressed to %d points (the KSDT dictionary's size) by %s():\n\n",
+            m, methods[1L]))
+print(lead)
+
+# 4. The yardsticks. KSD under the one kernel (ksd(result) recomputes a
+# result's KSD under the kernel it selected with, which is `kernel` here);
+# errors of the posterior means in reference sds and the ratios of the
+# posterior sds to the reference's, per coordinate.
+ksd_of <- function(p, s) ksd(p, s, kernel, nthreads = nt, standardize = FALSE)
+moments <- function(p) {
+  e <- (colMeans(p) - ref$mean) / ref$sd
+  c(rms = sqrt(mean(e^2)), max = max(abs(e)),
+    setNames(apply(p, 2L, stats::sd) / ref$sd, ref$parameter))
+}
+t_raw <- system.time(k_raw <- ksd_of(chain$x, chain$score))
+sets <- c(list(chain = chain$x), lapply(res, function(r) r$points))
+ksds <- c(k_raw, vapply(methods, function(k) {
+  r <- res[[k]]
+  if (inherits(r, c("kb_thin", "kb_ksdt"))) ksd(r) else ksd_of(r$points, r$score)
+}, 0))
+mom <- t(vapply(sets, moments, numeric(2L + nrow(ref))))
+sd_cols <- paste0("sd_", names(theta0))
+tab <- data.frame(set = c(sprintf("chain (%d states)", n), label[methods]),
+                  KSD = ksds, mean_rms = mom[, "rms"], mean_max = mom[, "max"],
+                  setNames(as.data.frame(mom[, ref$parameter, drop = FALSE]),
+                           sd_cols),
+                  secs = c(t_mala[["elapsed"]], secs[methods]),
+                  row.names = NULL)
+tab[-1L] <- lapply(tab[-1L], round, digits = 3)
+
+cat(sprintf(paste0(
+  "\nReference: %d MALA chains of %s iterations each, computed once by\n",
+  "inst/experiments/goodwin-reference.R: smallest bulk ESS %.0f, smallest tail\n",
+  "ESS %.0f, largest R-hat %.4f; its own error of a mean is at most %.3f sd,\n",
+  "so mean errors that differ by less than about %.2f sd are not told apart.\n"),
+  ref$chains[1L], format(ref$iterations[1L], big.mark = ","),
+  min(ref$ess_bulk), min(ref$ess_tail), max(ref$rhat), max(ref$mcse_mean_sd),
+  2 * max(ref$mcse_mean_sd)))
 if (requireNamespace("posterior", quietly = TRUE)) {
-  ess <- min(summary(ref)$table$ess_bulk)
-  cat(sprintf(paste0("(the reference's smallest bulk ESS is %.0f: its own ",
-                     "error in a mean is about %.2f sd)\n"), ess, 1 / sqrt(ess)))
+  ess_chain <- min(summary(chain)$table$ess_bulk)
+  cat(sprintf(paste0(
+    "The demo's chain has a smallest bulk ESS of %.0f: the standard error of its\n",
+    "means is about %.2f sd. Equally spaced states inherit that error; a selection\n",
+    "by the KSD uses the scores too and can correct part of it.\n"),
+    ess_chain, 1 / sqrt(ess_chain)))
 }
+cat(sprintf(paste0(
+  "\n%d points per set. KSD: under the one kernel (IMQ, L = I / %.3f^2) every set\n",
+  "was selected with. mean_rms / mean_max: root mean square / largest error of\n",
+  "the posterior means of log theta, in reference sds. sd_a1 ... sd_alpha: the\n",
+  "posterior sd of each log parameter / the reference's (1 is right). secs: to\n",
+  "select (the chain: to sample). kernel_thin and stein_kernel_thin thin %d\n",
+  "equally spaced states by 3 halvings (the Stein kernel matrix of all %d\n",
+  "would take %.1f GB).\n"), m, med, 8L * m, n, 8 * as.double(n)^2 / 1e9))
+print(tab, row.names = FALSE)
 cat(sprintf("(the raw chain's KSD took %.1f s: %.0f Stein kernel evaluations)\n",
             t_raw[["elapsed"]], as.double(n)^2))
+
 cat("\nposterior means of theta (natural scale):\n")
-print(rbind(`long reference run` = colMeans(exp(ref$x)),
-            `KSDT dictionary` = colMeans(exp(kt$points)),
-            `Stein thinning` = colMeans(exp(th$points)),
-            truth = theta0), digits = 3)
+nat <- rbind(reference = ref$mean_exp, `raw chain` = colMeans(exp(chain$x)),
+             t(vapply(methods, function(k) colMeans(exp(res[[k]]$points)),
+                      numeric(nrow(ref)))),
+             truth = theta0)
+rownames(nat)[seq_along(methods) + 2L] <- label[methods]
+colnames(nat) <- names(theta0)
+print(nat, digits = 3)
 
 # plots
 png_ksdt <- file.path(out, "ksdt.png")
@@ -111,12 +166,13 @@ invisible(grDevices::dev.off())
 
 png_pairs <- file.path(out, "goodwin-pairs.png")
 grDevices::png(png_pairs, width = 1000, height = 1000, res = 110)
-both <- rbind(chain$x, kt$points)
-colnames(both) <- paste0("log ", names(theta0))
-graphics::pairs(both, pch = c(rep(".", n), rep(19, m)),
+both <- rbind(chain$x, lead$points)
+colnames(both) <- ref$parameter
+graphics::pairs(both, pch = c(rep(46L, n), rep(19L, m)),
                 col = c(rep(grDevices::adjustcolor("grey40", 0.3), n),
                         rep("red", m)), cex = c(rep(1, n), rep(0.5, m)),
-                main = "MALA chain (grey) and the KSDT dictionary (red)")
+                main = sprintf("MALA chain (grey) and %s (red)",
+                               label[[methods[1L]]]))
 invisible(grDevices::dev.off())
 
 png_fit <- file.path(out, "goodwin-fit.png")
@@ -127,9 +183,10 @@ for (s in 1:2) {
   graphics::plot(times, y[, s], pch = 19, cex = 0.6, xlab = "t",
                  ylab = sprintf("x%d", s), xlim = range(tt),
                  ylim = range(y[, s], goodwin_solve(theta0, tt)[, s]),
-                 main = sprintf("species %d: data (t > 40) and 30 dictionary fits", s))
-  for (i in seq(1L, m, length.out = min(30L, m))) {
-    sol <- goodwin_solve(exp(kt$points[i, ]), tt)
+                 main = sprintf("species %d: data (t > 40), 30 fits from %s()",
+                                s, methods[1L]))
+  for (i in round(seq(1L, m, length.out = min(30L, m)))) {
+    sol <- goodwin_solve(exp(lead$points[i, ]), tt)
     graphics::lines(tt, sol[, s], col = grDevices::adjustcolor("red", 0.3))
   }
 }
