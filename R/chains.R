@@ -273,37 +273,17 @@ print.kb_ksdt_chains <- function(x, ...) {
   invisible(x)
 }
 
+#' @rdname plot.kb_ksdt
 #' @export
-plot.kb_ksdt_chains <- function(x, ...) {
+plot.kb_ksdt_chains <- function(x, which = 1:3, ...) {
   ok <- which(!vapply(x$chains, is.null, TRUE))
-  cols <- grDevices::hcl.colors(max(length(x$chains), 2L), "Dark 3")
-  op <- graphics::par(mfrow = c(1L, if (x$chains[[ok[1L]]]$d >= 2L) 2L else 1L))
-  on.exit(graphics::par(op))
-  rng <- range(unlist(lapply(x$chains[ok], function(z) z$ksd)),
-               final_ksd(x$merged), na.rm = TRUE)
-  graphics::plot(NA, xlim = c(1, x$n_iter), ylim = rng, log = "xy",
-                 xlab = "iteration", ylab = "KSD of the dictionary",
-                 main = "KSDT per chain", ...)
-  for (i in ok) graphics::lines(seq_along(x$chains[[i]]$ksd), x$chains[[i]]$ksd,
-                                col = cols[i])
-  if (!is.null(x$merged)) {
-    graphics::abline(h = final_ksd(x$merged), lty = 2)
-  }
-  graphics::legend("topright", c(paste("chain", ok),
-                                 if (!is.null(x$merged)) "merged"),
-                   col = c(cols[ok], if (!is.null(x$merged)) "black"),
-                   lty = c(rep(1, length(ok)), if (!is.null(x$merged)) 2),
-                   bty = "n", cex = 0.8)
-  if (x$chains[[ok[1L]]]$d >= 2L) {
-    allp <- do.call(rbind, lapply(x$chains[ok], `[[`, "points"))
-    graphics::plot(allp[, 1L], allp[, 2L], type = "n", xlab = "x1", ylab = "x2",
-                   main = "dictionaries (first two coordinates)")
-    for (i in ok) graphics::points(x$chains[[i]]$points[, 1:2, drop = FALSE],
-                                   col = grDevices::adjustcolor(cols[i], 0.6),
-                                   pch = 19, cex = 0.5)
-    if (!is.null(x$merged)) {
-      graphics::points(x$merged$points[, 1:2, drop = FALSE], pch = 1, cex = 0.9)
-    }
-  }
+  chains <- x$chains[ok]
+  merged <- x$merged
+  st <- list(ksd = lapply(chains, `[[`, "ksd"),
+             size = lapply(chains, `[[`, "size"),
+             final = if (!is.null(merged$streams)) merged$streams$final,
+             label = paste("chain", ok),
+             point = if (!is.null(merged)) match(merged[["chain"]], ok))
+  plot_streams(st, merged, which, dicts = chains, ...)
   invisible(x)
 }

@@ -8,7 +8,9 @@ is_stan_fit <- function(x) inherits(x, c("stanfit", "brmsfit"))
 
 # Chain and iteration labels carried by x (posterior draws, coda mcmc or
 # mcmc.list, a data frame with .chain/.iteration columns), one per row of
-# as_points(x), or NULL.
+# as_points(x), or NULL.  Draws whose every chain has one iteration (how
+# as_draws_df() gives a selection, a dictionary or particles: see
+# results.R) are a set of points without chain structure: NULL.
 draws_labels <- function(x) {
   if (inherits(x, "mcmc.list")) {
     n <- vapply(x, NROW, 1L)
@@ -18,6 +20,7 @@ draws_labels <- function(x) {
   if (inherits(x, "draws") || has_draws_columns(x)) {
     if (!requireNamespace("posterior", quietly = TRUE)) return(NULL)
     df <- posterior::as_draws_df(x)
+    if (nrow(df) > 1L && !anyDuplicated(df$.chain)) return(NULL)
     return(list(chain = as.integer(df$.chain),
                 iteration = as.integer(df$.iteration)))
   }
@@ -171,6 +174,10 @@ match_score <- function(score, x, lab, arg) {
 match_score_draws <- function(score, x, lab, arg) {
   slab <- draws_labels(score)
   s <- as_points(score, arg, ncol(x))
+  if (is.null(lab) && is.null(slab)) {
+    # both sets of points without chains: matched row for row
+    return(match_score(unclass(s), x, NULL, arg))
+  }
   if (is.null(lab)) {
     stop_arg(arg, "is a draws object with chain and iteration labels, but ",
              "x has none: give x as a draws object too, or both as matrices")

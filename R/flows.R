@@ -1040,6 +1040,8 @@ plot.kb_particles <- function(x, type = c("particles", "trajectories",
   type <- check_choice(type, c("particles", "trajectories", "objective"), "type")
   p <- x$x
   d <- ncol(p)
+  # the coordinates' names (a Stan fit's say what they are: log(tau), ...)
+  cn <- point_names(p)
   if (type == "objective") {
     ob <- x$objective
     lg <- if (all(ob > 0)) "y" else ""
@@ -1057,12 +1059,12 @@ plot.kb_particles <- function(x, type = c("particles", "trajectories",
       plot_with(graphics::matplot,
                 list(x$trace_iter, t(tr[, 1L, ]), type = "l", lty = 1,
                      col = grDevices::adjustcolor("steelblue", 0.5),
-                     xlab = "iteration", ylab = "x", main = x$method),
+                     xlab = "iteration", ylab = cn[1L], main = x$method),
                 list(...))
     } else {
       plot_with(graphics::plot,
                 list(range(tr[, 1L, ]), range(tr[, 2L, ]), type = "n",
-                     xlab = "x1", ylab = "x2", main = x$method), list(...))
+                     xlab = cn[1L], ylab = cn[2L], main = x$method), list(...))
       for (i in seq_len(nrow(p))) {
         graphics::lines(tr[i, 1L, ], tr[i, 2L, ],
                         col = grDevices::adjustcolor("steelblue", 0.4))
@@ -1074,7 +1076,7 @@ plot.kb_particles <- function(x, type = c("particles", "trajectories",
   if (d == 1L) {
     plot_with(graphics::hist,
               list(p[, 1L], breaks = "FD", freq = FALSE, main = x$method,
-                   xlab = "x", col = "grey90", border = "grey60"), list(...))
+                   xlab = cn[1L], col = "grey90", border = "grey60"), list(...))
     if (inherits(target, "kb_target")) {
       u <- graphics::par("usr")
       g <- seq(u[1L], u[2L], length.out = 400)
@@ -1089,7 +1091,7 @@ plot.kb_particles <- function(x, type = c("particles", "trajectories",
   rx <- range(p[, 1L], x$y[, 1L])
   ry <- range(p[, 2L], x$y[, 2L])
   plot_with(graphics::plot,
-            list(rx, ry, type = "n", xlab = "x1", ylab = "x2",
+            list(rx, ry, type = "n", xlab = cn[1L], ylab = cn[2L],
                  main = if (d > 2L) paste(x$method, "(first two coordinates)")
                         else x$method), list(...))
   if (!is.null(x$y)) {

@@ -711,12 +711,31 @@ print.summary.kb_ksdt <- function(x, ...) {
 #' dictionary size against the step, and the retained points over the
 #' first two coordinates.
 #'
-#' @param x A `kb_ksdt` object.
+#' A merged dictionary ([c()][c.kb_ksdt], [merge()][c.kb_ksdt], [ksdt()] on
+#' several chains, [ksdt_chains()]) is shown through the streams it was
+#' merged from, one line per stream (chain, or input dictionary), not the
+#' merging pass (whose steps run over the union of the dictionaries, an
+#' order of no meaning): 1, each stream's KSD per step with the merged
+#' dictionary's final KSD as a dashed line and, as a circle at the end of
+#' each line, that stream's final dictionary measured under the merged
+#' dictionary's kernel (the dashed line's scale; streams standardised on
+#' their own pilots, as in [ksdt_chains()], trace their KSD on their own
+#' scales); 2, each stream's size per step with the merged size dashed; 3,
+#' the merged points coloured by the stream they came from (over the
+#' streams' own dictionaries, in light colours, where the result keeps
+#' them).
+#'
+#' @param x A `kb_ksdt` or `kb_ksdt_chains` object.
 #' @param which Panels to draw: 1, 2, 3 or several.
-#' @param ... Ignored.
+#' @param ... Ignored, except by the first panel of a merged dictionary
+#'   (graphical parameters).
 #' @return `x`, invisibly.
 #' @export
 plot.kb_ksdt <- function(x, which = 1:3, ...) {
+  if (!is.null(x[["streams"]])) {
+    plot_streams(x[["streams"]], x, which, dicts = x[["per_chain"]], ...)
+    return(invisible(x))
+  }
   if (length(which) > 1L) {
     op <- graphics::par(mfrow = c(1L, length(which)))
     on.exit(graphics::par(op))
@@ -739,7 +758,7 @@ plot.kb_ksdt <- function(x, which = 1:3, ...) {
                      main = "retained points")
     } else {
       graphics::plot(x$index, p[, 1L], pch = 19, col = "red",
-                     xlab = "stream index", ylab = "x1",
+                     xlab = "stream index", ylab = point_names(p)[1L],
                      main = "retained points")
     }
   }

@@ -141,7 +141,94 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
   }
   res$source <- merge_source(src, rows)
   res$moments <- merged_report(res$points, dicts)
+  res$streams <- merge_streams(dicts, k, src$dictionary[rows])
   merge_labels(res, dicts, src[rows, , drop = FALSE])
+}
+
+# The streams behind a merged dictionary, for plot(): each input
+# dictionary's KSD and size per step (under its own kernel), its KSD under
+# the merging kernel (`final`, the scale of the merged dictionary's KSD),
+# its label (its chain when its points are of one chain, else its position
+# among the inputs) and, for each merged point, the input it came from.
+merge_streams <- function(dicts, input_ksd, from) {
+  label <- vapply(seq_along(dicts), function(i) {
+    ch <- unique(dicts[[i]][["chain"]])
+    if (length(ch) == 1L) paste("chain", ch) else paste("dictionary", i)
+  }, "")
+  list(ksd = lapply(dicts, `[[`, "ksd"), size = lapply(dicts, `[[`, "size"),
+       final = input_ksd, label = label, point = as.integer(from))
+}
+
+# The picture of a merged dictionary: the streams it was merged from, not
+# the merge's own pass (whose steps are the union's points, an order of no
+# meaning).  Panels (which): 1, each stream's KSD per step (log-log) with
+# the merged dictionary's final KSD as a dashed line and each stream's
+# final dictionary under the merging kernel as a circle at its last step
+# (the line's scale: streams standardised or preconditioned on their own
+# pilots have traces on their own scales); 2, each stream's size per step
+# with the merged size dashed; 3, the merged points coloured by the stream
+# they came from (over the streams' dictionaries in light colours where
+# known; first two coordinates, or the value against the point for d = 1).
+plot_streams <- function(st, merged, which = 1:3, dicts = NULL, ...) {
+  k <- length(st$ksd)
+  cols <- grDevices::hcl.colors(max(k, 2L), "Dark 3")[seq_len(k)]
+  if (length(which) > 1L) {
+    op <- graphics::par(mfrow = c(1L, length(which)))
+    on.exit(graphics::par(op))
+  }
+  steps <- max(1L, vapply(st$ksd, length, 1L))
+  fin <- if (is.null(merged)) NA_real_ else merged$ksd[length(merged$ksd)]
+  if (1L %in% which) {
+    all_ksd <- c(unlist(st$ksd), st$final, fin)
+    rng <- range(all_ksd[is.finite(all_ksd) & all_ksd > 0])
+    graphics::plot(NA, xlim = c(1, steps), ylim = rng, log = "xy",
+                   xlab = "step of each stream", ylab = "KSD of the dictionary",
+                   main = "KSD per stream", ...)
+    for (i in seq_len(k)) {
+      graphics::lines(seq_along(st$ksd[[i]]), st$ksd[[i]], col = cols[i])
+      if (!is.null(st$final)) {
+        graphics::points(length(st$ksd[[i]]), st$final[i], col = cols[i])
+      }
+    }
+    if (is.finite(fin)) graphics::abline(h = fin, lty = 2)
+    graphics::legend("topright", c(st$label, if (is.finite(fin)) "merged"),
+                     col = c(cols, if (is.finite(fin)) "black"),
+                     lty = c(rep(1, k), if (is.finite(fin)) 2),
+                     bty = "n", cex = 0.8)
+  }
+  if (2L %in% which) {
+    m <- if (is.null(merged)) NA_integer_ else nrow(merged$points)
+    graphics::plot(NA, xlim = c(1, steps),
+                   ylim = range(1, unlist(st$size), m, na.rm = TRUE),
+                   xlab = "step of each stream", ylab = "dictionary size",
+                   main = "size per stream")
+    for (i in seq_len(k)) {
+      graphics::lines(seq_along(st$size[[i]]), st$size[[i]], col = cols[i])
+    }
+    if (!is.na(m)) graphics::abline(h = m, lty = 2)
+  }
+  if (3L %in% which && !is.null(merged)) {
+    p <- merged$points
+    cn <- point_names(p)
+    pc <- cols[st$point]
+    if (ncol(p) >= 2L) {
+      back <- if (!is.null(dicts)) lapply(dicts, function(z) z$points)
+      allp <- do.call(rbind, c(list(p[, 1:2, drop = FALSE]),
+                               lapply(back, function(b) b[, 1:2, drop = FALSE])))
+      graphics::plot(allp[, 1L], allp[, 2L], type = "n", xlab = cn[1L],
+                     ylab = cn[2L], main = "merged points by stream")
+      for (i in seq_along(back)) {
+        graphics::points(back[[i]][, 1:2, drop = FALSE], pch = 19, cex = 0.5,
+                         col = grDevices::adjustcolor(cols[i], 0.25))
+      }
+      graphics::points(p[, 1L], p[, 2L], pch = 19, col = pc)
+    } else {
+      graphics::plot(seq_len(nrow(p)), p[, 1L], pch = 19, col = pc,
+                     xlab = "merged point", ylab = cn[1L],
+                     main = "merged points by stream")
+    }
+  }
+  invisible(NULL)
 }
 
 # The moment report of a merged dictionary: against the dictionaries'
@@ -231,7 +318,8 @@ merge_labels <- function(res, dicts, from) {
 #'   `iteration` labels and its constrained `draws` (dictionaries of a Stan
 #'   fit with the same variables), so that [as.data.frame()] and
 #'   [posterior::as_draws_df()] report the point's own chain and its
-#'   constrained values.
+#'   constrained values; `streams` keeps each input's KSD and size per step,
+#'   which [plot()][plot.kb_ksdt] shows.
 #' @examples
 #' tg <- gaussian_target(c(0, 0))
 #' set.seed(1)

@@ -6,12 +6,20 @@
 # Conventions (documented in ?as_draws.kb_result):
 # - a chain (kb_chain) keeps its chain and iteration as .chain / .iteration;
 # - a set of points that is not a chain (a thinned selection, a KSDT
-#   dictionary, particles) is one "chain" of its points in their stored
-#   order: .chain = 1, .iteration = .draw = 1..m.  posterior renumbers
-#   iterations that are not consecutive and cannot summarise chains of
-#   unequal length, so the provenance of a selected point (its chain and
-#   iteration in the input) travels as the ordinary variables
-#   source_chain and source_iteration.
+#   dictionary, particles) has no iteration order: each point is its own
+#   chain of one iteration (.chain = .draw = 1..m in stored order,
+#   .iteration = 1).  posterior then cannot compute a convergence
+#   diagnostic of the stored order: rhat(), ess_bulk(), ess_tail() and the
+#   MCSEs of summarise_draws() are NA on chains of one iteration (checked on
+#   posterior 1.4.0; test-results.R asserts it), where one chain of m
+#   "iterations" gave R-hat and ESS of the selection order.  posterior also
+#   renumbers iterations that are not consecutive and cannot summarise
+#   chains of unequal length, so a point's provenance (its chain and
+#   iteration in the input) is not a label column either: it stays in the
+#   result's fields and as.data.frame() (source_chain, source_iteration),
+#   and enters the draws only with source = TRUE.
+# - summarise_draws() of a selection (methods below) reports weighted
+#   location and scale summaries and no convergence diagnostics.
 # - weights become posterior's .log_weight (posterior::weight_draws()).
 # - results of a Stan fit hold the unconstrained points and constrained
 #   `draws`: scale = "constrained" (the default then) gives the draws.
@@ -81,10 +89,10 @@ kish_size <- function(w) {
 }
 
 # The draws table of a result: the variables (points, or constrained draws),
-# source_chain / source_iteration for a selection that knows them, then
-# .chain, .iteration, .draw and, with weights, .log_weight, the columns and
-# order of as.data.frame() of a weighted posterior::draws_df.
-result_frame <- function(x, scale = NULL, weights = NULL, source = TRUE) {
+# with `source`, source_chain / source_iteration for a selection that knows
+# them, then .chain, .iteration, .draw and, with weights, .log_weight, the
+# columns and order of as.data.frame() of a weighted posterior::draws_df.
+result_frame <- function(x, scale = NULL, weights = NULL, source = FALSE) {
   x <- result_set(x)
   p <- result_points(x)
   m <- nrow(p)
@@ -121,8 +129,9 @@ result_frame <- function(x, scale = NULL, weights = NULL, source = TRUE) {
         extra$source_iteration <- as.integer(src$iteration)
       }
     }
-    ch <- rep(1L, m)
-    it <- seq_len(m)
+    # not a chain: each point a chain of one iteration (see the top)
+    ch <- seq_len(m)
+    it <- rep(1L, m)
   }
   weights <- weights %||% x[["weights"]]
   # a variable named as a label column would be overwritten by the label
@@ -157,7 +166,7 @@ need_posterior <- function() {
   }
 }
 
-result_draws_df <- function(x, scale = NULL, weights = NULL, source = TRUE) {
+result_draws_df <- function(x, scale = NULL, weights = NULL, source = FALSE) {
   need_posterior()
   posterior::as_draws_df(result_frame(x, scale, weights, source))
 }
@@ -175,17 +184,52 @@ result_draws_df <- function(x, scale = NULL, weights = NULL, source = TRUE) {
 #' **Chains and selections.** A chain keeps its chain and iteration as
 #' `.chain` and `.iteration` (chain 1, iterations 1 to `n_iter` for a
 #' `kb_chain` without labels). A thinned set, a dictionary or a set of
-#' particles is *not* a chain: its points are one chain in their stored
-#' order (`.chain = 1`, `.iteration = .draw = 1..m`; selection order for a
-#' thinned set, stream order for a dictionary). posterior renumbers
-#' iterations that are not consecutive (a selection's) and repeated ones
-#' (Stein thinning may select a point twice), and cannot summarise chains
-#' of unequal length, so where each selected point came from is kept as two
-#' ordinary variables, `source_chain` and `source_iteration`, when the
-#' result knows them (input with chain labels; a merged dictionary: the
-#' dictionary, i.e. chain, of each point and its index there). Drop them
-#' with `source = FALSE`, e.g. before [posterior::summarise_draws()].
-#' R-hat and ESS are meaningless on a selection: compute them on the chain.
+#' particles is *not* a chain: its rows are a selection (or a set of
+#' particles), and their order is no iteration order. Each point is
+#' therefore its own chain of one iteration: `.chain = .draw = 1..m` in
+#' stored order (selection order for a thinned set, stream order for a
+#' dictionary) and `.iteration = 1`. On such draws posterior computes no
+#' convergence diagnostic: `posterior::summarise_draws()` reports `NA` for
+#' `rhat`, `ess_bulk` and `ess_tail` (and the MCSEs), where one chain of
+#' `m` "iterations" gave R-hat and effective sizes of the selection order,
+#' numbers that describe nothing. Compute those on the chains the points
+#' came from. (posterior would also renumber a selection's iterations,
+#' which are neither consecutive nor, after Stein thinning, distinct, and
+#' cannot summarise chains of unequal length.) Given back to this package
+#' ([ksd()], [stein_thin()], [ksdt()], ...), draws whose every chain has one
+#' iteration are points without chain labels, as a matrix is.
+#' `posterior::resample_draws()` merges the chains first (with a message).
+#'
+#' **Provenance.** Where each selected point came from (its chain and
+#' iteration in the input when the result knows them; for a merged
+#' dictionary without them, the dictionary each point came from and its
+#' index there) stays in the result's fields (`chain`, `iteration`,
+#' `source`) and in `as.data.frame()`, as the columns `source_chain` and
+#' `source_iteration`. It is not a variable of `as_draws_df()` or
+#' `as_draws_matrix()`, where it would be summarised and plotted as a
+#' parameter, unless asked with `source = TRUE`.
+#'
+#' **Summaries.** `posterior::summarise_draws()` of a thinned set, a
+#' dictionary, a `ksdt_chains()` result (its merged dictionary) or
+#' particles gives, per variable, the mean, median, standard deviation,
+#' MAD and 5% and 95% quantiles of the points, weighted when the result has
+#' weights (or `weights` is given): the weighted mean, the standard
+#' deviation with the reliability-weights correction
+#' \eqn{\sum_i w_i (x_i - \bar x)^2 / (1 - \sum_i w_i^2)} (weights
+#' normalised; the usual \eqn{n - 1} denominator for equal weights),
+#' quantiles interpolating the sorted points placed at
+#' \eqn{(W_k - w_k/2 - w_{(1)}/2) / (1 - w_{(1)}/2 - w_{(n)}/2)}, where
+#' \eqn{W_k} is the cumulative weight of the \eqn{k} smallest points (for
+#' equal weights R's default quantiles, `type = 7`, and the median), and
+#' the MAD as 1.4826 times the weighted median of the absolute deviations
+#' from the weighted median. For equal weights these equal posterior's own
+#' `mean`, `median`, `sd`, `mad` and `quantile2`. There is no `rhat` or
+#' `ess_*` column: a selection has no convergence to diagnose. Summary
+#' functions given in `...` are passed to posterior's method on the
+#' draws above (each point its own chain, so convergence measures come out
+#' `NA`); posterior 1.4 ignores weights in them, so they are refused (an
+#' error of class `kb_error_arg` naming `weights`) on a weighted set:
+#' resample it first with [posterior::resample_draws()].
 #'
 #' **Weights.** `weights` (default: the result's `weights` field, which you
 #' may set, e.g. `th$weights <- ksd_weights(th$points, th$score)`) are
@@ -194,8 +238,10 @@ result_draws_df <- function(x, scale = NULL, weights = NULL, source = TRUE) {
 #' normalised). Summaries report Kish's effective size of the weights,
 #' \eqn{(\sum w)^2 / \sum w^2}.
 #' Zero weights (from `ksd_weights(nonneg = TRUE)`) give `-Inf` log weights,
-#' which posterior accepts. Note that `posterior::summarise_draws()` ignores
-#' weights; use `posterior::resample_draws()` or weighted means.
+#' which posterior accepts. posterior's summaries of a draws object
+#' ignore weights (posterior 1.4); `summarise_draws()` of the result itself
+#' uses them (see Summaries), and [posterior::resample_draws()] turns the
+#' weighted draws into unweighted ones.
 #'
 #' **Stan fits.** A result made from a Stan fit holds its points on the
 #' unconstrained scale and, in `draws`, the same points as constrained
@@ -210,15 +256,23 @@ result_draws_df <- function(x, scale = NULL, weights = NULL, source = TRUE) {
 #' @param weights `NULL` (the result's `weights` field, if any) or
 #'   non-negative weights, one per point.
 #' @param source Add `source_chain` and `source_iteration` to a selection
-#'   when they are known (default `TRUE`).
+#'   when they are known: default `FALSE` for `as_draws_df()` and
+#'   `as_draws_matrix()` (provenance is no parameter), `TRUE` for
+#'   `as.data.frame()`.
+#' @param .x For `summarise_draws()`: a `kb_thin`, `kb_ksdt`,
+#'   `kb_ksdt_chains` or `kb_particles` object.
 #' @param row.names,optional Ignored (for [as.data.frame()]).
-#' @param ... Ignored.
+#' @param ... Ignored, except by `summarise_draws()`: summary functions
+#'   and posterior's `.args`, `.num_args` and `.cores` (see
+#'   [posterior::summarise_draws()]).
 #' @return `as_draws_df()`: a `posterior::draws_df`; `as_draws_matrix()`
 #'   and `as_draws()`: a `posterior::draws_matrix` (as posterior's
 #'   `as_draws()` gives for a matrix); `as.data.frame()`: a
 #'   data frame with the columns of `as.data.frame(as_draws_df(x))`
 #'   (variables, `source_*`, `.chain`, `.iteration`, `.draw`,
-#'   `.log_weight` with weights), without needing posterior.
+#'   `.log_weight` with weights), without needing posterior;
+#'   `summarise_draws()`: a `posterior::draws_summary` (a tibble) with
+#'   columns `variable`, `mean`, `median`, `sd`, `mad`, `q5`, `q95`.
 #' @seealso [as.mcmc.kb_chain()] for coda; [ksd()] on a result.
 #' @name as_draws.kb_result
 #' @examplesIf requireNamespace("posterior", quietly = TRUE)
@@ -230,12 +284,15 @@ result_draws_df <- function(x, scale = NULL, weights = NULL, source = TRUE) {
 #' d <- posterior::as_draws_df(th, weights = ksd_weights(th$points, th$score))
 #' stats::weights(d)
 #' head(as.data.frame(th))
+#' # weighted summaries, without R-hat or ESS of the selection order
+#' th$weights <- ksd_weights(th$points, th$score)
+#' posterior::summarise_draws(th)
 NULL
 
 #' @rdname as_draws.kb_result
 #' @exportS3Method posterior::as_draws_df
 as_draws_df.kb_chain <- function(x, scale = NULL, weights = NULL,
-                                 source = TRUE, ...) {
+                                 source = FALSE, ...) {
   result_draws_df(x, scale, weights, source)
 }
 
@@ -258,7 +315,7 @@ as_draws_df.kb_ksdt_chains <- as_draws_df.kb_chain
 #' @rdname as_draws.kb_result
 #' @exportS3Method posterior::as_draws_matrix
 as_draws_matrix.kb_chain <- function(x, scale = NULL, weights = NULL,
-                                     source = TRUE, ...) {
+                                     source = FALSE, ...) {
   posterior::as_draws_matrix(result_draws_df(x, scale, weights, source))
 }
 
@@ -321,6 +378,115 @@ as.data.frame.kb_particles <- as.data.frame.kb_chain
 #' @rdname as_draws.kb_result
 #' @export
 as.data.frame.kb_ksdt_chains <- as.data.frame.kb_chain
+
+# ---- summaries of a selection --------------------------------------------------
+
+# posterior::summarise_draws() of a selection, a dictionary or particles:
+# location and scale of its points, weighted when it has weights, and no
+# convergence diagnostics (a selection has no iteration order; see the top
+# of this file).  The summaries run through posterior's own method, so the
+# result is its draws_summary with its printing and .num_args; each summary
+# function gets a variable's 1 x m matrix (one iteration, a chain per point,
+# chains in point order) and the weights in the same order.
+result_summarise <- function(.x, ..., scale = NULL, weights = NULL) {
+  need_posterior()
+  df <- result_frame(.x, scale, weights, source = FALSE)
+  w <- df$.log_weight
+  df$.log_weight <- NULL
+  d <- posterior::as_draws_df(df)
+  dots <- list(...)
+  opts <- c(".args", ".num_args", ".cores")
+  measures <- if (is.null(names(dots))) dots else
+    dots[!names(dots) %in% opts]
+  if (length(measures)) {
+    if (!is.null(w)) {
+      stop_arg("weights", paste0(
+        "are set on this set of points, and posterior's summary functions ",
+        "ignore weights: call summarise_draws() without functions for ",
+        "weighted summaries, or resample first with ",
+        "posterior::resample_draws(posterior::as_draws_df(x))"))
+    }
+    # posterior's method on draws of chains of one iteration: its
+    # convergence measures are NA there
+    return(posterior::summarise_draws(d, ...))
+  }
+  m <- nrow(df)
+  w <- if (is.null(w)) rep(1 / m, m) else exp(w) / sum(exp(w))
+  vals <- function(v) {
+    v <- as.vector(v)
+    if (length(v) != m) {
+      stop(kb_error("result_summarise: a variable's draws are not one per point",
+                    "kb_error_internal"))
+    }
+    v
+  }
+  posterior::summarise_draws(
+    d,
+    mean = function(v) sum(w * vals(v)),
+    median = function(v) weighted_quantile(vals(v), w, 0.5),
+    sd = function(v) weighted_sd(vals(v), w),
+    mad = function(v) weighted_mad(vals(v), w),
+    quantile = function(v) stats::setNames(
+      weighted_quantile(vals(v), w, c(0.05, 0.95)), c("q5", "q95")),
+    ...)
+}
+
+# Weighted quantiles of v (normalised weights w): the sorted points with
+# positive weight placed at (W_k - w_k/2 - w_1/2) / (1 - w_1/2 - w_n/2)
+# (W_k the cumulative weight of the k smallest; w_1, w_n the weights of the
+# smallest and largest), linearly interpolated.  Equal weights place them
+# at (k - 1) / (n - 1): R's type 7, posterior's quantile2 and median.  The
+# placement is symmetric (quantiles of -v are minus those of v).
+weighted_quantile <- function(v, w, probs) {
+  keep <- w > 0
+  v <- v[keep]
+  w <- w[keep] / sum(w[keep])
+  if (anyNA(v)) return(rep(NA_real_, length(probs)))
+  n <- length(v)
+  if (n == 1L) return(rep(v, length(probs)))
+  o <- order(v)
+  v <- v[o]
+  w <- w[o]
+  at <- (cumsum(w) - w / 2 - w[1L] / 2) / (1 - w[1L] / 2 - w[n] / 2)
+  at[1L] <- 0
+  at[n] <- 1
+  stats::approx(at, v, xout = probs, ties = "ordered")$y
+}
+
+# Weighted standard deviation with the reliability-weights correction:
+# sum w (v - mean)^2 / (1 - sum w^2), the n - 1 denominator for equal
+# weights; NA for a single point (as stats::sd()).
+weighted_sd <- function(v, w) {
+  den <- 1 - sum(w^2)
+  if (!(den > 0)) return(NA_real_)
+  mu <- sum(w * v)
+  sqrt(sum(w * (v - mu)^2) / den)
+}
+
+# Weighted MAD: 1.4826 times the weighted median of |v - weighted median|
+# (stats::mad() for equal weights).
+weighted_mad <- function(v, w) {
+  med <- weighted_quantile(v, w, 0.5)
+  1.4826 * weighted_quantile(abs(v - med), w, 0.5)
+}
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::summarise_draws
+summarise_draws.kb_thin <- function(.x, ..., scale = NULL, weights = NULL) {
+  result_summarise(.x, ..., scale = scale, weights = weights)
+}
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::summarise_draws
+summarise_draws.kb_ksdt <- summarise_draws.kb_thin
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::summarise_draws
+summarise_draws.kb_ksdt_chains <- summarise_draws.kb_thin
+
+#' @rdname as_draws.kb_result
+#' @exportS3Method posterior::summarise_draws
+summarise_draws.kb_particles <- summarise_draws.kb_thin
 
 #' Convert a chain to a coda mcmc object
 #'

@@ -28,19 +28,48 @@
 #'
 #' @section Names of the coordinates:
 #' Unconstrained coordinates follow Stan's order: parameters in declaration
-#' order, array and matrix elements in column-major order. A parameter
-#' whose unconstrained size equals its constrained size (reals, vectors and
-#' arrays with bounds, `ordered`, ...) keeps Stan's names, e.g. `tau` (the
-#' coordinate is then `log(tau)`) and `theta[1]`, `B[2,1]`. A parameter
-#' whose unconstrained size is smaller (a `simplex[K]` has K - 1
-#' coordinates, a `cov_matrix[K]` K(K + 1) / 2, Cholesky factors and
-#' correlation matrices fewer too) gets names `w__u1`, `w__u2`, ...: these
-#' coordinates are not elements of `w`. The sizes are Stan's own
-#' (its list of unconstrained parameter names). Where the fit stores an
-#' element under another name (brms calls `b[1]` `b_x`), that name is used;
-#' parameters brms does not store keep Stan's names (`Intercept`), and
-#' [unconstrain_draws()] needs them stored (`save_pars =
-#' brms::save_pars(all = TRUE)` in `brms::brm()`).
+#' order, their coordinates in Stan's layout (arrays row-major, vectors and
+#' matrices column-major). Each coordinate is named after what it is, the
+#' element of the parameter through Stan's transform of it:
+#'
+#' | declaration | coordinate | name |
+#' |---|---|---|
+#' | `real mu` (no constraint) | \eqn{\mu} | `mu` |
+#' | `real<lower=0> tau` | \eqn{\log \tau} | `log(tau)` |
+#' | `real<lower=a> x` | \eqn{\log(x - a)} | `log(x - 1.5)`, `log(x + 2)` |
+#' | `real<upper=b> x` | \eqn{\log(b - x)} | `log(-x)`, `log(3 - x)` |
+#' | `real<lower=0, upper=1> p` | \eqn{\mathrm{logit}(p)} | `logit(p)` |
+#' | `real<lower=a, upper=b> x` | \eqn{\mathrm{logit}((x - a)/(b - a))} | `logit(x/2)`, `logit((x + 1)/4)` |
+#' | `real<offset=m, multiplier=s> x` | \eqn{(x - m)/s} | `(x - 1)/2`, `x/2` |
+#' | anything else | | `unc(w)[k]`, `unc(x)` |
+#'
+#' with the bounds as numbers (at most 10 significant digits), and elements
+#' named as Stan names them (`log(s[1])`, `B[2,1]`, `log(arr[1,2])`).
+#' `unc(w)[k]` is the k-th unconstrained coordinate of parameter `w`
+#' (`unc(x)` for a scalar): a coordinate that is no element of `w` through a
+#' scalar transform. It names every coordinate of a parameter with fewer
+#' coordinates than elements (a `simplex[K]` has K - 1, a `cov_matrix[K]`
+#' K(K + 1) / 2, Cholesky factors and correlation matrices fewer too) and
+#' those of `ordered`, `positive_ordered` and `unit_vector` after the ones
+#' that are plain (`od[1]`, `unc(od)[2]`), and bounds that depend on other
+#' parameters (`real<lower=mu> x` gives `unc(x)`).
+#'
+#' rstan does not report constraints, so the transforms are found from the
+#' model itself: it constrains a few fixed unconstrained points (no random
+#' numbers are drawn), and a coordinate is named after a transform only
+#' when that transform reproduces the constrained values there to rounding
+#' (which also tells arrays from matrices). If the model cannot constrain
+#' those points (a transformed parameter or generated quantity that fails
+#' there), every coordinate is named `unc(...)`. Where the fit stores an
+#' element under another name (brms calls `b[1]` `b_x`, and its `sigma` is
+#' `log(sigma)` here), that name is used; parameters brms does not store
+#' keep Stan's names (`Intercept`), and [unconstrain_draws()] needs them
+#' stored (`save_pars = brms::save_pars(all = TRUE)` in `brms::brm()`).
+#'
+#' These names travel to every result of the fit: the columns of its points
+#' and scores, [print()] and [plot()], and
+#' `as_draws_df(result, scale = "unconstrained")`; the constrained draws
+#' (the default scale) keep the fit's own names.
 #'
 #' @section A fit read from a file:
 #' A stanfit keeps its model instance (with the data) as an external
@@ -105,7 +134,7 @@
 #'   m <- rstan::stan_model(model_code = code)   # about a minute
 #'   fit <- rstan::sampling(m, seed = 1, refresh = 0, iter = 2000)
 #'   tg <- stan_target(fit)
-#'   u <- unconstrain_draws(fit)                 # log(tau)
+#'   u <- unconstrain_draws(fit)                 # the column log(tau)
 #'   # the score of log(tau): 1 - tau (Jacobian included)
 #'   print(cbind(target_score(tg, u[1:5, , drop = FALSE]), 1 - exp(u[1:5])))
 #'   # exact draws of tau ~ Exp(1): on the constrained scale (score -1, a
@@ -186,7 +215,7 @@ stan_target <- function(fit) {
 #'     model { w ~ dirichlet(rep_vector(2, 3)); s ~ lognormal(0, 1); }"
 #'   m <- rstan::stan_model(model_code = code)
 #'   fit <- rstan::sampling(m, seed = 1, refresh = 0, chains = 2, iter = 400)
-#'   u <- unconstrain_draws(fit)   # columns w__u1, w__u2, s
+#'   u <- unconstrain_draws(fit)   # columns unc(w)[1], unc(w)[2], log(s)
 #'   print(head(u))
 #'   print(constrain_draws(fit, u[1:3, ]))
 #'   unconstrain_draws(fit, list(w = c(0.2, 0.3, 0.5), s = 1))
@@ -243,8 +272,21 @@ constrain_draws <- function(fit, upars) {
   cn <- colnames(upars)
   if (!is.null(cn) && !identical(cn, nm)) {
     if (!setequal(cn, nm) || anyDuplicated(cn)) {
+      # a constrained element's name for the coordinate of its transform
+      el <- lay$label(unlist(lapply(lay$pars, function(p) {
+        stan_flat_names(p, lay$dims[[p]])
+      }), use.names = FALSE))
+      hint <- ""
+      for (e in setdiff(intersect(cn, el), nm)) {
+        co <- nm[stan_mentions(nm, e)]
+        if (length(co) == 1L) {
+          hint <- sprintf(": the coordinate of '%s' is '%s'", e, co)
+          break
+        }
+      }
       stop_arg("upars", "has column names that are not the fit's ",
-               "unconstrained coordinates (", stan_name_list(nm), ")")
+               "unconstrained coordinates (", stan_name_list(nm), "; ",
+               "named after their transforms, see ?stan_target)", hint)
     }
     upars <- upars[, nm, drop = FALSE]
   }
@@ -510,13 +552,178 @@ stan_upar_layout <- function(sf) {
   columns <- label(unlist(lapply(pars, function(p) {
     stan_flat_names(p, dims[[p]])
   }), use.names = FALSE))
-  nms <- unlist(lapply(pars, function(p) {
-    k <- sum(base == p)
-    if (k == prod(dims[[p]])) label(stan_flat_names(p, dims[[p]]))
-    else paste0(p, "__u", seq_len(k))
-  }), use.names = FALSE)
+  nms <- stan_upar_names(sf, pars, dims, base, label)
   list(pars = pars, dims = dims, columns = columns, names = nms,
        label = label)
+}
+
+# The names of the unconstrained coordinates, after the transform Stan
+# applies to each (rule in ?stan_target, "Names of the coordinates").
+# rstan exposes no parameter constraints (only names and dimensions), so the
+# transform of each element is found numerically: the fit's model constrains
+# a few fixed unconstrained points (stan_probe()), and an element whose
+# constrained values c and unconstrained coordinate u satisfy one of Stan's
+# scalar transforms exactly (to rounding) on all of them is named after it
+# (stan_transform()); anything else (a bound that depends on another
+# parameter, ordered, unit_vector, and every parameter with fewer
+# coordinates than elements: simplex, Cholesky factors, covariance and
+# correlation matrices) is `unc(p)[k]`, the k-th unconstrained coordinate of
+# p (`unc(p)` for a scalar).  Never a parameter's own name for a coordinate
+# that is not that parameter.
+#
+# Which element a coordinate belongs to is found the same way: Stan lays
+# out arrays row-major and vectors and matrices column-major, and the
+# names rstan gives (and par_dims) do not tell `real a[2, 2]` from
+# `matrix[2, 2] a`: the layout whose elements match the most coordinates
+# is taken (stan_element_orders(); column-major first on a tie).
+stan_upar_names <- function(sf, pars, dims, base, label) {
+  probe <- stan_probe(sf, pars, dims, length(base))
+  unlist(lapply(pars, function(p) {
+    cols <- which(base == p)
+    k <- length(cols)
+    generic <- if (k == 1L && !length(dims[[p]])) sprintf("unc(%s)", p) else
+      sprintf("unc(%s)[%d]", p, seq_len(k))
+    if (k != prod(dims[[p]]) || is.null(probe)) return(generic)
+    el <- label(stan_flat_names(p, dims[[p]]))
+    best <- NULL
+    for (ord in stan_element_orders(dims[[p]])) {
+      trs <- lapply(seq_len(k), function(j) {
+        stan_transform(probe$u[, cols[j]], probe$c[[p]][, ord[j]])
+      })
+      hits <- sum(!vapply(trs, is.null, TRUE))
+      if (is.null(best) || hits > best$hits) {
+        best <- list(hits = hits, trs = trs, ord = ord)
+      }
+      if (hits == k) break
+    }
+    vapply(seq_len(k), function(j) {
+      tr <- best$trs[[j]]
+      if (is.null(tr)) generic[j] else
+        stan_transform_name(tr, el[best$ord[j]])
+    }, "")
+  }), use.names = FALSE)
+}
+
+# Candidate orders of a parameter's unconstrained coordinates, as
+# column-major positions of its elements: its first `a` dimensions an
+# array (row-major), the rest a vector or matrix (column-major; at most 2),
+# for each possible a; column-major (a = 0, or a = 1 and one dimension)
+# first.
+stan_element_orders <- function(dims) {
+  k <- length(dims)
+  if (k <= 1L) return(list(seq_len(max(1L, prod(dims)))))
+  stride <- cumprod(c(1L, dims[-k]))
+  orders <- lapply(c(0L, max(1L, k - 2L):k), function(a) {
+    if (a == 0L && k > 2L) return(NULL)
+    inner <- if (a < k) as.matrix(expand.grid(lapply(dims[(a + 1L):k],
+                                                      seq_len))) else
+      matrix(0L, 1L, 0L)
+    outer <- if (a > 0L) {
+      g <- as.matrix(expand.grid(lapply(rev(dims[seq_len(a)]), seq_len)))
+      g[, rev(seq_len(a)), drop = FALSE]
+    } else matrix(0L, 1L, 0L)
+    rows <- expand.grid(i = seq_len(nrow(inner)), o = seq_len(nrow(outer)))
+    tup <- cbind(outer[rows$o, , drop = FALSE], inner[rows$i, , drop = FALSE])
+    as.integer(drop((tup - 1L) %*% stride) + 1L)
+  })
+  unique(orders[!vapply(orders, is.null, TRUE)])
+}
+
+# Which names mention element e as a whole (tau in log(tau), not in
+# tau2; theta[1] in log(theta[1]), not in theta[10]).
+stan_mentions <- function(names, e) {
+  esc <- gsub("([][(){}.\\^$*+?|])", "\\\\\\1", e)
+  grepl(paste0("(^|[^A-Za-z0-9_.])", esc, "($|[^A-Za-z0-9_.[])"), names)
+}
+
+# Fixed probe points on the unconstrained scale (no random numbers: a Weyl
+# sequence in [-1.5, 1.5], then the same at a fifth of the size, so that
+# every coordinate takes distinct values and the coordinates vary
+# independently) and the constrained parameters there, one matrix per
+# parameter (rows: probes; columns: elements, column-major).  Probes that
+# the model cannot constrain (a transformed parameter or generated quantity
+# that fails there) are dropped; NULL with fewer than 5 left.
+stan_probe <- function(sf, pars, dims, d) {
+  i <- rep(seq_len(6L), 2L)
+  spread <- rep(c(1.5, 0.3), each = 6L)
+  u <- outer(i, seq_len(d), function(a, b) {
+    (a * 0.7548776662 + b * 0.5698402910) %% 1
+  })
+  u <- spread * (2 * u - 1)
+  vals <- lapply(seq_len(nrow(u)), function(r) {
+    tryCatch(rstan::constrain_pars(sf, u[r, ]), error = function(e) NULL)
+  })
+  ok <- !vapply(vals, is.null, TRUE)
+  if (sum(ok) < 5L) return(NULL)
+  c_par <- lapply(pars, function(p) {
+    do.call(rbind, lapply(vals[ok], function(v) as.vector(v[[p]])))
+  })
+  names(c_par) <- pars
+  list(u = u[ok, , drop = FALSE], c = c_par)
+}
+
+# Which of Stan's scalar transforms maps the unconstrained values u to the
+# constrained values c (vectors over the probes), with its constants:
+# list(type, a, b) for identity, affine (offset a, multiplier b: c = a + b
+# u), lower (c = a + exp(u)), upper (c = b - exp(u)) and lower-upper (c = a +
+# (b - a) inv_logit(u)); NULL for none.  Constants within rounding of 0 (or
+# a multiplier of 1) are snapped to them.
+stan_transform <- function(u, c) {
+  if (anyNA(c) || any(!is.finite(c))) return(NULL)
+  tol <- 1e-9 * (1 + max(abs(c)))
+  fits <- function(pred) all(abs(pred - c) <= tol)
+  snap <- function(z, to = 0) if (abs(z - to) <= tol) to else z
+  if (fits(u)) return(list(type = "identity"))
+  # two probes far apart fix the constants of a two-constant form
+  i <- which.min(u)
+  j <- which.max(u)
+  linear <- function(g) {
+    b <- (c[j] - c[i]) / (g[j] - g[i])
+    a <- c[i] - b * g[i]
+    if (is.finite(b) && b > 0 && fits(a + b * g)) c(a, b) else NULL
+  }
+  ab <- linear(u)
+  if (!is.null(ab)) {
+    return(list(type = "affine", a = snap(ab[1L]), b = snap(ab[2L], 1)))
+  }
+  a <- stats::median(c - exp(u))
+  if (fits(a + exp(u))) return(list(type = "lower", a = snap(a)))
+  b <- stats::median(c + exp(u))
+  if (fits(b - exp(u))) return(list(type = "upper", b = snap(b)))
+  ab <- linear(stats::plogis(u))
+  if (!is.null(ab)) {
+    a <- snap(ab[1L])
+    return(list(type = "lower-upper", a = a, b = a + snap(ab[2L], 1)))
+  }
+  NULL
+}
+
+# The name of an unconstrained coordinate with transform tr of the element
+# named e: e (identity), log(e), log(e - a), log(b - e), logit(e),
+# logit((e - a)/(b - a)), (e - a)/b (offset a, multiplier b).
+stan_transform_name <- function(tr, e) {
+  num <- function(z) format(signif(z, 10), digits = 10)
+  # e - a, written e + |a| for a < 0
+  minus <- function(e, a) {
+    if (a == 0) e else if (a > 0) sprintf("%s - %s", e, num(a)) else
+      sprintf("%s + %s", e, num(-a))
+  }
+  paren <- function(x, a) if (a == 0) x else sprintf("(%s)", x)
+  switch(tr$type,
+    identity = e,
+    affine = {
+      x <- minus(e, tr$a)
+      if (tr$b == 1) x else sprintf("%s/%s", paren(x, tr$a), num(tr$b))
+    },
+    lower = sprintf("log(%s)", minus(e, tr$a)),
+    upper = sprintf("log(%s)", if (tr$b == 0) paste0("-", e) else
+      sprintf("%s - %s", num(tr$b), e)),
+    "lower-upper" = {
+      x <- minus(e, tr$a)
+      w <- tr$b - tr$a
+      sprintf("logit(%s)", if (w == 1) x else
+        sprintf("%s/%s", paren(x, tr$a), num(w)))
+    })
 }
 
 # The fit's names of the elements Stan names "b[1]": brms renames the

@@ -49,3 +49,28 @@ canonical_index <- function(x, idx) {
   key <- apply(x, 1, function(r) paste(format(r, digits = 17), collapse = " "))
   match(key, key)[idx]
 }
+
+# The (x, y) of every graphics::lines() call made while evaluating expr, on
+# a null device: what a plot method draws as lines.
+record_lines <- function(expr) {
+  got <- list()
+  keep <- function(x, y = NULL, ...) {
+    got[[length(got) + 1L]] <<- list(x = x, y = y)
+  }
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off(), add = TRUE)
+  suppressMessages(trace("lines", where = asNamespace("graphics"),
+                         print = FALSE, tracer = bquote(.(keep)(x, ...))))
+  on.exit(suppressMessages(untrace("lines", where = asNamespace("graphics"))),
+          add = TRUE)
+  force(expr)
+  got
+}
+
+# Whether one of the recorded lines is y against its steps 1..length(y).
+has_line <- function(drawn, y) {
+  any(vapply(drawn, function(l) {
+    identical(as.numeric(l$y), as.numeric(y)) &&
+      identical(as.numeric(l$x), as.numeric(seq_along(y)))
+  }, TRUE))
+}

@@ -59,6 +59,21 @@ test_that("ksdt_chains(): sequential and multisession plans give identical resul
   pdf(NULL)
   on.exit(dev.off(), add = TRUE)
   expect_silent(plot(f1))
+  # the plot shows each chain's stream (KSD and size per step) and not the
+  # merge's own trace, from the result and from its merged dictionary
+  for (obj in list(f1, f1$merged)) {
+    drawn <- record_lines(plot(obj, which = 1:2))
+    for (z in f1$chains) {
+      expect_true(has_line(drawn, z$ksd))
+      expect_true(has_line(drawn, z$size))
+    }
+    expect_false(has_line(drawn, m$ksd))
+  }
+  expect_identical(f1$merged$streams$label, paste("chain", 1:3))
+  expect_identical(f1$merged$streams$point,
+                   match(f1$merged[["chain"]], 1:3))
+  expect_identical(plot(fr), fr)
+  expect_identical(plot(fs, which = 3), fs)
 })
 
 test_that("ksdt_chains(): a failing chain is reported with its number, the others kept", {

@@ -339,3 +339,28 @@ test_that("ksd(by_chain = TRUE, type = \"U\") explains a one-row chain's NA", {
   expect_true(is.na(tab$ksd[2]))
   expect_output(print(tab), "one row has no U-statistic")
 })
+
+test_that("draws of one iteration per chain (a converted selection) are points without chains", {
+  skip_if_not_installed("posterior")
+  set.seed(3)
+  tg <- gaussian_target(c(0, 0))
+  x <- sample_target(tg, 300)
+  th <- stein_thin(x, tg, m = 30, progress = FALSE)
+  d <- posterior::as_draws_df(th)
+  expect_identical(posterior::nchains(d), 30L)
+  expect_null(kernbayes:::draws_labels(d))
+  smp <- kernbayes:::as_sample(d, tg)
+  expect_null(smp$chain)
+  expect_equal(ksd(d, tg), ksd(th$points, tg), tolerance = 1e-14)
+  # gradients as the same kind of draws are matched row for row
+  sd <- posterior::as_draws_df(structure(list(points = th$score),
+                                         class = "kb_thin"))
+  expect_equal(ksd(d, sd), ksd(th$points, th$score), tolerance = 1e-14)
+  # a second thinning or KSDT of the converted set is one stream
+  expect_identical(stein_thin(d, tg, m = 5, progress = FALSE)$index,
+                   stein_thin(th$points, tg, m = 5, progress = FALSE)$index)
+  expect_null(ksdt(d, tg, progress = FALSE)[["per_chain"]])
+  # draws of one chain of one draw keep their labels
+  one <- posterior::as_draws_df(data.frame(a = 1, b = 2))
+  expect_identical(kernbayes:::draws_labels(one)$chain, 1L)
+})

@@ -199,15 +199,23 @@ test_that("a variable named as a label column is not overwritten", {
   a <- array(stats::rnorm(240), c(40, 3, 2),
              dimnames = list(NULL, NULL, c("mu", "theta[1]")))
   th <- stein_thin(posterior::as_draws_array(a), function(z) -z, 7)
-  d <- posterior::as_draws_df(th)
+  d <- posterior::as_draws_df(th, source = TRUE)
   expect_identical(posterior::variables(d),
                    c("mu", "theta[1]", "source_chain", "source_iteration"))
-  # thinning the converted draws again: source_* are coordinates now, and
-  # the second conversion replaced their values by the new labels
-  th2 <- stein_thin(d, function(z) -z, 3, standardize = FALSE)
+  # thinning the converted draws again with chain labels: source_* are
+  # coordinates now, and the second conversion replaced their values by the
+  # new labels
+  x2 <- unclass(posterior::as_draws_matrix(d))
+  attributes(x2) <- attributes(x2)[c("dim", "dimnames")]
+  th2 <- stein_thin(x2, function(z) -z, 3, standardize = FALSE,
+                    chain = rep(1:2, c(4, 3)))
   expect_error(as.data.frame(th2), class = "kb_error_arg",
                regexp = "'x' has variables named source_chain, source_iteration.*source = FALSE")
-  expect_error(posterior::as_draws_df(th2), class = "kb_error_arg")
+  expect_error(posterior::as_draws_df(th2, source = TRUE),
+               class = "kb_error_arg")
+  # without source (the default of as_draws_df()) nothing is overwritten
+  expect_identical(posterior::as_draws_df(th2)$source_iteration,
+                   unname(th2$points[, "source_iteration"]))
   df <- as.data.frame(th2, source = FALSE)
   expect_identical(df$source_iteration, unname(th2$points[, "source_iteration"]))
   expect_identical(df[["theta[1]"]], unname(th2$points[, "theta[1]"]))
@@ -282,7 +290,8 @@ test_that("a named vector of unconstrained values is matched by its names", {
   # became mu
   one <- constrain_draws(fit, p)
   expect_equal(constrain_draws(fit, rev)$mu, one$mu, tolerance = 0)
-  expect_equal(constrain_draws(fit, rev)$tau, exp(p[["tau"]]), tolerance = 1e-14)
+  expect_equal(constrain_draws(fit, rev)$tau, exp(p[["log(tau)"]]),
+               tolerance = 1e-14)
   bad <- p
   names(bad)[1] <- "nu"
   expect_error(constrain_draws(fit, bad), class = "kb_error_arg",
@@ -314,7 +323,7 @@ test_that("a Stan fit through stein_thin and back keeps names, chains and values
   fit <- stan_test_fit("shapes")
   dr <- posterior::as_draws_df(fit)
   th <- stein_thin(fit, m = 6, progress = FALSE)
-  d <- posterior::as_draws_df(th)
+  d <- posterior::as_draws_df(th, source = TRUE)
   vars <- setdiff(posterior::variables(dr), "lp__")
   expect_identical(setdiff(posterior::variables(d),
                            c("lp__", "source_chain", "source_iteration")), vars)
@@ -325,7 +334,7 @@ test_that("a Stan fit through stein_thin and back keeps names, chains and values
   for (v in vars) expect_identical(d[[v]], dr[[v]][row], info = v)
   du <- posterior::as_draws_df(th, scale = "unconstrained")
   expect_identical(posterior::variables(du)[1:11], colnames(th$points))
-  expect_equal(du[["s[2]"]], log(dr[["s[2]"]][row]), tolerance = 1e-12)
+  expect_equal(du[["log(s[2])"]], log(dr[["s[2]"]][row]), tolerance = 1e-12)
   pdf(NULL)
   on.exit(grDevices::dev.off())
   expect_output(print(th), "Stein thinning: 6 of")
@@ -342,7 +351,7 @@ test_that("a draw on the boundary of its constraint is an error naming its sourc
   fz <- fit
   fz@sim$samples[[1]]$tau[60] <- 0   # post-warmup draw 10 of chain 1
   expect_error(unconstrain_draws(fz), class = "kb_error_arg",
-               regexp = "'fit' has a value on the boundary.*row 10.*'tau' is -Inf")
+               regexp = "'fit' has a value on the boundary.*row 10.*'log\\(tau\\)' is -Inf")
   expect_error(ksd(fz, progress = FALSE), class = "kb_error_arg",
                regexp = "'x' has a value on the boundary")
   expect_error(stein_thin(fz, m = 3, progress = FALSE), class = "kb_error_arg",
@@ -352,35 +361,35 @@ test_that("a draw on the boundary of its constraint is an error naming its sourc
   fs <- stan_test_fit("shapes")
   p <- list(w = c(0.2, 0.3, 0.5), s = c(1, 0), B = 1:6, a = 0.1)
   expect_error(unconstrain_draws(fs, p), class = "kb_error_arg",
-               regexp = "'draws' has a value on the boundary.*'s\\[2\\]' is -Inf")
+               regexp = "'draws' has a value on the boundary.*'log\\(s\\[2\\]\\)' is -Inf")
   p$s <- c(1, 2)
   p$w <- c(0, 0.5, 0.5)
   expect_error(unconstrain_draws(fs, p), class = "kb_error_arg",
-               regexp = "'draws' has a value on the boundary.*w__u1")
+               regexp = "'draws' has a value on the boundary.*unc\\(w\\)\\[1\\]")
 })
 
 test_that("constrain_draws refuses points whose transform overflows", {
   skip_on_cran()
   fit <- stan_test_fit("schools")
   u <- unconstrain_draws(fit)[1:3, ]
-  u[2, "tau"] <- 800   # tau = exp(800) was returned as Inf
+  u[2, "log(tau)"] <- 800   # tau = exp(800) was returned as Inf
   expect_error(constrain_draws(fit, u), class = "kb_error_arg",
                regexp = "'upars' row 2 constrains to a non-finite value of 'tau' \\(Inf\\)")
-  u[2, "tau"] <- 700   # large but finite: fine
+  u[2, "log(tau)"] <- 700   # large but finite: fine
   expect_equal(constrain_draws(fit, u)$tau[2], exp(700))
   # a flow started from the fit whose particles overflow keeps its work:
   # the particles come back without draws, with a warning (a stand-in flow
   # returns such particles)
-  u[2, "tau"] <- 800
+  u[2, "log(tau)"] <- 800
   env <- new.env()
   env$flow <- function(x0) list(x = u)
   expect_warning(res <- kernbayes:::stan_flow(quote(flow()), env, fit),
                  "without constrained draws: 'upars' row 2")
   expect_identical(res$x, u)
   expect_null(res$draws)
-  u[2, "tau"] <- 1
+  u[2, "log(tau)"] <- 1
   res <- kernbayes:::stan_flow(quote(flow()), env, fit)
-  expect_equal(res$draws$tau, exp(u[, "tau"]), tolerance = 1e-14)
+  expect_equal(res$draws$tau, exp(u[, "log(tau)"]), tolerance = 1e-14)
 })
 
 test_that("ksdt_chains keeps its chains when the merge fails", {

@@ -38,6 +38,56 @@ test_that("merging dictionaries: recomputed KSD, no worse than the best, idempot
   expect_false(anyDuplicated(st$points) > 0)
 })
 
+test_that("a merged dictionary keeps and plots the streams it was merged from", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(811)
+  a <- ksdt(sample_target(tg, 400), tg, progress = FALSE, standardize = FALSE)
+  b <- ksdt(sample_target(tg, 300), tg, progress = FALSE, standardize = FALSE)
+  for (m in list(c(a, b), c(a, b, how = "stein_thin", size = 20))) {
+    st <- m$streams
+    expect_identical(st$ksd, list(a$ksd, b$ksd))
+    expect_identical(st$size, list(a$size, b$size))
+    expect_identical(st$label, c("dictionary 1", "dictionary 2"))
+    expect_identical(st$final, m$input_ksd)
+    # each merged point is a point of the stream it is said to come from
+    expect_identical(st$point, as.integer(m$source$dictionary))
+    for (i in seq_len(nrow(m$points))) {
+      d <- list(a, b)[[st$point[i]]]$points
+      expect_true(any(colSums(abs(t(d) - m$points[i, ])) == 0))
+    }
+    # the plot shows the streams' traces, not the merge's own
+    drawn <- record_lines(plot(m, which = 1))
+    expect_true(has_line(drawn, a$ksd))
+    expect_true(has_line(drawn, b$ksd))
+    expect_false(has_line(drawn, m$ksd))
+    drawn <- record_lines(plot(m, which = 2))
+    expect_true(has_line(drawn, a$size))
+    expect_true(has_line(drawn, b$size))
+    expect_false(has_line(drawn, m$size))
+    grDevices::pdf(NULL)
+    expect_identical(plot(m), m)
+    grDevices::dev.off()
+  }
+  # streams labelled by their chain when each is one chain's
+  a$chain <- rep(3L, length(a$index))
+  a$iteration <- a$index
+  b$chain <- rep(1L, length(b$index))
+  b$iteration <- b$index
+  expect_identical(c(b, a)$streams$label, c("chain 1", "chain 3"))
+  # a one-stream dictionary has no streams: its plot is its own trace
+  expect_null(a[["streams"]])
+  # ksdt() on several chains: one stream per chain, kept in per_chain
+  x <- sample_target(tg, 600)
+  k3 <- ksdt(x, tg, chain = rep(1:3, each = 200), progress = FALSE)
+  expect_identical(k3$streams$label, paste("chain", 1:3))
+  drawn <- record_lines(plot(k3, which = 1:3))
+  for (z in k3$per_chain) {
+    expect_true(has_line(drawn, z$ksd))
+    expect_true(has_line(drawn, z$size))
+  }
+  expect_false(has_line(drawn, k3$ksd))
+})
+
 test_that("merging: bad input (dimension, empty dictionary, wrong class)", {
   tg2 <- gaussian_target(c(0, 0))
   tg3 <- gaussian_target(c(0, 0, 0))

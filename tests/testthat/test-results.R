@@ -68,8 +68,11 @@ expect_round_trip <- function(obj, pts) {
   d <- posterior::as_draws_df(obj)
   expect_s3_class(d, "draws_df")
   expect_identical(unname(frame_values(d, vars)), unname(pts))
-  # as.data.frame() has the columns of the draws_df, without posterior
-  dd <- as.data.frame(d)
+  # provenance is no draws variable unless asked
+  expect_false(any(c("source_chain", "source_iteration") %in% names(d)))
+  # as.data.frame() has the columns of the draws_df with its provenance,
+  # without posterior
+  dd <- as.data.frame(posterior::as_draws_df(obj, source = TRUE))
   expect_identical(names(df), names(dd))
   for (nm in names(df)) expect_identical(df[[nm]], dd[[nm]], label = nm)
   dm <- posterior::as_draws_matrix(obj)
@@ -173,12 +176,13 @@ test_that("coda::as.mcmc of a compressed set or of particles is an error naming 
   }
 })
 
-test_that("a selection is one chain of its points, with its provenance", {
+test_that("a selection is a set of points: each its own chain; provenance is no variable unless asked", {
   ch <- toy_chain(300)$ch
   th <- stein_thin(ch$x, ch$score, 25)   # repeats allowed
   df <- as.data.frame(th)
-  expect_identical(df$.chain, rep(1L, 25))
-  expect_identical(df$.iteration, 1:25)
+  expect_identical(df$.chain, 1:25)
+  expect_identical(df$.iteration, rep(1L, 25))
+  expect_identical(df$.draw, 1:25)
   expect_false("source_chain" %in% names(df))
   # labels set as the lead's labelled input sets them
   th$chain <- rep(2L, 25)
@@ -186,7 +190,7 @@ test_that("a selection is one chain of its points, with its provenance", {
   df <- as.data.frame(th)
   expect_identical(df$source_chain, rep(2L, 25))
   expect_identical(df$source_iteration, as.integer(th$index))
-  expect_identical(df$.iteration, 1:25)
+  expect_identical(df$.chain, 1:25)
   expect_false("source_chain" %in% names(as.data.frame(th, source = FALSE)))
   # a merged dictionary: the dictionary (chain) and index of each point
   set.seed(6)
@@ -203,12 +207,117 @@ test_that("a selection is one chain of its points, with its provenance", {
   raw <- data.frame(a = 1:3 + 0.5, .chain = 1L, .iteration = c(7L, 3L, 3L))
   expect_false(identical(posterior::as_draws_df(raw)$.iteration, c(7L, 3L, 3L)))
   d <- posterior::as_draws_df(th)
-  expect_identical(d$.iteration, 1:25)
-  expect_identical(d$source_iteration, as.integer(th$index))
-  expect_identical(posterior::variables(posterior::as_draws_df(th, source = FALSE)),
+  expect_identical(posterior::nchains(d), 25L)
+  expect_identical(posterior::niterations(d), 1L)
+  expect_identical(d$.draw, 1:25)
+  # provenance: in the draws only with source = TRUE
+  expect_identical(posterior::variables(d), c("x1", "x2"))
+  expect_identical(posterior::variables(posterior::as_draws_matrix(th)),
                    c("x1", "x2"))
+  expect_identical(posterior::variables(posterior::as_draws(th)),
+                   c("x1", "x2"))
+  ds <- posterior::as_draws_df(th, source = TRUE)
+  expect_identical(posterior::variables(ds),
+                   c("x1", "x2", "source_chain", "source_iteration"))
+  expect_identical(ds$source_iteration, as.integer(th$index))
   expect_identical(posterior::variables(posterior::as_draws_matrix(
-    th, source = FALSE)), c("x1", "x2"))
+    th, source = TRUE)), c("x1", "x2", "source_chain", "source_iteration"))
+  expect_identical(posterior::variables(posterior::as_draws_df(kc)),
+                   c("x1", "x2"))
+})
+
+test_that("posterior reports no R-hat or ESS of a selection's order", {
+  skip_if_not_installed("posterior")
+  toy <- toy_chain(300)
+  ch <- toy$ch
+  th <- stein_thin(ch$x, ch$score, 25)
+  th$chain <- rep(1L, 25)
+  th$iteration <- as.integer(th$index)
+  kt <- ksdt(ch$x, ch$score, progress = FALSE)
+  set.seed(5)
+  pa <- svgd(matrix(stats::rnorm(20), 10), toy$tg, n_iter = 5,
+             progress = FALSE)
+  # what the old convention (one chain of the stored order) gave: numbers
+  old <- posterior::as_draws_df(data.frame(x1 = th$points[, 1],
+                                           .chain = 1L, .iteration = 1:25))
+  expect_true(is.finite(suppressWarnings(posterior::summarise_draws(old))$rhat[1]))
+  for (obj in list(th, kt, pa)) {
+    # posterior's own default on the draws: convergence measures NA
+    s <- posterior::summarise_draws(posterior::as_draws_df(obj))
+    expect_identical(s$variable, c("x1", "x2"))
+    expect_true(all(is.na(s$rhat)))
+    expect_true(all(is.na(s$ess_bulk)))
+    expect_true(all(is.na(s$ess_tail)))
+    expect_true(all(is.finite(s$mean)))
+    s <- posterior::summarise_draws(posterior::as_draws_matrix(obj))
+    expect_true(all(is.na(s$rhat)))
+    # the method for the result: no convergence columns at all
+    r <- posterior::summarise_draws(obj)
+    expect_s3_class(r, "draws_summary")
+    expect_identical(names(r), c("variable", "mean", "median", "sd", "mad",
+                                 "q5", "q95"))
+    p <- kernbayes:::result_points(obj)
+    ref <- posterior::summarise_draws(posterior::as_draws_df(obj),
+                                      "mean", "median", "sd", "mad",
+                                      "quantile2")
+    for (v in names(r)[-1]) {
+      expect_equal(as.numeric(r[[v]]), as.numeric(ref[[v]]),
+                   tolerance = 1e-12, info = v)
+    }
+    expect_equal(as.numeric(r$mean), unname(colMeans(p)), tolerance = 1e-14)
+  }
+  # a chain keeps posterior's default, diagnostics included
+  sc <- suppressWarnings(posterior::summarise_draws(ch))  # ESS capped
+  expect_true(all(is.finite(sc$rhat)))
+  # ksdt_chains: its merged dictionary
+  set.seed(6)
+  kc <- ksdt_chains(toy$tg, rbind(c(0, 0), c(1, 1)), 200)
+  expect_equal(as.numeric(posterior::summarise_draws(kc)$mean),
+               unname(colMeans(kc$merged$points)), tolerance = 1e-14)
+  # functions given are posterior's, on the one-iteration chains
+  f <- posterior::summarise_draws(th, "mean", "rhat", "ess_bulk")
+  expect_identical(names(f), c("variable", "mean", "rhat", "ess_bulk"))
+  expect_true(all(is.na(f$rhat)))
+})
+
+test_that("summarise_draws() of a weighted set is weighted", {
+  skip_if_not_installed("posterior")
+  ch <- toy_chain(300)$ch
+  th <- stein_thin(ch$x, ch$score, 20, unique = TRUE)
+  w <- as.double(ksd_weights(th$points, th$score))
+  wn <- w / sum(w)
+  r <- posterior::summarise_draws(th, weights = w)
+  th$weights <- w
+  expect_identical(posterior::summarise_draws(th), r)
+  p <- th$points
+  mu <- colSums(wn * p)
+  expect_equal(as.numeric(r$mean), unname(mu), tolerance = 1e-12)
+  sdw <- sqrt(colSums(wn * sweep(p, 2L, mu)^2) / (1 - sum(wn^2)))
+  expect_equal(as.numeric(r$sd), unname(sdw), tolerance = 1e-12)
+  # by hand: the quantiles of the weighted ECDF's placement
+  wq <- kernbayes:::weighted_quantile
+  expect_equal(wq(c(3, 1, 2), c(0.25, 0.5, 0.25), 0.5), 1 + 0.5 / 0.6,
+               tolerance = 1e-14)
+  expect_equal(as.numeric(r$median), apply(p, 2L, wq, wn, 0.5),
+               tolerance = 1e-14)
+  expect_equal(as.numeric(r$q5), apply(p, 2L, wq, wn, 0.05),
+               tolerance = 1e-14)
+  # symmetric, R's type 7 for equal weights, zero weights ignored
+  v <- stats::rnorm(30)
+  u <- stats::runif(30)
+  expect_equal(wq(-v, u, 0.2), -wq(v, u, 0.8), tolerance = 1e-12)
+  expect_equal(wq(v, rep(1 / 30, 30), c(0.05, 0.5, 0.9)),
+               unname(stats::quantile(v, c(0.05, 0.5, 0.9))),
+               tolerance = 1e-12)
+  expect_equal(wq(c(v, 100), c(rep(1 / 30, 30), 0), 0.9),
+               wq(v, rep(1 / 30, 30), 0.9), tolerance = 1e-14)
+  expect_equal(kernbayes:::weighted_mad(v, rep(1 / 30, 30)), stats::mad(v),
+               tolerance = 1e-12)
+  # posterior's functions ignore weights: refused on a weighted set
+  expect_error(posterior::summarise_draws(th, "mean"), "'weights'",
+               class = "kb_error_arg")
+  expect_error(posterior::summarise_draws(th, weights = w, "mean"),
+               "resample_draws", class = "kb_error_arg")
 })
 
 test_that("weights travel as posterior weights; Kish's size is reported", {

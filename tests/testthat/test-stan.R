@@ -22,7 +22,7 @@ test_that("stan_target gives rstan's log density and score with names", {
   expect_true(tg$vectorized)
   expect_false(tg$fd_score)
   u <- unconstrain_draws(fit)
-  nm <- c("mu", "tau", paste0("theta[", 1:8, "]"))
+  nm <- c("mu", "log(tau)", paste0("theta[", 1:8, "]"))
   expect_identical(colnames(u), nm)
   u <- u[seq(1, nrow(u), length.out = 15), ]
   lp <- target_log_density(tg, u)
@@ -41,7 +41,7 @@ test_that("stan_target gives rstan's log density and score with names", {
 test_that("target_score names its columns after a Stan target's coordinates", {
   fit <- stan_test_fit("schools")
   tg <- stan_target(fit)
-  nm <- c("mu", "tau", paste0("theta[", 1:8, "]"))
+  nm <- c("mu", "log(tau)", paste0("theta[", 1:8, "]"))
   expect_identical(tg$names, nm)
   u <- unconstrain_draws(fit)[1:3, ]
   # x without column names: the target's names are kept
@@ -90,20 +90,102 @@ test_that("the score is the gradient of the log density (finite differences)", {
   }
 })
 
-test_that("unconstrained names follow the size rule; matrices column-major", {
+test_that("unconstrained names follow the transforms; matrices column-major", {
   fit <- stan_test_fit("shapes")
   u <- unconstrain_draws(fit)
   expect_identical(ncol(u), as.integer(rstan::get_num_upars(fit)))
   expect_identical(colnames(u),
-                   c("w__u1", "w__u2", "s[1]", "s[2]", "B[1,1]", "B[2,1]",
+                   c("unc(w)[1]", "unc(w)[2]", "log(s[1])", "log(s[2])",
+                     "B[1,1]", "B[2,1]",
                      "B[1,2]", "B[2,2]", "B[1,3]", "B[2,3]", "a"))
   dr <- posterior::as_draws_df(fit)
   # bounded and unbounded coordinates are log(s) and the values themselves
-  expect_equal(unname(u[, "s[2]"]), log(dr[["s[2]"]]), tolerance = 1e-12)
+  expect_equal(unname(u[, "log(s[2])"]), log(dr[["s[2]"]]), tolerance = 1e-12)
   expect_equal(unname(u[, "B[2,1]"]), dr[["B[2,1]"]], tolerance = 1e-14)
   # the closure names its columns itself (target_score() takes x's names)
   expect_identical(colnames(stan_target(fit)$score(unname(u[1:2, ]))),
                    colnames(u))
+})
+
+test_that("the transform of a coordinate is recognised and named (no fit)", {
+  tr <- kernbayes:::stan_transform
+  nm <- kernbayes:::stan_transform_name
+  u <- c(-1.4, -0.7, 0.1, 0.5, 1.2, -0.2)
+  expect_identical(tr(u, u), list(type = "identity"))
+  expect_identical(nm(tr(u, exp(u)), "tau"), "log(tau)")
+  expect_identical(nm(tr(u, 1.5 + exp(u)), "lo"), "log(lo - 1.5)")
+  expect_identical(nm(tr(u, -2 + exp(u)), "x"), "log(x + 2)")
+  expect_identical(nm(tr(u, -exp(u)), "x"), "log(-x)")
+  expect_identical(nm(tr(u, 3 - exp(u)), "x"), "log(3 - x)")
+  expect_identical(nm(tr(u, -2 - exp(u)), "up"), "log(-2 - up)")
+  expect_identical(nm(tr(u, stats::plogis(u)), "p"), "logit(p)")
+  expect_identical(nm(tr(u, 2 * stats::plogis(u)), "p"), "logit(p/2)")
+  expect_identical(nm(tr(u, -1 + 4 * stats::plogis(u)), "r[2]"),
+                   "logit((r[2] + 1)/4)")
+  expect_identical(nm(tr(u, 1 + 2 * u), "om"), "(om - 1)/2")
+  expect_identical(nm(tr(u, 2 * u), "om"), "om/2")
+  expect_identical(nm(tr(u, u - 0.5), "om"), "om + 0.5")
+  # no scalar transform: a bound that moves, a cube, a decreasing map
+  expect_null(tr(u, u^2 + exp(u)))
+  expect_null(tr(u, u^3))
+  expect_null(tr(u, -u))
+  expect_null(tr(u, c(exp(u[-1]), NA)))
+  # Stan's layouts of a parameter's coordinates: a vector or matrix
+  # column-major, an array row-major, an array of vectors by array row
+  ord <- kernbayes:::stan_element_orders
+  expect_identical(ord(integer(0)), list(1L))
+  expect_identical(ord(3L), list(1:3))
+  expect_identical(ord(c(2L, 3L)), list(1:6, c(1L, 3L, 5L, 2L, 4L, 6L)))
+  expect_identical(ord(c(2L, 3L, 2L))[[2L]],
+                   c(1L, 7L, 3L, 9L, 5L, 11L, 2L, 8L, 4L, 10L, 6L, 12L))
+})
+
+test_that("unconstrained coordinates are named after their transforms", {
+  fit <- stan_test_fit("transforms", chains = 1L, draws = 40L)
+  u <- unconstrain_draws(fit)
+  arr <- paste0("arr[", rep(1:2, each = 3), ",", rep(1:3, 2), "]")
+  va <- paste0("va[", rep(1:2, each = 2), ",", rep(1:2, 2), "]")
+  nm <- c("mu", "log(tau)", "log(lo - 1.5)", "log(-2 - up)", "logit(p)",
+          "logit((r + 1)/4)", "(om - 1)/2", "unc(dep)", "log(dl - 0.25)",
+          "od[1]", "unc(od)[2]", paste0("log(", c(arr, va), ")"))
+  expect_identical(colnames(u), nm)
+  expect_identical(stan_target(fit)$names, nm)
+  # each name is what the coordinate is (an array's elements row-major:
+  # they were named column-major before, log(arr[2,1]) for log(arr[1,2]))
+  d <- posterior::as_draws_df(fit)
+  want <- list(mu = d$mu, "log(tau)" = log(d$tau),
+               "log(lo - 1.5)" = log(d$lo - 1.5),
+               "log(-2 - up)" = log(-2 - d$up), "logit(p)" = stats::qlogis(d$p),
+               "logit((r + 1)/4)" = stats::qlogis((d$r + 1) / 4),
+               "(om - 1)/2" = (d$om - 1) / 2, "unc(dep)" = log(d$dep - d$mu),
+               "log(dl - 0.25)" = log(d$dl - 0.25), "od[1]" = d[["od[1]"]],
+               "unc(od)[2]" = log(d[["od[2]"]] - d[["od[1]"]]))
+  for (e in c(arr, va)) want[[sprintf("log(%s)", e)]] <- log(d[[e]])
+  for (v in nm) {
+    expect_equal(unname(u[, v]), want[[v]], tolerance = 1e-10, info = v)
+  }
+  # constrain_draws() takes the named columns in any order
+  back <- constrain_draws(fit, u[1:5, rev(nm)])
+  expect_equal(back[["arr[1,2]"]], d[["arr[1,2]"]][1:5], tolerance = 1e-12)
+  expect_equal(back$r, d$r[1:5], tolerance = 1e-12)
+  # the names travel to results: points, unconstrained draws, the
+  # constrained draws keep the fit's names
+  th <- stein_thin(fit, m = 5, progress = FALSE)
+  expect_identical(colnames(th$points), nm)
+  expect_identical(colnames(th$score), nm)
+  du <- posterior::as_draws_df(th, scale = "unconstrained")
+  expect_identical(posterior::variables(du), nm)
+  expect_identical(posterior::variables(posterior::as_draws_matrix(
+    th, scale = "unconstrained")), nm)
+  expect_true(all(c("tau", "arr[1,2]") %in%
+                    posterior::variables(posterior::as_draws_df(th))))
+  expect_identical(names(as.data.frame(th, scale = "unconstrained"))[1:21], nm)
+  kt <- ksdt(fit, progress = FALSE)
+  expect_identical(colnames(kt$points), nm)
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off(), add = TRUE)
+  expect_silent(plot(th))
+  expect_silent(plot(kt))
 })
 
 test_that("constrain_draws and unconstrain_draws round-trip the fit's draws", {
@@ -158,7 +240,7 @@ test_that("stan_sample gives the kb_sample fields in as_draws_df's order", {
   expect_identical(s$iteration, rep(1:50, 3L))
   # x row i is draw i: mu as is, tau on the log scale
   expect_identical(unname(s$x[, "mu"]), dr$mu)
-  expect_equal(unname(s$x[, "tau"]), log(dr$tau), tolerance = 1e-14)
+  expect_equal(unname(s$x[, "log(tau)"]), log(dr$tau), tolerance = 1e-14)
   expect_equal(s$x, unconstrain_draws(fit), tolerance = 0)
   # chain-major as rstan's own array
   a <- as.array(fit)
@@ -219,7 +301,11 @@ test_that("Stan inputs are checked with errors naming the argument", {
   bad <- u
   colnames(bad)[1] <- "nu"
   expect_error(constrain_draws(fit, bad), class = "kb_error_arg",
-               regexp = "'upars' has column names.*mu, tau")
+               regexp = "'upars' has column names.*mu, log\\(tau\\).*named after")
+  # the constrained names are not the coordinates' names
+  colnames(bad)[1:2] <- c("mu", "tau")
+  expect_error(constrain_draws(fit, bad), class = "kb_error_arg",
+               regexp = "'upars' has column names.*'tau' is 'log\\(tau\\)'")
   # draws
   dr <- posterior::as_draws_df(fit)
   expect_error(unconstrain_draws(fit, as.data.frame(dr)[, -2]),
@@ -261,7 +347,7 @@ test_that("a brmsfit works through its Stan fit", {
   tg <- stan_target(b)
   expect_identical(tg$dim, as.integer(rstan::get_num_upars(b$fit)))
   expect_identical(colnames(tg$score(c(0, 1, 0))),
-                   c("b_x", "Intercept", "sigma"))
+                   c("b_x", "Intercept", "log(sigma)"))
   # brms does not store Intercept by default: the draws cannot be mapped
   expect_error(kernbayes:::stan_sample(b, progress = FALSE),
                class = "kb_error_arg", regexp = "'x' does not store.*save_pars")
@@ -270,10 +356,11 @@ test_that("a brmsfit works through its Stan fit", {
                   seed = 1, silent = 2, recompile = FALSE)))
   s <- kernbayes:::stan_sample(ba, progress = FALSE)
   expect_identical(nrow(s$x), 200L)
-  expect_identical(colnames(s$x), c("b_x", "Intercept", "sigma"))
+  expect_identical(colnames(s$x), c("b_x", "Intercept", "log(sigma)"))
   expect_identical(s$chain, rep(1:2, each = 100L))
   expect_equal(unname(s$x[, "b_x"]), s$draws$b_x, tolerance = 0)
-  expect_equal(unname(s$x[, "sigma"]), log(s$draws$sigma), tolerance = 1e-14)
+  expect_equal(unname(s$x[, "log(sigma)"]), log(s$draws$sigma),
+               tolerance = 1e-14)
   expect_equal(s$score[5, ],
                setNames(as.vector(rstan::grad_log_prob(ba$fit, s$x[5, ])),
                         colnames(s$x)), tolerance = 1e-10)
@@ -327,12 +414,14 @@ test_that("results from a Stan fit carry chains, iterations and constrained draw
   expect_equal(th[["chain"]], d$.chain[th$index])
   expect_equal(th[["iteration"]], d$.iteration[th$index])
   expect_equal(th[["draws"]]$tau, d$tau[th$index])
-  expect_equal(th$points[, "tau"], log(d$tau[th$index]), tolerance = 1e-12,
+  expect_equal(th$points[, "log(tau)"], log(d$tau[th$index]), tolerance = 1e-12,
                ignore_attr = TRUE)
   # the conversion gives the constrained draws by default
   cd <- posterior::as_draws_df(th)
   expect_identical(cd$tau, d$tau[th$index])
-  expect_identical(cd$source_chain, d$.chain[th$index])
+  expect_false("source_chain" %in% names(cd))
+  expect_identical(posterior::as_draws_df(th, source = TRUE)$source_chain,
+                   d$.chain[th$index])
   kt <- ksdt(fit, progress = FALSE)
   expect_equal(length(kt[["per_chain"]]), 3L)
   row <- match(paste(kt[["chain"]], kt[["iteration"]]),
@@ -342,7 +431,7 @@ test_that("results from a Stan fit carry chains, iterations and constrained draw
   # flows start from the fit's draws and return constrained particles
   sv <- svgd(fit, n_iter = 3, progress = FALSE)
   expect_equal(dim(sv$x), c(nrow(d), 10L))
-  expect_equal(sv[["draws"]]$tau, exp(sv$x[, "tau"]), tolerance = 1e-12)
+  expect_equal(sv[["draws"]]$tau, exp(sv$x[, "log(tau)"]), tolerance = 1e-12)
 })
 
 test_that("mmd_thin takes a Stan fit without computing its gradients", {
