@@ -291,10 +291,13 @@ warn_distortion <- function(x, what) {
   more <- if (length(f) > length(k)) sprintf(" and %d more", length(f) - length(k))
   else ""
   msg <- sprintf(paste0(
-    "%s() changed the moments of %d of %d coordinates against %s: %s%s. ",
-    "Greedy KSD selection under-represents tails and light modes; ",
-    "kernel_thin() kept the moments best in the package's comparison ",
-    "(vignette(\"kernbayes\")). See compression_moments(); ",
+    "%s() moved %d of %d coordinates away from the moments of %s: %s%s. ",
+    "Either the selection distorts the posterior (greedy KSD selection, ",
+    "stein_thin() and KSDT, under-represents tails and light modes; ",
+    "kernel_thin() kept the moments best in the package's comparison, ",
+    "vignette(\"kernbayes\")), or the sample itself is off (a short or ",
+    "poorly mixing chain) and the scores moved the set towards the target: ",
+    "compare with a longer run. See compression_moments(); ",
     "options(kernbayes.warn_distortion = FALSE) silences this warning."),
     what, length(f), nrow(r), attr(r, "against"), paste(desc, collapse = "; "),
     more)

@@ -204,7 +204,7 @@ test_that("the distortion warning fires on the funnel and stays silent on Gaussi
   expect_true(r$flagged[r$variable == "v"])
   expect_lt(r$sd_ratio[1], 0.7)
   w <- tryCatch(stein_thin(f$x, f$s, m = 100), kb_warning_distortion = function(w) w)
-  expect_match(conditionMessage(w), "stein_thin\\(\\) changed the moments")
+  expect_match(conditionMessage(w), "stein_thin\\(\\) moved 1 of 3 coordinates away from the moments of the sample \\(4000 points\\)")
   expect_match(conditionMessage(w), "v \\(shift")
   expect_match(conditionMessage(w), "kernel_thin\\(\\)")
   expect_s3_class(w$moments, "kb_moments")
