@@ -586,3 +586,23 @@ test_that("ksd_test of a fit: the Markov wild bootstrap along its chains, as on 
   expect_equal(tb$pooled$boot, tf$boot)
   expect_identical(as.data.frame(tb)$chain, c("1", "2", "3", "all"))
 })
+
+test_that("a fit's thinned set reports its moments on the unconstrained scale and takes the fit as reference", {
+  fit <- stan_test_fit("schools", chains = 2L, draws = 200L)
+  u <- unconstrain_draws(fit)
+  th <- suppressWarnings(stein_thin(fit, m = 20), classes = "kb_warning_distortion")
+  r <- compression_moments(th)
+  expect_identical(r$variable, colnames(u))
+  expect_equal(r$ref_mean, unname(colMeans(u)), tolerance = 1e-12)
+  expect_equal(r$sd_ratio, unname(apply(u[th$index, ], 2, sd) / apply(u, 2, sd)),
+               tolerance = 1e-12)
+  expect_match(kernbayes:::describe_span(th), "points from [12] chain")
+  # the fit as reference: its unconstrained draws and gradients
+  cmp <- ksd(th, reference = fit)
+  tg <- stan_target(fit)
+  expect_equal(cmp$reference, ksd(u, tg, standardize = th$scale), tolerance = 1e-10)
+  # and the selection as a sample of its own
+  w <- suppressWarnings(ksd_weights(th), classes = "kb_warning_distortion")
+  expect_equal(attr(w, "ksd"), ksd(th, weights = as.numeric(w)), tolerance = 1e-8)
+  expect_equal(ksd_path(th)$ksd, ksd_path(th$points, th$score)$ksd, tolerance = 1e-12)
+})
