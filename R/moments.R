@@ -103,19 +103,21 @@ set_moments <- function(p, w = NULL) {
   list(mean = mu, sd = c * sqrt(v), size = 1 / sum(w^2))
 }
 
-# The limits of a set of effective size m_eff in d coordinates: the fixed
-# threshold, widened to the (DISTORTION_LEVEL / (2 d)) tails of a random
-# subset's mean shift (normal, sd 1 / sqrt(m)) and sd ratio (s^2 / sigma^2
+# The limits of a set of effective size m_eff in d coordinates, from a
+# sample of n: the fixed threshold, widened to the (DISTORTION_LEVEL /
+# (2 d)) tails of a random subset's mean shift (normal, sd sqrt(1 / m -
+# 1 / n), with the finite-population correction) and sd ratio (s^2 / sigma^2
 # as chi^2_nu / nu with nu = 2 (m - 1) / (kurtosis - 1), which matches its
 # variance and is m - 1 for a normal); one pair of ratio limits per
 # coordinate.
-distortion_limits <- function(m_eff, d, kurtosis) {
+distortion_limits <- function(m_eff, d, kurtosis, n = Inf) {
   a <- DISTORTION_LEVEL / (2 * d)
   m <- max(m_eff, 2)
   k <- kurtosis
   k[!is.finite(k) | k <= 1] <- 3
   nu <- 2 * (m - 1) / (k - 1)
-  list(shift = max(DISTORTION_SHIFT, stats::qnorm(1 - a) / sqrt(m)),
+  list(shift = max(DISTORTION_SHIFT,
+                   stats::qnorm(1 - a) * sqrt(max(1 / m - 1 / n, 0))),
        lower = pmin(DISTORTION_RATIO[1L], sqrt(stats::qchisq(a, nu) / nu)),
        upper = pmax(DISTORTION_RATIO[2L],
                     sqrt(stats::qchisq(1 - a, nu) / nu)))
@@ -137,7 +139,7 @@ moment_report <- function(p, w, ref, against) {
   # a constant reference column: no scale to judge in
   shift[!is.finite(shift)] <- NA_real_
   ratio[!is.finite(ratio)] <- NA_real_
-  lim <- distortion_limits(s$size, ncol(p), ref_kurtosis(ref))
+  lim <- distortion_limits(s$size, ncol(p), ref_kurtosis(ref), ref$n)
   flag <- (!is.na(shift) & abs(shift) > lim$shift) |
     (!is.na(ratio) & (ratio < lim$lower | ratio > lim$upper))
   structure(data.frame(variable = point_names(p), mean = s$mean, sd = s$sd,
@@ -215,8 +217,8 @@ print.kb_moments <- function(x, digits = 3, ...) {
 #' or its sd ratio leaves \eqn{[0.7, 1.3]}, limits that are widened for
 #' small sets to what a random subset of the same effective size \eqn{m}
 #' would do, with a 1% chance over all \eqn{d} coordinates together: the
-#' shift limit is at least the \eqn{1 - 0.005/d} normal quantile over
-#' \eqn{\sqrt{m}}, and the sd ratio limits at least the \eqn{0.005/d} and
+#' shift limit is at least the \eqn{1 - 0.005/d} normal quantile times
+#' \eqn{\sqrt{1/m - 1/n}} (\eqn{n} the sample's size), and the sd ratio limits at least the \eqn{0.005/d} and
 #' \eqn{1 - 0.005/d} quantiles of \eqn{\sqrt{\chi^2_\nu / \nu}},
 #' \eqn{\nu = 2(m - 1)/(\kappa - 1)}, \eqn{\kappa} the coordinate's
 #' kurtosis in the sample (\eqn{\nu = m - 1} for a normal): the

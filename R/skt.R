@@ -95,11 +95,19 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
   method <- a$method; delta <- a$delta; oversample <- a$oversample
   standardize <- a$standardize; progress <- a$progress
   weighted <- check_flag(weighted, "weighted")
-  if (missing(score)) stop_arg("score", "is missing: give the target's score")
+  # a Stan fit, a chain or a result brings its own scores
+  own <- is_stan_fit(x) || inherits(x, c("kb_chain", "kb_thin", "kb_ksdt",
+                                         "kb_ksdt_chains"))
+  if (missing(score) && !own) {
+    stop_arg("score", "is missing: give the target's score")
+  }
   if (!is.null(m)) m <- check_count(m, "m")
   nthreads <- resolve_nthreads(nthreads)
   check_kernel(kernel)
-  smp <- as_sample(x, score, chain)
+  smp <- as_sample(x, if (!missing(score)) score, chain)
+  if (is.null(smp$score)) {
+    stop_arg("score", "is missing: x carries no scores; give the target's score")
+  }
   x <- smp$x
   n <- nrow(x)
   if (n < 4L) stop_arg("x", "must have at least 4 rows")

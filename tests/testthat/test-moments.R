@@ -69,7 +69,8 @@ test_that("the moment report of a thinned set is the formulas' (unweighted and w
   expect_equal(r$lower, unname(lim[, "lower"]), tolerance = 1e-12)
   expect_equal(r$upper, unname(lim[, "upper"]), tolerance = 1e-12)
   expect_equal(attr(r, "size"), 40)
-  expect_equal(attr(r, "shift_limit"), max(0.3, qnorm(1 - 0.01 / 4) / sqrt(40)))
+  expect_equal(attr(r, "shift_limit"),
+               max(0.3, qnorm(1 - 0.01 / 4) * sqrt(1 / 40 - 1 / 1500)))
   # weights given to summary()
   w <- runif(40)
   sw <- summary(th, weights = w)
@@ -204,7 +205,7 @@ test_that("the distortion warning fires on the funnel and stays silent on Gaussi
   expect_true(r$flagged[r$variable == "v"])
   expect_lt(r$sd_ratio[1], 0.7)
   w <- tryCatch(stein_thin(f$x, f$s, m = 100), kb_warning_distortion = function(w) w)
-  expect_match(conditionMessage(w), "stein_thin\\(\\) moved 1 of 3 coordinates away from the moments of the sample \\(4000 points\\)")
+  expect_match(conditionMessage(w), "stein_thin\\(\\) moved [1-3] of 3 coordinates away from the moments of the sample \\(4000 points\\)")
   expect_match(conditionMessage(w), "v \\(shift")
   expect_match(conditionMessage(w), "kernel_thin\\(\\)")
   expect_s3_class(w$moments, "kb_moments")
@@ -374,4 +375,18 @@ test_that("every function takes the package's own results as samples", {
   expect_equal(ksd(th, reference = kt)$reference,
                ksd(kt$points, kt$score, kernel = th$kernel$kernel,
                    standardize = th$scale), tolerance = 1e-10)
+})
+
+test_that("stein_kernel_thin() takes a chain or a result without a score argument", {
+  set.seed(512)
+  tg <- gaussian_target(c(0, 0))
+  ch <- mala(tg, c(0, 0), 512, step_size = 1)
+  set.seed(3)
+  a <- quiet(stein_kernel_thin(ch, m = 32))
+  set.seed(3)
+  b <- quiet(stein_kernel_thin(ch$x, ch$score, m = 32))
+  expect_identical(a$index, b$index)
+  mt <- quiet(mmd_thin(ch, m = 64))
+  expect_error(stein_kernel_thin(mt, m = 16), class = "kb_error_arg",
+               regexp = "'score' is missing")
 })

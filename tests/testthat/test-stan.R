@@ -606,3 +606,13 @@ test_that("a fit's thinned set reports its moments on the unconstrained scale an
   expect_equal(attr(w, "ksd"), ksd(th, weights = as.numeric(w)), tolerance = 1e-8)
   expect_equal(ksd_path(th)$ksd, ksd_path(th$points, th$score)$ksd, tolerance = 1e-12)
 })
+
+test_that("stein_kernel_thin() takes a Stan fit without a score", {
+  fit <- stan_test_fit("schools", chains = 2L, draws = 200L)
+  set.seed(4)
+  a <- suppressWarnings(stein_kernel_thin(fit, m = 25), classes = "kb_warning_distortion")
+  set.seed(4)
+  b <- suppressWarnings(stein_kernel_thin(fit, NULL, m = 25), classes = "kb_warning_distortion")
+  expect_identical(a$index, b$index)
+  expect_length(a$index, 25)
+})
