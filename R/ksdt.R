@@ -683,6 +683,7 @@ summary.kb_ksdt <- function(object, weights = NULL, ...) {
                  kish = if (!is.null(w)) kish_size(w),
                  moments = mom,
                  oldest = if (length(object$index)) min(object$index) else NA,
+                 span = if (!is.null(object[["chain"]])) describe_span(object),
                  evals = object$evals),
             class = "summary.kb_ksdt")
 }
@@ -699,8 +700,12 @@ print.summary.kb_ksdt <- function(x, ...) {
   cat("  KSD of the dictionary at step t (this kernel):\n")
   print(data.frame(t = x$at, size = x$size, ksd = signif(x$ksd, 5)),
         row.names = FALSE)
-  cat(sprintf("  oldest retained state: %s; kernel evaluations: %.0f\n",
-              format(x$oldest), x$evals))
+  if (!is.null(x$span)) {
+    cat(sprintf("  %s; kernel evaluations: %.0f\n", x$span, x$evals))
+  } else {
+    cat(sprintf("  oldest retained state: %s; kernel evaluations: %.0f\n",
+                format(x$oldest), x$evals))
+  }
   if (!is.null(x$moments)) print(x$moments)
   invisible(x)
 }

@@ -556,12 +556,12 @@ describe_span <- function(x) {
   ch <- x[["chain"]]
   it <- x[["iteration"]]
   if (!is.null(ch) && !is.null(it) && length(ch) == length(x$index)) {
-    by <- split(it, ch)
+    by <- split(as.double(it), ch)
     return(sprintf("points from %d chain%s: %s", length(by),
                    if (length(by) > 1L) "s" else "",
-                   paste(sprintf("chain %s: %d points, iterations %d to %d",
+                   paste(sprintf("chain %s: %d points, iterations %.0f to %.0f",
                                  names(by), lengths(by),
-                                 vapply(by, min, 1L), vapply(by, max, 1L)),
+                                 vapply(by, min, 0), vapply(by, max, 0)),
                          collapse = "; ")))
   }
   if (!length(x$index)) return("no points")

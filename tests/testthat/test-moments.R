@@ -210,9 +210,10 @@ test_that("the distortion warning fires on the funnel and stays silent on Gaussi
   expect_match(conditionMessage(w), "kernel_thin\\(\\)")
   expect_s3_class(w$moments, "kb_moments")
   # the option silences it
-  withr::local_options(kernbayes.warn_distortion = FALSE)
+  old <- options(kernbayes.warn_distortion = FALSE)
+  on.exit(options(old), add = TRUE)
   expect_silent(stein_thin(f$x, f$s, m = 100))
-  withr::local_options(kernbayes.warn_distortion = TRUE)
+  options(kernbayes.warn_distortion = TRUE)
   # Gaussian draws: no method warns, over several samples and sizes
   for (seed in 1:3) for (d in c(2, 8)) {
     set.seed(510 + seed)
