@@ -26,13 +26,23 @@ DISTORTION_LEVEL <- 0.01
 # equal; weighted sums are scaled to n rows).
 sample_moments <- function(x, weights = NULL) {
   n <- nrow(x)
-  w <- if (is.null(weights)) rep(1, n) else n * weights / sum(weights)
+  w <- if (is.null(weights)) 1 else n * weights / sum(weights)
   mu <- colSums(x * w) / n
-  dev <- sweep(x, 2L, mu)
+  dev <- x - rep(mu, each = n)
+  # the sums on the deviations as they are (fast), unless a fourth power
+  # overflows or underflows: then on the deviations divided by their
+  # largest
+  d2 <- dev * dev
+  m2 <- colSums(w * d2)
+  m4 <- colSums(w * d2 * d2)
+  if (all(is.finite(m4)) && all(m2 == 0 | (m4 > 0 & m2 * m2 > 0))) {
+    return(from_sums(n, mu, m2, colSums(w * d2 * dev), m4, 1))
+  }
   c <- dev_scale(apply(abs(dev), 2L, max))
-  dev <- sweep(dev, 2L, c, "/")
-  from_sums(n, mu, colSums(w * dev^2), colSums(w * dev^3), colSums(w * dev^4),
-            c)
+  dev <- dev / rep(c, each = n)
+  d2 <- dev * dev
+  from_sums(n, mu, colSums(w * d2), colSums(w * d2 * dev),
+            colSums(w * d2 * d2), c)
 }
 
 # A positive finite column scale (1 for a constant column).

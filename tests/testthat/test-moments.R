@@ -198,6 +198,9 @@ test_that("the report is finite for samples near the largest doubles and combine
 })
 
 test_that("the distortion warning fires on the funnel and stays silent on Gaussian draws", {
+  # (helper-distortion.R switches it off for the other tests)
+  old <- options(kernbayes.warn_distortion = TRUE)
+  on.exit(options(old), add = TRUE)
   f <- funnel_draws(4000, 504)
   expect_warning(th <- stein_thin(f$x, f$s, m = 100),
                  class = "kb_warning_distortion")
@@ -210,8 +213,7 @@ test_that("the distortion warning fires on the funnel and stays silent on Gaussi
   expect_match(conditionMessage(w), "kernel_thin\\(\\)")
   expect_s3_class(w$moments, "kb_moments")
   # the option silences it
-  old <- options(kernbayes.warn_distortion = FALSE)
-  on.exit(options(old), add = TRUE)
+  options(kernbayes.warn_distortion = FALSE)
   expect_silent(stein_thin(f$x, f$s, m = 100))
   options(kernbayes.warn_distortion = TRUE)
   # Gaussian draws: no method warns, over several samples and sizes
@@ -390,4 +392,17 @@ test_that("stein_kernel_thin() takes a chain or a result without a score argumen
   mt <- quiet(mmd_thin(ch, m = 64))
   expect_error(stein_kernel_thin(mt, m = 16), class = "kb_error_arg",
                regexp = "'score' is missing")
+})
+
+test_that("reference moments agree on ordinary, tiny and huge scales", {
+  set.seed(513)
+  y <- matrix(rexp(600) * 2 - 1, 200)
+  base <- kernbayes:::sample_moments(y)
+  for (s in c(1e-150, 1e-60, 1e60, 1e150)) {
+    r <- kernbayes:::sample_moments(y * s)
+    expect_equal(r$sd / s, base$sd, tolerance = 1e-12, info = format(s))
+    expect_equal(r$kurt, base$kurt, tolerance = 1e-10, info = format(s))
+    expect_equal(r$skew, base$skew, tolerance = 1e-10, info = format(s))
+  }
+  expect_equal(base$kurt, ref_shape(y)$kurt, tolerance = 1e-12)
 })
