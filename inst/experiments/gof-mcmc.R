@@ -72,6 +72,9 @@
 # three tests), copied to inst/extdata/ when run from the package's source
 # directory, and gof-mcmc-rule.csv (single chains: the rejection rate of
 # the rule "multinomial if iact_plain <= t, else Markov" for t = 1.1 ... 5).
+# A quick run writes the same tables as gof-mcmc-quick-steps.csv,
+# gof-mcmc-quick-runs.csv, gof-mcmc-quick.csv and gof-mcmc-quick-rule.csv
+# and copies nothing to inst/extdata/.
 #
 # inst/extdata/gof-mcmc.csv: two processes (GOF_MCMC_TAG=a: lowiact,
 # null1000 with GOF_MCMC_REPS=100, d520; b: power1000, multi, n500, n5000,

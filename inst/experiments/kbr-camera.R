@@ -81,6 +81,14 @@
 # of R_hat_t' R_t), with the mean angle in degrees beside it. Seeds: repeat
 # r at noise level l uses set.seed(1000 l + r); the pattern set.seed(2013).
 #
+# Writes to outdir: kbr-camera-results.csv (one row per noise level,
+# repeat, T and method: err, deg, ranks, seconds) and kbr-camera.csv (per
+# noise level, T and method: mean and standard error of err and deg over
+# the repeats, paired difference of err to "kbr"), the second copied to
+# inst/extdata/ when run from the package's source directory; with
+# KBR_CAMERA_RANK other than 60 the names start kbr-camera-rank<cap>. The
+# pilot (KBR_CAMERA_PILOT=1) only prints its table.
+#
 # Pilot for eps and delta (KBR_CAMERA_PILOT=1; seeds 901, 902; T = 900,
 # s2 = 1e-3, 150 test steps; grid eps in {1e-5, 1e-4, 1e-3} x delta in
 # {1e-6, 1e-5, 1e-4}, after a first grid of {1e-4, 1e-3, 1e-2} for both

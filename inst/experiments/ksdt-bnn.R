@@ -7,9 +7,11 @@
 #
 # Usage: Rscript inst/experiments/ksdt-bnn.R [outdir]
 #   outdir  directory for the results (default "ksdt-bnn-output")
-# Environment (to shorten the run for testing): KSDT_BNN_N (MALA iterations
-#   per chain, default 10000), KSDT_BNN_REF (iterations of each of the 4
-#   reference chains, default 25000), KSDT_BNN_SEEDS (chains, default 5).
+# Environment (to shorten the run for testing):
+#   KSDT_BNN_N      MALA iterations per chain (default 4000; at least 100)
+#   KSDT_BNN_REF    iterations of each of the 4 reference chains (default
+#                   10000; at least 1000)
+#   KSDT_BNN_SEEDS  chains per temperature (default 5)
 #
 # Setting. The paper's networks (FRN-ResNet-20 on CIFAR-10, CNN-LSTM on
 # IMDB) and their 2-d curve subspaces are out of reach here; this is the
@@ -20,9 +22,12 @@
 #   features standardised by the training means and sds;
 # - network: one hidden layer of 16 tanh units, softmax output (372
 #   weights); log likelihood sum_i log softmax(f(x_i; w))_{y_i} over the
-#   whole training set (the authors' code uses a mini-batch mean, i.e. a
-#   tempered, stochastic-gradient posterior; ours is the exact posterior at
-#   temperature 1, so that MALA is exact and the score is in closed form);
+#   whole training set, divided by a temperature T; everything below runs
+#   at T = 600 and at T = 1 (the authors' code uses a mini-batch mean of
+#   the log likelihood, i.e. a tempered, stochastic-gradient posterior:
+#   T = 600, the training-set size, is that tempering; T = 1 is the exact
+#   posterior), exact in both, so that MALA is exact and the score is in
+#   closed form;
 # - subspace (Izmailov et al. 2020, "Subspace inference for Bayesian deep
 #   learning", the PCA subspace): SGD with batch 50, fixed learning rate 0.2
 #   and weight decay 2e-3 (our choice: the largest rate that stayed stable,
@@ -34,9 +39,10 @@
 #   (the authors' PRIOR_VARIANCE = 10), log density and score in closed
 #   form (back-propagation, checked here by central finite differences);
 #   the coordinates are then whitened by the mean and covariance of a pilot
-#   MALA chain (5000 iterations), z = m + R u, so that one MALA step size
-#   suits every direction (in the raw PCA coordinates the posterior sds
-#   range over 0.6-2.5 with strong correlation, and MALA mixed slowly);
+#   MALA chain (3000 iterations, from z = 0, seed 4), z = m + R u, so that
+#   one MALA step size suits every direction (in the raw PCA coordinates
+#   the posterior sds range over 0.6-2.5 with strong correlation, and MALA
+#   mixed slowly);
 # - reference: 4 MALA chains of KSDT_BNN_REF iterations (seeds 101-104,
 #   step adapted over 1000 discarded warm-up iterations); its predictive is
 #   the mean test-set class probabilities over every 5th state (the
@@ -48,16 +54,18 @@
 #   distance between 1000 reference states (the authors: IMQ with L = I,
 #   and RBF; we run IMQ only);
 # - methods (column `method`), each judged at 25 checkpoints t (target
-#   evaluations, log-spaced from 20 to KSDT_BNN_N): "raw" (the first t
-#   states), "ksdt-linear" (KSDT with budget 0 and minimum size t / 2, the
-#   authors' "linear" rule) and "ksdt-sqrt" (sqrt(t log t)), both with
-#   floor 5 as the authors'; "thin-linear", "thin-sqrt" (standard thinning:
-#   equally spaced states, as many as KSDT kept at t); the SP-MCMC variants
-#   over blocks of 5 consecutive states of the same chain (ksdt(candidates
-#   = 5), the authors' addition_rule = 'spmcmc' with 5 samples per step):
-#   "sp" (no pruning: minimum size = number of blocks), "sp-ksdt-linear",
-#   "sp-ksdt-sqrt" (the rules counting blocks), and "thin-5" (every 5th
-#   state, the authors' addition_rule = 'thin').
+#   evaluations, log-spaced from 20 to KSDT_BNN_N, rounded to multiples of
+#   5): "raw" (the first t states), "ksdt-linear" (KSDT with budget 0 and
+#   minimum size t / 2, the authors' "linear" rule) and "ksdt-sqrt"
+#   (sqrt(t log t)), both with floor 5 as the authors'; "thin-linear",
+#   "thin-sqrt" (standard thinning: equally spaced states, as many as KSDT
+#   kept at t); the SP-MCMC variants over blocks of 5 consecutive states of
+#   the same chain (ksdt(candidates = 5), the authors' addition_rule =
+#   'spmcmc' with 5 samples per step): "sp" (no pruning: minimum size =
+#   number of blocks), "sp-ksdt-linear", "sp-ksdt-sqrt" (the rules counting
+#   blocks), with "sp-thin-linear" and "sp-thin-sqrt" (standard thinning
+#   to their sizes), and "thin-5" (every 5th state, the authors'
+#   addition_rule = 'thin').
 # Yardsticks on the 246 test rows, for the predictive q of a point set
 # (mean softmax over its points) against the reference's p: top-1
 # agreement mean(argmax q = argmax p) and total variation

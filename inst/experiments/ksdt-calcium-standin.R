@@ -7,10 +7,11 @@
 #
 # Usage: Rscript inst/experiments/ksdt-calcium-standin.R [outdir]
 #   outdir  directory for the results (default "ksdt-calcium-standin-output")
-# Environment: CALC_N (RWM states per chain, default 1e5), CALC_REPS
-#   (chains, default 5), CALC_NREF (MALA reference states per chain, default
-#   15000, four chains) shorten the run for testing, e.g. CALC_N=10000
-#   CALC_REPS=2 CALC_NREF=3000 (about a minute).
+# Environment: CALC_N (RWM states per chain, default 1e5; at least 2000,
+#   20 blocks of 100), CALC_REPS (chains, default 5; at least 2), CALC_NREF
+#   (MALA reference states per chain, default 15000, four chains; at least
+#   1000) shorten the run for testing, e.g. CALC_N=10000 CALC_REPS=2
+#   CALC_NREF=3000 (about a minute).
 #
 # What is run (source of each setting):
 # - Target (our choice, the issue's suggestion): Bayesian logistic

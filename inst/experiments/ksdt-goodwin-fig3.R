@@ -7,7 +7,10 @@
 #
 # Usage: Rscript inst/experiments/ksdt-goodwin-fig3.R [outdir]
 #   outdir  directory for the results (default "ksdt-goodwin-fig3-output")
-# Environment: KSDT_FIG3_N (chain length, default 2e5) shortens the run.
+# Environment (both shorten the run):
+#   KSDT_FIG3_N     chain length in iterations (default 1e5; a multiple of
+#                   10 and at least 1000)
+#   KSDT_FIG3_REPS  chains per sampler (default 3)
 #
 # Setting.
 # * Posterior: exp_goodwin() in common.R (data theta = (1, 3, 2, 0.5), times
@@ -15,8 +18,9 @@
 #   compression.R.
 # * Chains: the paper thins the 2e6-iteration RWM and MALA chains of Riabiz
 #   et al., which start away from the mode and are used whole (the authors
-#   set burn_in = None). Here one RWM and one MALA chain of n = 2e5
-#   iterations (our reduction, for time), with fixed steps, the ones
+#   set burn_in = None). Here KSDT_FIG3_REPS (3) RWM and as many MALA
+#   chains of n = KSDT_FIG3_N (1e5) iterations each (our reduction, for
+#   time), with fixed steps, the ones
 #   ksdt-goodwin.R's adaptation found (RWM 0.1228, MALA 0.06554), nothing
 #   discarded. Starts (our choice): RWM at log(theta) + 2 (1, -1, 1, -1),
 #   log density about -8e5 against about 75 in the bulk, as compression.R;
@@ -46,10 +50,12 @@
 #   same posterior): mean_err = |(mean - mean_ref) / sd_ref|, sd_err =
 #   |sd / sd_ref - 1| (Euclidean norms over the 4 log-parameters); the
 #   reference's own standard error of the mean is at most 0.05 sd_ref.
-# Seeds: set.seed(11) RWM, set.seed(12) MALA; everything else deterministic.
+# Seeds: set.seed(11 + 100 (r - 1)) for the r-th RWM chain, set.seed(12 +
+# 100 (r - 1)) for the r-th MALA chain; everything else deterministic.
 #
-# Writes to outdir: ksdt-goodwin-fig3.csv (one row per sampler, kernel,
-# addition rule, size rule and checkpoint: 25 log-spaced block counts),
+# Writes to outdir: ksdt-goodwin-fig3.csv.gz (one row per chain, sampler,
+# kernel, addition rule, size rule and checkpoint: 20 log-spaced block
+# counts from 10 to n / 10),
 # ksdt-goodwin-fig3-runs.csv (acceptance and seconds per run), and copies
 # the first to inst/extdata/ when run from the package's source directory.
 #

@@ -5,8 +5,9 @@
 #
 # Usage: Rscript inst/experiments/ksdt-goodwin.R [outdir]
 #   outdir  directory for the results (default "ksdt-goodwin-output")
-# Environment: KSDT_N_CHAIN (RWM/MALA iterations, default 2e5) and
-#   KSDT_N_SP (SP-MCMC steps, default 2e4) shorten the run for testing.
+# Environment: KSDT_N_CHAIN (RWM/MALA iterations, default 2e5; at least
+#   1e4) and KSDT_N_SP (SP-MCMC steps, default 2e4; at least 100) shorten
+#   the run for testing.
 #
 # Setting (as in the vignette, so that its live curves are the first part
 # of these): data theta = (1, 3, 2, 0.5), times 41:80, sd 0.1, simulated

@@ -8,10 +8,14 @@
 #
 # Usage: Rscript inst/experiments/ksdt-growth-alpha.R [outdir]
 #   outdir  directory for the results (default "ksdt-growth-alpha-output")
-# Environment (to shorten the run): KSDT_ALPHA_STEPS (steps of the
-#   package's KSDT, default 2e4), KSDT_ALPHA_SEEDS (runs per alpha and
-#   kernel, default 3), KSDT_ALPHA_TR_STEPS (steps of the R transcription,
-#   default 1e4), KSDT_ALPHA_TR_SEEDS (its runs per alpha, default 3).
+# Environment (to shorten the run):
+#   KSDT_ALPHA_STEPS     steps of the package's KSDT (default 2e4; at least
+#                        100)
+#   KSDT_ALPHA_SEEDS     runs per alpha and kernel (default 3)
+#   KSDT_ALPHA_TR_STEPS  steps of the R transcription (default 1e4; from 100
+#                        to KSDT_ALPHA_STEPS)
+#   KSDT_ALPHA_TR_SEEDS  its runs per alpha (default 3; at most
+#                        KSDT_ALPHA_SEEDS)
 #
 # Setting (the authors' code): two equally weighted Gaussians in 2-D,
 # means (0, 0) and (1, 1), covariance 0.25 I; exact draws, each step draws

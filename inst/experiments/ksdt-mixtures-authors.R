@@ -8,10 +8,13 @@
 # Usage: Rscript inst/experiments/ksdt-mixtures-authors.R [outdir]
 #   outdir  directory for the results (default
 #           "ksdt-mixtures-authors-output")
-# Environment (to shorten the run): KSDT_AUTH_STEPS (steps of the package's
-#   KSDT, default 1e5), KSDT_AUTH_SEEDS (runs per K and kernel, default 3),
-#   KSDT_AUTH_TR_STEPS (steps of the R transcription, default 5e4),
-#   KSDT_AUTH_TR_SEEDS (its runs per K, default 3).
+# Environment (to shorten the run):
+#   KSDT_AUTH_STEPS     steps of the package's KSDT (default 1e5; at least
+#                       100)
+#   KSDT_AUTH_SEEDS     runs per K and kernel (default 3)
+#   KSDT_AUTH_TR_STEPS  steps of the R transcription (default 5e4; from
+#                       100 to KSDT_AUTH_STEPS)
+#   KSDT_AUTH_TR_SEEDS  its runs per K (default 3; at most KSDT_AUTH_SEEDS)
 #
 # Setting (the authors' code): equally weighted mixtures of K Gaussians in
 # 2-D with means (i, i), i = 0, ..., K - 1 (neighbouring means sqrt(2) =
@@ -43,7 +46,9 @@
 # first block's best draw as the first point, the transcription returns
 # the package's dictionary exactly (checked at the start of every run of
 # this script, both kernels). The transcriptions run on the same draws as
-# "ksdt" (their first 5 x KSDT_AUTH_TR_STEPS rows), IMQ only (the paper's
+# "ksdt" (their first 1 + 5 x KSDT_AUTH_TR_STEPS rows: the single first
+# draw, then the blocks; with KSDT_AUTH_TR_STEPS = KSDT_AUTH_STEPS the last
+# draw is one made after those of "ksdt"), IMQ only (the paper's
 # Fig. 7 is IMQ), K = 2, 4, 6, 8, 10. Step t counts blocks of 5 draws.
 # Seed of run r for K modes: 1000 K + r. Column `modes`: the number of
 # components with a dictionary point nearer to their mean than to others.
@@ -168,8 +173,17 @@ for (K in modes) {
           exp_secs(p))
     }
     if (K %in% tr_modes && r <= tr_seeds) {
-      xr <- x[seq_len(1L + m_cand * tr_steps), , drop = FALSE]
+      # the transcription starts from one draw, then tr_steps blocks: one
+      # draw more than the package's run holds when tr_steps = n_steps, drawn
+      # after it (so the draws of every default run are unchanged)
+      n_tr <- 1L + m_cand * tr_steps
+      xr <- x[seq_len(min(n_tr, nrow(x))), , drop = FALSE]
       sr <- sx[seq_len(nrow(xr)), , drop = FALSE]
+      if (nrow(xr) < n_tr) {
+        extra <- sample_target(tg, n_tr - nrow(xr))
+        xr <- rbind(xr, extra)
+        sr <- rbind(sr, target_score(tg, extra))
+      }
       for (v in c("authors-code", "authors-fixed")) {
         a <- exp_timed(authors_ksdt(xr, sr, "imq", slip = v == "authors-code"))
         record(v, "imq", K, r, tr_steps, a$size, a$ksd, a$points,
