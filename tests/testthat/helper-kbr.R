@@ -10,8 +10,9 @@ kbr_toy_1d <- function(n, seed) {
 
 # The Gaussian toy with a closed-form posterior, (X, Y) ~ N((0, 1), Sigma) in
 # R^d x R^d, prior N(0, Sigma_XX / 2): gauss_toy() of the experiment
-# scripts' helpers (inst/experiments/common.R), which the full-scale run
-# uses too.
+# scripts' helpers (inst/experiments/common.R), which the full-scale runs
+# use too; its argument cov chooses Sigma = A'A + 2I ("paper", the default)
+# or A'A / (2d) + 2I ("scaled").
 kbr_gauss_toy <- local({
   env <- new.env()
   sys.source(system.file("experiments", "common.R", package = "kernbayes",
