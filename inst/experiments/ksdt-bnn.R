@@ -12,6 +12,10 @@
 #   KSDT_BNN_REF    iterations of each of the 4 reference chains (default
 #                   10000; at least 1000)
 #   KSDT_BNN_SEEDS  chains per temperature (default 5)
+#   KSDT_BNN_BASIS  "sd" (default: the principal directions scaled by the
+#                   iterates' sd along them, as below) or "unit" (unscaled,
+#                   so the N(0, 10 I) prior is on weight units; exploratory,
+#                   not the run the summaries and the vignette report)
 #
 # Setting. The paper's networks (FRN-ResNet-20 on CIFAR-10, CNN-LSTM on
 # IMDB) and their 2-d curve subspaces are out of reach here; this is the
@@ -149,6 +153,7 @@ out <- exp_start(exp_args(out = "ksdt-bnn-output")$out)
 n_chain <- as.integer(Sys.getenv("KSDT_BNN_N", "4000"))
 n_ref <- as.integer(Sys.getenv("KSDT_BNN_REF", "10000"))
 n_seeds <- as.integer(Sys.getenv("KSDT_BNN_SEEDS", "5"))
+basis_scale <- match.arg(Sys.getenv("KSDT_BNN_BASIS", "sd"), c("sd", "unit"))
 n_pilot <- 3000L
 temperatures <- c(1, 600)  # the exact posterior first
 stopifnot(n_chain >= 100L, n_ref >= 1000L, n_seeds >= 1L)
@@ -236,7 +241,11 @@ w_hat <- colMeans(iterates)
 pca <- svd(sweep(iterates, 2L, w_hat), nu = 0L, nv = 5L)
 k <- 5L
 sd_pc <- pca$d[seq_len(k)] / sqrt(sgd_keep - 1)
-basis <- sweep(pca$v[, seq_len(k)], 2L, sd_pc, "*")  # n_w x k
+basis <- if (basis_scale == "sd") {
+  sweep(pca$v[, seq_len(k)], 2L, sd_pc, "*")  # n_w x k
+} else {
+  pca$v[, seq_len(k)]  # orthonormal: z is in weight units
+}
 accuracy <- function(prob, y) mean(max.col(prob, "first") == y)
 say(paste("SGD: %d + %d epochs; SWA weights: train accuracy %.3f, test %.3f;",
           "iterate sds along the %d PCs %s"), sgd_warmup, sgd_keep,
