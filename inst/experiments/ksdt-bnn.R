@@ -12,6 +12,10 @@
 #   KSDT_BNN_REF    iterations of each of the 4 reference chains (default
 #                   10000; at least 1000)
 #   KSDT_BNN_SEEDS  chains per temperature (default 5)
+#   KSDT_BNN_BASIS  "sd" (default: the principal directions scaled by the
+#                   iterates' sd along them, as below) or "unit" (unscaled,
+#                   so the N(0, 10 I) prior is on weight units; exploratory,
+#                   not the run the summaries and the vignette report)
 #
 # Setting. The paper's networks (FRN-ResNet-20 on CIFAR-10, CNN-LSTM on
 # IMDB) and their 2-d curve subspaces are out of reach here; this is the
@@ -69,8 +73,13 @@
 # Yardsticks on the 246 test rows, for the predictive q of a point set
 # (mean softmax over its points) against the reference's p: top-1
 # agreement mean(argmax q = argmax p) and total variation
-# mean_i (1/2) sum_c |q_ic - p_ic| (the authors' bnn_metrics.py), and the
-# KSD with the fixed kernel.
+# mean_i (1/2) sum_c |q_ic - p_ic| (the authors' bnn_metrics.py); against
+# the true test labels, accuracy (argmax q = label) and the expected
+# calibration error (10 equal-width bins of the confidence max_c q_ic, the
+# usual choice: the authors' bin count was not checked); and the KSD with
+# the fixed kernel. The reference's own accuracy and ECE, the posterior sds
+# in z and how much a single state's predictive differs from the pooled
+# one are in ksdt-bnn-reference.csv.
 #
 # Writes to outdir: ksdt-bnn-results.csv (one row per chain, method and
 # checkpoint), ksdt-bnn-reference.csv (the reference chains: step,
@@ -79,42 +88,62 @@
 # errors over the chains) and ksdt-bnn-paired.csv (at the last checkpoint,
 # each KSDT variant minus standard thinning to the same size and minus the
 # raw chain's first as many states, paired by chain); the last two are
-# also copied to inst/extdata/ when the script is run from the package's
+# copied, with ksdt-bnn-reference.csv, to inst/extdata/ when the script is
+# run from the package's
 # source directory.
 #
-# Results (R 4.2.2, one thread, 2 cores shared with other jobs, load
-# average 11.7-12.3; wall time 507 s = 8 min 27 s: SGD 8 s, per temperature
-# pilot 10 s, reference 115 s, five chains with KSDT about 20 s each).
+# Results (R 4.2.2, one thread, nice, 2 cores shared with two other jobs,
+# load average about 3.5-4; wall time 257 s = 4 min 17 s: SGD 3 s, per
+# temperature pilot 5 s, reference 48-67 s, five chains with KSDT about
+# 12 s each). Agreement, TV and KSD repeat those of the previous run (8.5
+# min under load 12; same seeds); accuracy, ECE and the spread are new.
 # SWA weights: test accuracy 0.813; iterate sds along the PCs 0.080-0.032.
-# Posterior sds in z: T = 600: 2.98-3.27 (the prior's 3.16: at the
-# authors' temperature the likelihood hardly constrains the subspace);
-# T = 1: 0.39-2.35. Score vs finite differences: relative 3e-11, 2.1e-10.
+# Score vs finite differences: relative 2.1e-10 (T = 1), 3e-11 (T = 600).
+# How far the posterior is from the prior, and how much the predictive
+# varies over it (pooled reference, 8000 states; prior sd 3.16):
+#   T     sds in z   accuracy  ECE     state TV  top differs  contested
+#   1     0.39-2.40  0.813     0.0479  0.0192    0.024        0.21
+#   600   2.94-3.15  0.813     0.0288  0.1003    0.111        0.58
+# (state TV: a single state's predictive against the pooled one; top
+# differs: share of test rows where a state's top class is not the pooled
+# one's; contested: share of test rows where the states are not unanimous.)
+# At T = 1 the posterior is well inside the prior, but the predictive
+# varies little: a single state changes the top class of 6 of 246 test
+# rows. At T = 600 it varies more, but that variation is the prior's.
 # Reference noise (each reference chain against the pooled predictive):
-# TV 0.0010-0.0024 at T = 600, 0.0002-0.0004 at T = 1; agreement 0.996-1.
-# At t = 4000 evaluations, means over 5 chains (se):
-#   T = 600        points  agreement        TV                KSD
-#   raw            4000    0.9992 (0.0008)  0.00333 (0.00026) 0.057
-#   ksdt-linear    2000    1.0000 (0)       0.00110 (0.00003) 0.014
-#   thin-linear    2000    1.0000 (0)       0.00276 (0.00025) 0.061
-#   ksdt-sqrt       183    0.9984 (0.0010)  0.00140 (0.00013) 0.040
-#   thin-sqrt       183    0.9935 (0.0028)  0.00651 (0.00137) 0.191
-#   sp              800    0.9992 (0.0008)  0.00113 (0.00007) 0.025
-#   thin-5          800    0.9984 (0.0010)  0.00294 (0.00069) 0.074
-#   sp-ksdt-linear  400    0.9992 (0.0008)  0.00131 (0.00004) 0.028
-#   sp-thin-linear  400    0.9959 (0.0013)  0.00433 (0.00081) 0.104
-#   sp-ksdt-sqrt     74    0.9976 (0.0010)  0.00239 (0.00013) 0.075
-#   sp-thin-sqrt     74    0.9886 (0.0024)  0.01132 (0.00232) 0.272
-#   T = 1: raw 4000 points TV 0.00055, ksdt-linear 0.00027, ksdt-sqrt
-#   0.00030 (183 points), thin-sqrt 0.00166, sp-ksdt-sqrt 0.00040 (74),
-#   sp-thin-sqrt 0.00284; agreement 0.997-1 for every method.
+# TV 0.0002-0.0004 at T = 1, 0.0010-0.0024 at T = 600; agreement 0.996-1.
+# At t = 4000 evaluations, means over 5 chains (se); accuracy and ECE of
+# the set's predictive on the 246 test rows (the reference's: above):
+#   T = 1          points  agreement      TV                accuracy  ECE
+#   raw            4000    0.9992 (8e-4)  0.00055 (0.00009) 0.8138    0.0484 (0.0014)
+#   ksdt-linear    2000    1      (0)     0.00027 (0.000004) 0.8130   0.0480 (2e-6)
+#   thin-linear    2000    0.9992 (8e-4)  0.00060 (0.00007) 0.8138    0.0484 (0.0014)
+#   ksdt-sqrt       183    1      (0)     0.00030 (0.000009) 0.8130   0.0480 (4e-6)
+#   thin-sqrt       183    0.9992 (8e-4)  0.00166 (0.00012) 0.8122    0.0484 (0.0008)
+#   sp              800    1      (0)     0.00026 (0.00001) 0.8130    0.0480 (2e-6)
+#   thin-5          800    0.9992 (8e-4)  0.00072 (0.00012) 0.8138    0.0483 (0.0014)
+#   sp-ksdt-sqrt     74    1      (0)     0.00040 (0.00003) 0.8130    0.0481 (2e-5)
+#   sp-thin-sqrt     74    0.9968 (0.0015) 0.00284 (0.00010) 0.8114   0.0504 (0.0011)
+#   T = 600 (the authors' tempering; posterior close to the prior)
+#   raw            4000    0.9992 (8e-4)  0.00333 (0.00026) 0.8122    0.0291 (0.0019)
+#   ksdt-linear    2000    1      (0)     0.00110 (0.00003) 0.8130    0.0273 (0.0010)
+#   thin-linear    2000    1      (0)     0.00276 (0.00025) 0.8130    0.0276 (0.0021)
+#   ksdt-sqrt       183    0.9984 (0.0010) 0.00140 (0.00013) 0.8114   0.0274 (0.0011)
+#   thin-sqrt       183    0.9935 (0.0028) 0.00651 (0.00137) 0.8114   0.0310 (0.0043)
+#   sp-ksdt-sqrt     74    0.9976 (0.0010) 0.00239 (0.00013) 0.8106   0.0276 (0.0025)
+#   sp-thin-sqrt     74    0.9886 (0.0024) 0.01132 (0.00232) 0.8098   0.0412 (0.0044)
 # Paired by chain, KSDT has the lower TV than standard thinning to its size
 # and than the chain's first as many states in 5 of 5 chains for every
-# variant and both temperatures (T = 600: ksdt-sqrt -0.0051 (se 0.0015) vs
-# thinning, -0.0071 (0.0013) vs the raw chain's first 183 states).
-# Along the way (T = 600): the raw chain needs 440 states for TV 0.0063,
-# ksdt-sqrt 27 points (0.0059); raw at 145 states has agreement 0.992,
-# ksdt-sqrt 0.991 with 14 points. (The printout of that run, since fixed,
-# lacked the method column; the tables above are read from the CSV.)
+# variant and both temperatures (T = 1: ksdt-sqrt -0.00136 (se 0.00012) vs
+# thinning, -0.0025 (0.0005) vs the raw chain's first 183 states; T = 600:
+# -0.0051 (0.0015) and -0.0071 (0.0013)). Accuracy differs between methods
+# by at most 2 test rows in 246 and ECE by at most 0.006 (0.014 at T = 600
+# for sp-ksdt-sqrt vs sp-thin-sqrt); neither separates the methods beyond a
+# few standard errors except in the smallest sets.
+# Along the way: T = 1: the raw chain's first 20 states have TV 0.0063 and
+# agreement 0.992, KSDT-SQRT 27 points (t = 145) TV 0.0010, standard
+# thinning to 27 points 0.0043; T = 600: the raw chain needs 440 states
+# for TV 0.0063, ksdt-sqrt 27 points (0.0059).
 local({  # the shared helpers, next to this script (or installed)
   f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
   source(file.path(if (length(f)) dirname(f[1L]) else
@@ -124,8 +153,9 @@ out <- exp_start(exp_args(out = "ksdt-bnn-output")$out)
 n_chain <- as.integer(Sys.getenv("KSDT_BNN_N", "4000"))
 n_ref <- as.integer(Sys.getenv("KSDT_BNN_REF", "10000"))
 n_seeds <- as.integer(Sys.getenv("KSDT_BNN_SEEDS", "5"))
+basis_scale <- match.arg(Sys.getenv("KSDT_BNN_BASIS", "sd"), c("sd", "unit"))
 n_pilot <- 3000L
-temperatures <- c(600, 1)
+temperatures <- c(1, 600)  # the exact posterior first
 stopifnot(n_chain >= 100L, n_ref >= 1000L, n_seeds >= 1L)
 say <- exp_logger()
 if (!requireNamespace("mlbench", quietly = TRUE)) {
@@ -211,7 +241,11 @@ w_hat <- colMeans(iterates)
 pca <- svd(sweep(iterates, 2L, w_hat), nu = 0L, nv = 5L)
 k <- 5L
 sd_pc <- pca$d[seq_len(k)] / sqrt(sgd_keep - 1)
-basis <- sweep(pca$v[, seq_len(k)], 2L, sd_pc, "*")  # n_w x k
+basis <- if (basis_scale == "sd") {
+  sweep(pca$v[, seq_len(k)], 2L, sd_pc, "*")  # n_w x k
+} else {
+  pca$v[, seq_len(k)]  # orthonormal: z is in weight units
+}
 accuracy <- function(prob, y) mean(max.col(prob, "first") == y)
 say(paste("SGD: %d + %d epochs; SWA weights: train accuracy %.3f, test %.3f;",
           "iterate sds along the %d PCs %s"), sgd_warmup, sgd_keep,
@@ -242,6 +276,7 @@ subspace_target <- function(temp, z0, R) {
   }
   tg <- kb_target(function(u) at(u)$ld, function(u) at(u)$score, dim = k)
   tg$weights <- function(u) w0 + drop(pr %*% u)  # the network's weights
+  tg$coef <- function(u) z0 + drop(R %*% u)       # the PCA coefficients z
   tg
 }
 # the score against central finite differences of the log density
@@ -279,13 +314,28 @@ state_probs <- function(target, u) {
     as.vector(net_probs(target$weights(u[i, ]), x_te))
   }, numeric(nrow(x_te) * n_class)))
 }
-# agreement and total variation of predictive q against p (flattened
-# n_te x n_class matrices)
+# expected calibration error of class probabilities prob (rows) for labels
+# y: the confidence max_c prob_ic binned into `bins` equal-width bins on
+# [0, 1]; sum over bins of (share of rows) x |accuracy - mean confidence|
+# (Guo et al. 2017; 10 bins, the usual choice: the authors' bin count was
+# not checked)
+ece <- function(prob, y, bins = 10L) {
+  conf <- prob[cbind(seq_len(nrow(prob)), max.col(prob, "first"))]
+  hit <- max.col(prob, "first") == y
+  b <- pmin(pmax(ceiling(conf * bins), 1L), bins)
+  sum(vapply(split(seq_along(conf), b), function(i) {
+    length(i) * abs(mean(hit[i]) - mean(conf[i]))
+  }, 0)) / length(conf)
+}
+# predictive q (flattened n_te x n_class matrix) against the reference's p:
+# top-1 agreement and total variation (the authors' bnn_metrics.py), and
+# against the true test labels: accuracy and ECE
 agree_tv <- function(q, p) {
   q <- matrix(q, ncol = n_class)
   p <- matrix(p, ncol = n_class)
   c(agreement = mean(max.col(q, "first") == max.col(p, "first")),
-    tv = mean(rowSums(abs(q - p))) / 2)
+    tv = mean(rowSums(abs(q - p))) / 2, accuracy = accuracy(q, y_te),
+    ece = ece(q, y_te))
 }
 
 # The reference of a target: 4 MALA chains; returns the pooled predictive,
@@ -295,24 +345,59 @@ reference <- function(target, temp) {
     set.seed(seed)
     ch <- exp_timed(mala(target, rep(0, k), n_ref, progress = FALSE))
     keep <- seq(5L, n_ref, by = 5L)
-    list(chain = ch, x = ch$x[keep, , drop = FALSE],
-         pred = colMeans(state_probs(target, ch$x[keep, , drop = FALSE])))
+    sp <- state_probs(target, ch$x[keep, , drop = FALSE])
+    list(chain = ch, x = ch$x[keep, , drop = FALSE], probs = sp,
+         pred = colMeans(sp))
   })
   pred <- Reduce(`+`, lapply(runs, `[[`, "pred")) / length(runs)
+  top <- max.col(matrix(pred, ncol = n_class), "first")
+  # how much the predictive varies over the posterior: each state's
+  # predictive against the pooled one (mean TV, share of test rows whose
+  # top class differs) and the share of test rows on which the states'
+  # top classes are not unanimous
+  spread <- function(sp) {
+    tops <- vapply(seq_len(nrow(sp)), function(i) {
+      max.col(matrix(sp[i, ], ncol = n_class), "first")
+    }, integer(length(top)))                       # n_te x states
+    c(state_tv = mean(abs(sweep(sp, 2L, pred))) * n_class / 2,
+      state_disagree = mean(tops != top),
+      contested = mean(rowSums(tops != top) > 0))
+  }
   tab <- do.call(rbind, lapply(seq_along(runs), function(i) {
     r <- runs[[i]]
+    z <- t(apply(r$x, 1L, target$coef))
+    zsd <- apply(z, 2L, stats::sd)
     data.frame(temperature = temp, chain = 100L + i, n = n_ref,
                step_size = r$chain$step, accept_rate = r$chain$accept_rate,
-               t(agree_tv(r$pred, pred)), seconds = exp_secs(r$chain))
+               t(agree_tv(r$pred, pred)), t(spread(r$probs)),
+               sd_z_min = min(zsd), sd_z_max = max(zsd),
+               sd_prior = sqrt(prior_var), seconds = exp_secs(r$chain))
   }))
+  pooled <- data.frame(temperature = temp, chain = NA_integer_,
+                       n = length(runs) * n_ref, step_size = NA_real_,
+                       accept_rate = NA_real_,
+                       t(agree_tv(pred, pred)),
+                       t(spread(do.call(rbind, lapply(runs, `[[`, "probs")))),
+                       sd_z_min = NA_real_, sd_z_max = NA_real_,
+                       sd_prior = sqrt(prior_var), seconds = NA_real_)
+  zall <- t(apply(do.call(rbind, lapply(runs, `[[`, "x")), 1L, target$coef))
+  zsd <- apply(zall, 2L, stats::sd)
+  pooled$sd_z_min <- min(zsd)
+  pooled$sd_z_max <- max(zsd)
+  tab <- rbind(tab, pooled)  # the last row (chain NA): the pooled reference
   x <- do.call(rbind, lapply(runs, `[[`, "x"))
   med <- stats::median(stats::dist(x[round(seq(1, nrow(x), length.out = 1000)), ]))
   say(paste("T = %g: reference 4 x %d MALA iterations (%.0f s), test accuracy",
-            "%.3f; each chain against the pooled predictive: agreement %s, TV",
+            "%.3f, ECE %.4f; posterior sds in z %.3g-%.3g (prior %.3g); a",
+            "state's predictive against the pooled one: TV %.4f, top class",
+            "differs on %.4f of test rows, states not unanimous on %.3f;",
+            "each chain against the pooled predictive: agreement %s, TV",
             "%s; kernel IMQ, L = I / med^2 with med = %.4g"), temp, n_ref,
-      sum(tab$seconds), accuracy(matrix(pred, ncol = n_class), y_te),
-      paste(signif(tab$agreement, 4), collapse = ", "),
-      paste(signif(tab$tv, 3), collapse = ", "), med)
+      sum(tab$seconds, na.rm = TRUE), pooled$accuracy, pooled$ece,
+      pooled$sd_z_min, pooled$sd_z_max, sqrt(prior_var), pooled$state_tv,
+      pooled$state_disagree, pooled$contested,
+      paste(signif(tab$agreement[1:4], 4), collapse = ", "),
+      paste(signif(tab$tv[1:4], 3), collapse = ", "), med)
   list(pred = pred, kernel = imq_kernel(precon = med^2), table = tab)
 }
 
@@ -414,6 +499,9 @@ curves <- do.call(rbind, lapply(seq_len(nrow(key)), function(i) {
              agreement = signif(mean(r$agreement), 5),
              agreement_se = signif(se(r$agreement), 3),
              tv = signif(mean(r$tv), 4), tv_se = signif(se(r$tv), 3),
+             accuracy = signif(mean(r$accuracy), 5),
+             accuracy_se = signif(se(r$accuracy), 3),
+             ece = signif(mean(r$ece), 4), ece_se = signif(se(r$ece), 3),
              ksd = signif(mean(r$ksd), 4), ksd_se = signif(se(r$ksd), 3),
              row.names = NULL)
 }))
@@ -431,15 +519,20 @@ paired <- do.call(rbind, lapply(temperatures, function(temp) {
         r <- rt[rt$seed == a$seed[i] & rt$method == other &
                   rt$size == a$size[i], ]
         if (other != "raw") r <- r[r$t == max(checkpoints), ]
-        c(r$agreement[1], r$tv[1])
-      }, c(0, 0)))
+        c(r$agreement[1], r$tv[1], r$accuracy[1], r$ece[1])
+      }, c(0, 0, 0, 0)))
       data.frame(temperature = temp, method = nm, versus = other,
                  t = max(checkpoints), size = mean(a$size),
                  d_agreement = signif(mean(a$agreement - b[, 1]), 4),
                  d_agreement_se = signif(se(a$agreement - b[, 1]), 3),
                  d_tv = signif(mean(a$tv - b[, 2]), 4),
                  d_tv_se = signif(se(a$tv - b[, 2]), 3),
-                 tv_wins = sum(a$tv < b[, 2]), chains = nrow(a))
+                 tv_wins = sum(a$tv < b[, 2]),
+                 d_accuracy = signif(mean(a$accuracy - b[, 3]), 4),
+                 d_accuracy_se = signif(se(a$accuracy - b[, 3]), 3),
+                 d_ece = signif(mean(a$ece - b[, 4]), 4),
+                 d_ece_se = signif(se(a$ece - b[, 4]), 3),
+                 chains = nrow(a))
     }))
   }))
 }))
@@ -447,7 +540,8 @@ written <- exp_write(list("ksdt-bnn-results.csv" = res,
                           "ksdt-bnn-reference.csv" = ref_tab,
                           "ksdt-bnn.csv" = curves,
                           "ksdt-bnn-paired.csv" = paired), out,
-                     extdata = c("ksdt-bnn.csv", "ksdt-bnn-paired.csv"))
+                     extdata = c("ksdt-bnn.csv", "ksdt-bnn-paired.csv",
+                                 "ksdt-bnn-reference.csv"))
 for (temp in temperatures) {
   cat(sprintf("\nT = %g, at t = %d (means over %d chains; se):\n", temp,
               max(checkpoints), n_seeds))
