@@ -406,3 +406,22 @@ test_that("reference moments agree on ordinary, tiny and huge scales", {
   }
   expect_equal(base$kurt, ref_shape(y)$kurt, tolerance = 1e-12)
 })
+
+test_that("bad input to the moment report and weighted summaries names the argument", {
+  expect_error(compression_moments(1:3), class = "kb_error_arg", regexp = "'x'")
+  expect_error(compression_moments(list(points = 1)), class = "kb_error_arg",
+               regexp = "'x' must be a thinned set")
+  set.seed(514)
+  x <- matrix(rnorm(200), 100)
+  th <- quiet(stein_thin(x, -x, m = 10))
+  expect_error(summary(th, weights = rep(1, 9)), class = "kb_error_arg",
+               regexp = "'weights'.*one weight per point \\(10\\)")
+  expect_error(summary(th, weights = c(-1, rep(1, 9))), class = "kb_error_arg",
+               regexp = "'weights'")
+  kt <- quiet(ksdt(x, -x))
+  expect_error(summary(kt, weights = "a"), class = "kb_error_arg", regexp = "'weights'")
+  # a rejected call leaves the result as it was
+  before <- th
+  try(summary(th, weights = rep(1, 9)), silent = TRUE)
+  expect_identical(th, before)
+})
