@@ -245,3 +245,19 @@ exp_goodwin_moments <- function() {
         sqrt(sum((apply(p, 2, stats::sd) / ref$sd - 1)^2)) else NA_real_)
   }
 }
+
+# Neal's funnel in d = 3 (v ~ N(0, 9), x_k | v ~ N(0, e^v)) as a vectorised
+# kb_target with its exact score (thin-pathologies.R, compression-choice.R).
+funnel_target <- function() {
+  kb_target(
+    log_density = function(z) {
+      v <- z[, 1]
+      -v^2 / 18 - v - rowSums(z[, -1, drop = FALSE]^2) * exp(-v) / 2
+    },
+    score = function(z) {
+      v <- z[, 1]
+      x <- z[, -1, drop = FALSE]
+      cbind(-v / 9 - 1 + rowSums(x^2) * exp(-v) / 2, -x * exp(-v))
+    },
+    dim = 3, vectorized = TRUE, name = "funnel")
+}

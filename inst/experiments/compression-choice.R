@@ -205,24 +205,14 @@ stan_names <- list(
   eight_schools = c("mu", "log_tau", paste0("theta[", 1:8, "]")),
   mtcars = c("alpha", "beta_wt", "beta_hp", "beta_qsec", "log_sigma"))
 
-funnel_target <- kb_target(
-  log_density = function(z) {
-    v <- z[, 1]
-    -v^2 / 18 - v - rowSums(z[, -1, drop = FALSE]^2) * exp(-v) / 2
-  },
-  score = function(z) {
-    v <- z[, 1]
-    x <- z[, -1, drop = FALSE]
-    cbind(-v / 9 - 1 + rowSums(x^2) * exp(-v) / 2, -x * exp(-v))
-  },
-  dim = 3, vectorized = TRUE, name = "funnel")
+funnel <- funnel_target()
 mix_target <- gaussian_mixture_target(rbind(c(-3, 0), c(3, 0)),
                                       weights = c(0.2, 0.8))
 g20_sd <- exp(seq(log(0.1), log(10), length.out = 20))
 g20_cov <- 0.7^abs(outer(1:20, 1:20, "-")) * outer(g20_sd, g20_sd)
 g20_target <- gaussian_target(rep(0, 20), g20_cov)
 exact <- list(
-  funnel = list(target = funnel_target, names = c("v", "x1", "x2"),
+  funnel = list(target = funnel, names = c("v", "x1", "x2"),
                 draw = function(n) {
                   v <- stats::rnorm(n, 0, 3)
                   cbind(v, matrix(stats::rnorm(2 * n), n) * exp(v / 2))

@@ -58,19 +58,6 @@ n <- as.integer(a$n)
 m <- 200L
 say <- exp_logger()
 
-funnel_target <- function() {
-  kb_target(
-    log_density = function(z) {
-      v <- z[, 1]
-      -v^2 / 18 - v - rowSums(z[, -1, drop = FALSE]^2) * exp(-v) / 2
-    },
-    score = function(z) {
-      v <- z[, 1]
-      x <- z[, -1, drop = FALSE]
-      cbind(-v / 9 - 1 + rowSums(x^2) * exp(-v) / 2, -x * exp(-v))
-    },
-    dim = 3, vectorized = TRUE, name = "funnel")
-}
 funnel_draw <- function(n) {
   v <- stats::rnorm(n, 0, 3)
   cbind(v, matrix(stats::rnorm(2 * n), n) * exp(v / 2))
