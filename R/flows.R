@@ -813,12 +813,13 @@ mied_log_density <- function(target, x, t) {
   ld
 }
 
-mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
+mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL,
+                           mollifier = "riesz") {
   x <- flow_points(x, "x")
   check_target(target)
   if (is.null(s)) s <- ncol(x) + 1e-4
   r <- .Call(C_kb_mied_grad, x, -mied_log_density(target, x, 0L),
-             target_score(target, x), as.double(s), as.double(eps),
+             target_score(target, x), mollifier, as.double(s), as.double(eps),
              resolve_nthreads(nthreads))
   list(value = r$value, gradient = r$grad)
 }
@@ -827,13 +828,22 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 #'
 #' MIED (Li et al., 2023) moves particles to minimise a mollified
 #' interaction energy whose minimisers approach the target as the
-#' mollifier sharpens. With the Riesz mollifier of exponent \eqn{s} and
-#' scale \eqn{\epsilon} and \eqn{V = -\log p}, the energy of particles
-#' \eqn{x_1, \dots, x_n} is
-#' \deqn{E = \frac{1}{n^2}\sum_{i \ne j} (|x_i - x_j|^2 +
-#' \epsilon^2)^{-s/2} e^{(V(x_i) + V(x_j))/2},}{E = (1/n^2) sum_{i != j}
-#' (|x_i - x_j|^2 + eps^2)^(-s/2) exp((V(x_i) + V(x_j))/2),}
-#' a discrete form of \eqn{\iint \phi_\epsilon(x - y) (p(x)
+#' mollifier sharpens. With a mollifier \eqn{\phi_\epsilon} and
+#' \eqn{V = -\log p}, the energy of particles \eqn{x_1, \dots, x_n} is
+#' \deqn{E = \frac{1}{n^2}\sum_{i, j} \phi_\epsilon(x_i - x_j)
+#' e^{(V(x_i) + V(x_j))/2},}{E = (1/n^2) sum_{i, j} phi_eps(x_i - x_j)
+#' exp((V(x_i) + V(x_j))/2),}
+#' with the Riesz mollifier \eqn{(|u|^2 + \epsilon^2)^{-s/2}} (default),
+#' the Gaussian \eqn{\exp(-|u|^2 / (2\epsilon^2))} or the Laplace
+#' \eqn{\exp(-|u| / \epsilon)} (the three of Li et al.; their
+#' normalising constants, which depend on \eqn{\epsilon}, \eqn{s} and
+#' \eqn{d} only, are left out of `objective`). The Gaussian and Laplace
+#' energies include the pairs \eqn{i = j}, whose terms
+#' \eqn{\phi(0)/p(x_i)} hold the particles in (without them those
+#' energies fall to 0 as the particles spread out); the Riesz energy
+#' leaves them out (they are infinite at \eqn{\epsilon = 0}, and its
+#' slowly decaying pair terms confine the particles by themselves). This
+#' is a discrete form of \eqn{\iint \phi_\epsilon(x - y) (p(x)
 #' p(y))^{-1/2} d\mu(x) d\mu(y)}, and the particles descend \eqn{\log E}
 #' (computed stably in the log domain) with Adam (default) or plain
 #' gradient steps. The mollifier repels particles from each other; the
@@ -842,13 +852,22 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 #' @inheritParams svgd
 #' @param target A [kb_target()] (log density and score are both used),
 #'   or a Stan fit (its [stan_target()]).
-#' @param s Riesz exponent, above \eqn{d}; default \eqn{d + 10^{-4}}.
+#' @param mollifier `"riesz"` (default), `"gaussian"` or `"laplace"`.
+#'   The Riesz mollifier works with any small `eps` (the default's
+#'   \eqn{10^{-8}}); the Gaussian and Laplace ones need a scale `eps` of
+#'   about the particles' spacing, which you must give (there is no
+#'   default that suits every target and number of particles; see the
+#'   mollifier comparison in `vignette("particle-flows")`).
+#' @param s Riesz exponent, above \eqn{d}; default \eqn{d + 10^{-4}}
+#'   (Riesz mollifier only).
 #'   With a small `eps` the particles are in the hypersingular regime,
 #'   whose limiting density is proportional to \eqn{p^{d/s}}, so `s` close
 #'   to \eqn{d} is needed to target \eqn{p} itself (larger `s` spreads the
 #'   particles wider than \eqn{p}; measurements in the package's NEWS).
-#' @param eps Mollifier scale \eqn{\epsilon \ge 0} (pairs \eqn{i = j} are
-#'   excluded, so 0 is allowed while particles are distinct).
+#' @param eps Mollifier scale \eqn{\epsilon}: for the Riesz mollifier
+#'   \eqn{\ge 0} (default \eqn{10^{-8}}; pairs \eqn{i = j} are excluded,
+#'   so 0 is allowed while particles are distinct), for the Gaussian and
+#'   Laplace ones \eqn{> 0} and required.
 #' @param optimizer `"adam"` (default) or `"sgd"`.
 #' @param constraint `NULL` (default: unconstrained) or a
 #'   [mied_constraint()]: an inequality \eqn{g(x) \le 0} or an equality
@@ -892,9 +911,10 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL) {
 #' mean(fc$x[, 1])     # exact: besselI(2, 1) / besselI(2, 0) = 0.698
 #' @export
 mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
-                 eps = 1e-8, optimizer = c("adam", "sgd"), keep_every = 0,
+                 eps = NULL, optimizer = c("adam", "sgd"), keep_every = 0,
                  progress = NULL, nthreads = NULL, step,
-                 constraint = NULL) {
+                 constraint = NULL,
+                 mollifier = c("riesz", "gaussian", "laplace")) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
   if (is_stan_fit(target)) target <- stan_target(target)
   if (!missing(step)) {
@@ -913,9 +933,26 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
   con <- check_constraint(constraint, ncol(x))
   # the dimension of the set the particles live on: one less on an equality
   dm <- ncol(x) - as.integer(!is.null(con) && con$type == "eq")
-  s <- if (is.null(s)) dm + 1e-4 else
-    check_number(s, "s", lower = dm, lower_open = TRUE)
-  eps <- check_number(eps, "eps", lower = 0)
+  mollifier <- check_choice(mollifier, c("riesz", "gaussian", "laplace"),
+                            "mollifier")
+  if (mollifier == "riesz") {
+    s <- if (is.null(s)) dm + 1e-4 else
+      check_number(s, "s", lower = dm, lower_open = TRUE)
+    eps <- if (is.null(eps)) 1e-8 else check_number(eps, "eps", lower = 0)
+  } else {
+    if (!is.null(s)) {
+      stop_arg("s", sprintf(paste0("is the Riesz exponent; the %s mollifier ",
+                                   "has none (leave 's' out)"), mollifier))
+    }
+    if (is.null(eps)) {
+      stop_arg("eps", sprintf(paste0("must be given for the %s mollifier: a ",
+                                     "scale > 0 of about the particles' ",
+                                     "spacing"), mollifier))
+    }
+    eps <- check_number(eps, "eps", lower = 0, lower_open = TRUE)
+    s <- NA_real_
+  }
+  s_c <- if (is.na(s)) 0 else s  # the C layer reads s for Riesz only
   optimizer <- check_choice(optimizer, c("adam", "sgd"), "optimizer")
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
@@ -928,7 +965,8 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
   viol <- if (is.null(con)) NULL else numeric(n_iter + 1L)
   for (t in seq_len(n_iter)) {
     ld <- mied_log_density(target, x, t)
-    r <- .Call(C_kb_mied_grad, x, -ld, target_score(target, x), s, eps, nt)
+    r <- .Call(C_kb_mied_grad, x, -ld, target_score(target, x), mollifier,
+               s_c, eps, nt)
     obj[t] <- r$value
     dir <- r$grad
     if (!is.null(con)) {
@@ -944,7 +982,8 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
     tr$add(x, t, force = t == n_iter)
     pb$tick(t)
   }
-  settings <- list(step = step, s = s, eps = eps, optimizer = optimizer)
+  settings <- list(step = step, mollifier = mollifier, s = s, eps = eps,
+                   optimizer = optimizer)
   if (is.null(con)) {
     return(new_particles(x, tr, obj, "log energy", "MIED", n_iter,
                          settings = settings, target = target))

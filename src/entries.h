@@ -18,7 +18,7 @@ SEXP kb_svgd_median(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_cross_kernel(SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_self_kernel(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_ksd_grad(SEXP, SEXP, SEXP, SEXP);
-SEXP kb_mied_grad(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_mied_grad(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
 /* fssd.c */
 SEXP kb_fssd_moments(SEXP, SEXP, SEXP, SEXP, SEXP);

@@ -934,31 +934,41 @@ SEXP kb_ksd_grad(SEXP x, SEXP s, SEXP kern, SEXP nthreads)
     return ans;
 }
 
-/* ---- MIED (Riesz mollifier) ------------------------------------------ */
+/* ---- MIED ---------------------------------------------------------------- */
 
-/* Over pairs i != j, with V = -log density:
- *   w_ij = (|x_i - x_j|^2 + eps^2)^(-sexp / 2) exp((V_i + V_j) / 2)
- *        = phi_eps(x_i - x_j) (p(x_i) p(x_j))^(-1/2),
+/* Over pairs i != j (Riesz) or all pairs (Gaussian, Laplace), with
+ * V = -log density and a mollifier phi of the squared distance
+ * r_ij = |x_i - x_j|^2 (kernels.c):
+ *   w_ij = phi(r_ij) exp((V_i + V_j) / 2) = phi(x_i - x_j) (p(x_i) p(x_j))^(-1/2),
  *   value = log(sum w / n^2),
- *   grad_i = 2 sum_j w_ij [-sexp (x_i - x_j) / (|x_i - x_j|^2 + eps^2)
- *            - s_i / 2] / sum w.
- * The weights are not a kernel of the package (they mix in densities);
- * their distances come from kernels.c.  The sums are taken relative to the
- * largest log weight M, for stability. */
+ *   grad_i = 2 sum_j w_ij [-c(r_ij) (x_i - x_j) - s_i / 2] / sum w,
+ * c = -2 d log phi / dr.  The pairs i = i are the energy's self-interaction
+ * phi(0) / p(x_i), which holds the particles in: without it the Gaussian
+ * and Laplace energies fall to 0 as the particles spread out; the Riesz
+ * energy leaves them out (they are infinite at eps = 0, and the pair terms
+ * alone confine: phi decays only polynomially).  The weights are not a
+ * kernel of the package (they mix in densities); the mollifier and the
+ * distances come from kernels.c.
+ * The sums are taken relative to the largest log weight M, for stability. */
 typedef struct {
     row_total w;              /* per row: sum_j exp(log w_ij - M) */
     const double *X, *S, *V;
     R_xlen_t n;
     int d;
-    double se, e2, M;
+    kb_mollifier mol;
+    int diag;                 /* 1: the pairs i = i count */
+    double M;
     double *rowmax, *G;
 } mied_ctx;
 
-/* log w_ij at the squared distance r of x_i and x_j. */
-static inline double mied_logw(const mied_ctx *q, R_xlen_t i, R_xlen_t j,
-                               double r)
+/* log w_ij over a block j = j0..j0+m-1 of row i, into r (which holds the
+ * squared distances on entry); c (if not NULL) gets c(r_ij). */
+static void mied_logw_block(const mied_ctx *q, R_xlen_t i, R_xlen_t j0,
+                            int m, double *r, double *c)
 {
-    return -0.5 * q->se * log(r + q->e2) + 0.5 * q->V[i] + 0.5 * q->V[j];
+    kb_mollifier_block(&q->mol, m, r, r, c);
+    for (int t = 0; t < m; t++)
+        r[t] += 0.5 * q->V[i] + 0.5 * q->V[j0 + t];
 }
 
 /* Pass 1: the largest log weight of row i. */
@@ -969,13 +979,10 @@ static void mied_max_row(void *ctx, R_xlen_t i, double *r)
     for (R_xlen_t j0 = 0; j0 < q->n; j0 += KB_BLOCK) {
         int m = (int) (q->n - j0 < KB_BLOCK ? q->n - j0 : KB_BLOCK);
         kb_sqdist_block(q->d, q->X + i, q->n, q->X, q->n, j0, m, r);
-        for (int t = 0; t < m; t++) {
-            if (j0 + t == i)
-                continue;
-            double lw = mied_logw(q, i, j0 + t, r[t]);
-            if (lw > mx)
-                mx = lw;
-        }
+        mied_logw_block(q, i, j0, m, r, NULL);
+        for (int t = 0; t < m; t++)
+            if ((j0 + t != i || q->diag) && r[t] > mx)
+                mx = r[t];
     }
     q->rowmax[i] = mx;
 }
@@ -993,15 +1000,17 @@ static void mied_grad_row(void *ctx, R_xlen_t i, double *r)
     for (R_xlen_t j0 = 0; j0 < n; j0 += KB_BLOCK) {
         int m = (int) (n - j0 < KB_BLOCK ? n - j0 : KB_BLOCK);
         kb_sqdist_block(q->d, q->X + i, n, q->X, n, j0, m, r);
+        mied_logw_block(q, i, j0, m, r, c);
         double cb = 0.0;
         for (int t = 0; t < m; t++) {
             if (j0 + t == i) {
-                c[t] = 0.0;
-                continue;
+                c[t] = 0.0;   /* x_i - x_i = 0 */
+                if (!q->diag)
+                    continue;
             }
-            double w = exp(mied_logw(q, i, j0 + t, r[t]) - q->M);
+            double w = exp(r[t] - q->M);
             wsum += w;
-            c[t] = w * q->se / (r[t] + q->e2);
+            c[t] *= w;
             cb += c[t];
         }
         for (int k = 0; k < q->d; k++) {
@@ -1072,10 +1081,10 @@ static double mied_energy(mied_ctx *q, int nt)
 }
 
 /* .Call entry: log energy and its gradient.  x: n x d particles, V: -log
- * density (length n), s: scores; sexp, eps: the Riesz exponent and
- * mollifier scale. */
-SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
-                  SEXP nthreads)
+ * density (length n), s: scores; mollifier: its name; sexp, eps: the Riesz
+ * exponent and the mollifier's scale. */
+SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP mollifier, SEXP sexp_,
+                  SEXP eps_, SEXP nthreads)
 {
     int n, d;
     kb_arg_points(x, s, "x", "score", &n, &d);
@@ -1088,9 +1097,13 @@ SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP sexp_, SEXP eps_,
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SEXP g = Rf_allocMatrix(REALSXP, n, d);
     SET_VECTOR_ELT(ans, 1, g);
-    mied_ctx q = {{(double *) R_alloc((size_t) n, sizeof(double)), 0.0},
-                  REAL(x), REAL(s), V, n, d, se, eps * eps, R_NegInf,
-                  (double *) R_alloc((size_t) n, sizeof(double)), REAL(g)};
+    mied_ctx q = {.w = {(double *) R_alloc((size_t) n, sizeof(double)), 0.0},
+                  .X = REAL(x), .S = REAL(s), .V = V, .n = n, .d = d,
+                  .M = R_NegInf,
+                  .rowmax = (double *) R_alloc((size_t) n, sizeof(double)),
+                  .G = REAL(g)};
+    kb_mollifier_from_sexp(mollifier, se, eps, &q.mol);
+    q.diag = q.mol.type != KB_MOLL_RIESZ;
     kb_check_interrupt();
     SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(mied_energy(&q, nt)));
     UNPROTECT(1);

@@ -19,7 +19,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_cross_kernel, 5),
     CALLDEF(kb_self_kernel, 4),
     CALLDEF(kb_ksd_grad, 4),
-    CALLDEF(kb_mied_grad, 6),
+    CALLDEF(kb_mied_grad, 7),
     CALLDEF(kb_kbr_mu, 3),
     CALLDEF(kb_kbr_apply, 6),
     CALLDEF(kb_kbr_weights, 5),

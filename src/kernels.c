@@ -239,6 +239,50 @@ void kb_phi3_block(const kb_kernel *K, int m, const double *r,
     }
 }
 
+/* ---- mollifiers (MIED) ------------------------------------------------ */
+
+static const char *const mollifier_names[] = {"riesz", "gaussian", "laplace",
+                                              NULL};
+
+void kb_mollifier_from_sexp(SEXP type, double s, double eps, kb_mollifier *M)
+{
+    M->type = kb_arg_choice(type, "mollifier", mollifier_names);
+    M->s = s;
+    M->eps = eps;
+    if (!(eps >= 0.0) || (M->type != KB_MOLL_RIESZ && !(eps > 0.0)))
+        KB_INTERNAL("mollifier scale out of range");
+}
+
+void kb_mollifier_block(const kb_mollifier *M, int m, const double *r,
+                        double *lphi, double *c)
+{
+    const double e = M->eps, e2 = e * e;
+    switch (M->type) {
+    case KB_MOLL_RIESZ:
+        for (int t = 0; t < m; t++) {
+            double u = r[t] + e2;
+            lphi[t] = -0.5 * M->s * log(u);
+            if (c)
+                c[t] = M->s / u;
+        }
+        break;
+    case KB_MOLL_GAUSSIAN:
+        for (int t = 0; t < m; t++) {
+            lphi[t] = -0.5 * r[t] / e2;
+            if (c)
+                c[t] = 1.0 / e2;
+        }
+        break;
+    default:
+        for (int t = 0; t < m; t++) {
+            double q = sqrt(r[t]);
+            lphi[t] = -q / e;
+            if (c)
+                c[t] = q > 0.0 ? 1.0 / (e * q) : 0.0;
+        }
+    }
+}
+
 double kb_phi_zero(const kb_kernel *K)
 {
     double zero = 0.0, p0;

@@ -126,6 +126,30 @@ void kb_phi3_block(const kb_kernel *K, int m, const double *r,
 /* phi(0) = k(x, x). */
 double kb_phi_zero(const kb_kernel *K);
 
+/* The mollifiers of MIED (Li et al., 2023) as functions of the squared
+ * distance r = |x - y|^2, with their log and c(r) = -2 d log phi / dr, so
+ * that grad_x log phi(|x - y|^2) = -c(r) (x - y):
+ *   Riesz     phi = (r + eps^2)^(-s/2)   c = s / (r + eps^2)
+ *   Gaussian  phi = exp(-r / (2 eps^2))  c = 1 / eps^2
+ *   Laplace   phi = exp(-sqrt(r) / eps)  c = 1 / (eps sqrt(r)), 0 at r = 0
+ * (the Laplace mollifier has no gradient at 0; 0 is the subgradient of
+ * least norm).  Their normalising constants are left out: they depend on
+ * eps, s and d only, so they shift log phi by a constant. */
+enum { KB_MOLL_RIESZ, KB_MOLL_GAUSSIAN, KB_MOLL_LAPLACE };
+typedef struct {
+    int type;
+    double s, eps;
+} kb_mollifier;
+
+/* Fill a kb_mollifier from its name (a string: "riesz", "gaussian" or
+ * "laplace"), the Riesz exponent s and the scale eps (the R layer checks
+ * them: eps > 0 except for Riesz). */
+void kb_mollifier_from_sexp(SEXP type, double s, double eps, kb_mollifier *M);
+
+/* log phi(r_t) into lphi and c(r_t) into c (c may be NULL), t < m. */
+void kb_mollifier_block(const kb_mollifier *M, int m, const double *r,
+                        double *lphi, double *c);
+
 /* Squared Euclidean distances (no preconditioner) r_t = |x - X_{j0+t}|^2,
  * t < m, for the points of a column-major matrix X with leading dimension
  * ld; the point x has coordinates x[k * xs] (xs = 1: a vector; xs = ld and
