@@ -1,7 +1,8 @@
 # KSDT on a sticky random-walk chain in 37 dimensions: a stand-in for the
 # calcium-signalling experiment of Hawkins, Koppel and Zhang, "Online,
 # informative MCMC thinning with kernelized Stein discrepancy", Fig. 4
-# (issue 18, item 6). The paper's model (38 parameters, Riabiz et al. 2022,
+# (issue 18, item 6; the RBF kernel added in issue 32, item 5). The
+# paper's model (38 parameters, Riabiz et al. 2022,
 # App. S5.4) and its 4e6-state chain are not reachable offline; this script
 # builds a posterior of the same character from a real data set.
 #
@@ -11,7 +12,9 @@
 #   20 blocks of 100), CALC_REPS (chains, default 5; at least 2), CALC_NREF
 #   (MALA reference states per chain, default 15000, four chains; at least
 #   1000) shorten the run for testing, e.g. CALC_N=10000 CALC_REPS=2
-#   CALC_NREF=3000 (about a minute).
+#   CALC_NREF=3000 (about a minute). CALC_KERNELS (default "imq,rbf"; a
+#   comma-separated subset of imq and rbf) picks the kernels; every kernel
+#   runs on the same chains.
 #
 # What is run (source of each setting):
 # - Target (our choice, the issue's suggestion): Bayesian logistic
@@ -47,8 +50,20 @@
 #   rule: the block's state minimising k_p(c,c) + 2 sum_D k_p(c, x_j),
 #   ksdt(candidates = 100)); pruning "linear" (f(t) = t / 2), "sqrt" (f(t)
 #   = sqrt(t log t); the authors' log(t + 1)) or none, never below 10;
-#   budget 0. Kernel: IMQ (c = 1, beta = -1/2) with L = I, the authors'
-#   (ksdp/ksd.py: (1 + |x - y|^2)^(-1/2), no preconditioner), for every KSD.
+#   budget 0. Kernels: the authors' grid for "cardiac" (bio/hpo.py,
+#   kernel_type imq and rbf), both from ksdp/ksd.py with no
+#   preconditioner: IMQ (1 + |x - y|^2)^(-1/2) (c = 1, beta = -1/2, L = I)
+#   and RBF exp(-|x - y|^2 / h) with h = d = 37 (bio/main.py passes
+#   h_method = "dim" for rbf, and ksd.py's _get_h takes h = the number of
+#   columns; the authors' problem has 38 parameters, so their h was 38),
+#   i.e. gaussian_kernel(bandwidth = sqrt(d / 2)) = bandwidth 4.30 in the
+#   package's exp(-r^2 / (2 b^2)). Checked against the authors' repository
+#   colehawkins/KSD-Thinning (bio/hpo.py, bio/main.py, ksdp/ksdp/ksd.py),
+#   as in ksdt-goodwin-fig3.R. Each kernel's streams, Stein thinning and
+#   KSD / normalized-KSD yardsticks use that kernel (the paper judges each
+#   run with its own kernel; the KSDs of the two kernels are not on one
+#   scale); the moment and predictive yardsticks are kernel-free, so the
+#   same method's rows of the two kernels can be compared on them.
 #   Method names: "thin-raw" (every 100th state: the paper's baseline
 #   RWM), "thin-ksdt-linear", "thin-ksdt-sqrt", "sp-raw" (the SP rule
 #   without pruning: the paper's SPMCMC-RWM baseline), "sp-ksdt-linear",
@@ -75,25 +90,32 @@
 #   warm-up iterations), seeds 201..204; its Monte Carlo error (sd of the
 #   four chain means / 2) is reported.
 #
-# Writes to outdir: ksdt-calcium-standin-results.csv (every chain, method
-# and checkpoint), ksdt-calcium-standin-runs.csv (per chain: step,
-# acceptance, repeated states, seconds) and ksdt-calcium-standin.csv (mean
-# and standard error over the chains per method and checkpoint), which is
+# Writes to outdir: ksdt-calcium-standin-results.csv (every chain, kernel,
+# method and checkpoint), ksdt-calcium-standin-runs.csv (per chain and
+# kernel: step, acceptance, repeated states, seconds) and
+# ksdt-calcium-standin.csv (mean and standard error over the chains per
+# kernel, method and checkpoint; column `kernel`, "imq" or "rbf", NA for
+# the reference's own Monte Carlo error, row "reference-mc"), which is
 # also copied to inst/extdata/ when run from the package's source
 # directory.
 #
-# Results (R 4.2.2, one thread, 2 cores shared with other helpers' runs:
-# load average 5.0 to 11.7 during the run; wall time 867 s = 14 min 27 s,
-# of which the reference 94 s, the RWM chains 56-95 s each, the six
-# streams 9-16 s each, the yardsticks 50-81 s each (mostly the whole
-# chain's KSD), Stein thinning 1-2 s each; an earlier run without the sd
-# ratio gave the same numbers in 950 s at load 6.7 to 11.8). RWM step
+# Results (R 4.2.2, one thread, 2 cores shared with other helpers' runs).
+# Both kernels (issue 32): load average 2.1 to 5.7 (sampled) during the
+# run, wall time 755 s = 12 min 35 s (57% of a core on average), of which
+# the reference 70 s, the RWM chains 32-104 s each; per chain the six
+# streams 3-6 s (IMQ) and 4-11 s (RBF), the yardsticks 19-38 s (IMQ) and
+# 22-44 s (RBF; mostly the whole chain's KSD), Stein thinning 0-1 s. The
+# IMQ rows are identical to those of the earlier IMQ-only run (same
+# seeds; checked with all.equal on the summary), which took 867 s = 14
+# min 27 s at load 5.0 to 11.7 (reference 94 s, chains 56-95 s, streams
+# 9-16 s, yardsticks 50-81 s, Stein 1-2 s per chain). RWM step
 # 0.567-0.644, acceptance 0.073-0.111, 88.9-92.7% of the states repeat
 # their predecessor (7.3 to 11.1 distinct states per block of 100; the
 # paper: about 10). Reference
 # Monte Carlo error of the means <= 0.018 posterior sd (norm over the 37
 # coefficients 0.057). At the end (1e5 states, 1000 blocks), mean over the
-# 5 chains (standard errors in inst/extdata/ksdt-calcium-standin.csv):
+# 5 chains (standard errors in inst/extdata/ksdt-calcium-standin.csv),
+# IMQ:
 #  method                  points   KSD  nKSD  mean_err sd_err TV x 1000
 #  chain                   100000 0.693 219.1 0.246 0.131 2.33
 #  thin-raw                  1000 1.101  34.8 0.259 0.158 2.50
@@ -124,6 +146,37 @@
 # thin-ksdt-linear - thin-raw: KSD -0.197 (se 0.038, 5/5), mean error
 # +0.060 (se 0.017, 0/5); stein-linear - sp-ksdt-linear: KSD -0.034 (se
 # 0.002, 5/5), mean error -0.055 (se 0.012, 5/5).
+# RBF (h = 37), same chains; KSD and nKSD under the RBF kernel, the other
+# columns kernel-free:
+#  method                  points   KSD  nKSD  mean_err sd_err TV x 1000
+#  chain                   100000 0.870 275.2 0.246 0.131 2.33
+#  thin-raw                  1000 1.106  35.0 0.259 0.158 2.50
+#  sp-raw                    1000 0.543  17.2 0.230 0.172 2.04
+#  thin-ksdt-linear           500 0.784  17.5 0.311 0.215 2.84
+#  spaced-thin-ksdt-linear    500 1.548  34.6 0.302 0.187 2.86
+#  thin-ksdt-sqrt              84 1.237  11.3 0.648 0.470 5.67
+#  spaced-thin-ksdt-sqrt       84 3.573  32.8 0.637 0.468 6.79
+#  sp-ksdt-linear             500 0.519  11.6 0.284 0.226 2.50
+#  spaced-sp-ksdt-linear      500 1.548  34.6 0.302 0.187 2.86
+#  stein-linear               500 0.467  10.4 0.212 0.196 2.08
+#  sp-ksdt-sqrt                84 0.961   8.8 0.566 0.439 4.95
+#  spaced-sp-ksdt-sqrt         84 3.369  31.0 0.595 0.516 5.96
+#  stein-sqrt                  84 0.930   8.5 0.536 0.455 4.82
+# Paired differences (RBF) at the end: sp-ksdt-linear - sp-raw: KSD
+# -0.023 (se 0.012, 5/5 chains lower), nKSD -5.5 (se 0.5, 5/5), mean
+# error +0.054 (se 0.019, 0/5), TV +0.0005 (se 0.0001, 0/5);
+# thin-ksdt-linear - thin-raw: KSD -0.323 (se 0.052, 5/5), mean error
+# +0.052 (se 0.012, 0/5); sp-ksdt-linear - spaced-sp-ksdt-linear: KSD
+# -1.029 (se 0.054, 5/5), mean error -0.018 (se 0.031, 3/5), sd error
+# +0.039 (se 0.007, 0/5), TV -0.0004 (se 0.0002, 4/5); stein-linear -
+# sp-ksdt-linear: KSD -0.052 (se 0.003, 5/5), mean error -0.072 (se
+# 0.013, 5/5). RBF - IMQ, same method and chain (kernel-free):
+# sp-ksdt-linear mean error +0.007 (se 0.021), sd error -0.040 (se 0.014,
+# 5/5 lower); stein-linear sd error -0.078 (se 0.009, 5/5). sd ratio at
+# the end (RBF): 1.019 (sp-ksdt-linear), 1.007 (stein-linear), 1.006
+# (sp-raw), 0.992 (spaced-sp-ksdt-linear, chain), 0.991 (thin-raw).
+# Predicted classes agree with the reference's on 99.74% to 100% of the
+# test pixels, test log predictive densities within 0.002 nats.
 local({  # the shared helpers, next to this script (or installed)
   f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
   source(file.path(if (length(f)) dirname(f[1L]) else
@@ -201,10 +254,19 @@ p_ref <- lr$predict(do.call(rbind, ref)[seq(10L, 4L * n_ref, by = 10L), ],
                     x_test)
 lpd <- function(p) mean(ifelse(y_test == 1, log(p), log1p(-p)))
 lpd_ref <- lpd(p_ref)
-kernel <- imq_kernel()
+# IMQ and RBF as in the authors' ksdp/ksd.py: (1 + |x - y|^2)^(-1/2) and
+# exp(-|x - y|^2 / h), h = d (h_method "dim", which bio/main.py sets for
+# "rbf"), i.e. exp(-r^2 / (2 b^2)) with b = sqrt(d / 2)
+all_kernels <- list(imq = imq_kernel(),
+                    rbf = gaussian_kernel(bandwidth = sqrt(d / 2)))
+kernel_names <- trimws(strsplit(Sys.getenv("CALC_KERNELS", "imq,rbf"),
+                                ",")[[1L]])
+stopifnot(length(kernel_names) >= 1L, all(kernel_names %in% names(all_kernels)),
+          !anyDuplicated(kernel_names))
+kernels <- all_kernels[kernel_names]
 
 # every yardstick of a point set P (rows: coefficients; wt: multiplicities)
-judge <- function(P, S, wt = NULL) {
+judge <- function(P, S, wt = NULL, kernel) {
   if (is.null(wt)) wt <- rep(1, nrow(P))
   pw <- wt / sum(wt)
   m <- colSums(P * pw)
@@ -233,7 +295,7 @@ spaced <- function(n, k) ceiling(seq_len(k) * n / k)
 
 # KSDT over a stream (rows x, scores s; blocks of `cand` rows), pushed up to
 # each checkpoint (in blocks); returns the dictionary's rows at each one
-stream_run <- function(x, s, cand, rule, coef, at) {
+stream_run <- function(x, s, cand, rule, coef, at, kernel) {
   st <- ksdt_stream(d, min_size = rule, min_size_coef = coef, kernel = kernel,
                     progress = FALSE, standardize = FALSE)
   done <- 0L
@@ -263,69 +325,81 @@ for (rep in seq_len(reps)) {
             "states, %.0f s"),
       rep, ch$step, ch$accept_rate, 100 * (1 - length(rn$rows) / n_chain),
       exp_secs(ch))
-  t0 <- proc.time()[["elapsed"]]
   thin_rows <- seq(m_block, n_blocks * m_block, by = m_block)
-  fits <- list()
-  for (rl in names(rules)) {
-    r <- rules[[rl]]
-    fits[[paste0("thin-", if (rl == "raw") "raw" else paste0("ksdt-", rl))]] <-
-      stream_run(x[thin_rows, ], s[thin_rows, ], 1L, r[1], as.numeric(r[2]), at)
-    fits[[paste0("sp-", if (rl == "raw") "raw" else paste0("ksdt-", rl))]] <-
-      stream_run(x, s, m_block, r[1], as.numeric(r[2]), at)
-  }
-  t_ksdt <- proc.time()[["elapsed"]] - t0
-  say("chain %d: six streams, %.0f s; sizes at the end: %s", rep, t_ksdt,
-      paste(names(fits), vapply(fits, function(f) nrow(f[[length(at)]]$points),
-                                0L), collapse = ", "))
-  rows <- list()
-  for (k in seq_along(at)) {
-    n_at <- at[k] * m_block
-    for (nm in names(fits)) {
-      f <- fits[[nm]][[k]]
-      rows[[length(rows) + 1L]] <- c(method = nm, t = at[k],
-                                     size = nrow(f$points),
-                                     judge(f$points, f$score))
-      if (grepl("ksdt", nm)) {
-        i <- spaced(n_at, nrow(f$points))
-        rows[[length(rows) + 1L]] <- c(method = sub("^", "spaced-", nm),
-                                       t = at[k], size = length(i),
-                                       judge(x[i, , drop = FALSE],
-                                             s[i, , drop = FALSE]))
-      }
+  for (kn in names(kernels)) {  # every kernel on the same chain
+    kernel <- kernels[[kn]]
+    t0 <- proc.time()[["elapsed"]]
+    fits <- list()
+    for (rl in names(rules)) {
+      r <- rules[[rl]]
+      nm <- if (rl == "raw") "raw" else paste0("ksdt-", rl)
+      fits[[paste0("thin-", nm)]] <-
+        stream_run(x[thin_rows, ], s[thin_rows, ], 1L, r[1], as.numeric(r[2]),
+                   at, kernel)
+      fits[[paste0("sp-", nm)]] <-
+        stream_run(x, s, m_block, r[1], as.numeric(r[2]), at, kernel)
     }
-    rn_k <- runs_of(x, n_at)
-    rows[[length(rows) + 1L]] <- c(method = "chain", t = at[k], size = n_at,
-                                   judge(x[rn_k$rows, , drop = FALSE],
-                                         s[rn_k$rows, , drop = FALSE],
-                                         rn_k$count))
+    t_ksdt <- proc.time()[["elapsed"]] - t0
+    say("chain %d, %s: six streams, %.0f s; sizes at the end: %s", rep, kn,
+        t_ksdt,
+        paste(names(fits),
+              vapply(fits, function(f) nrow(f[[length(at)]]$points), 0L),
+              collapse = ", "))
+    rows <- list()
+    for (k in seq_along(at)) {
+      n_at <- at[k] * m_block
+      for (nm in names(fits)) {
+        f <- fits[[nm]][[k]]
+        rows[[length(rows) + 1L]] <- c(method = nm, t = at[k],
+                                       size = nrow(f$points),
+                                       judge(f$points, f$score,
+                                             kernel = kernel))
+        if (grepl("ksdt", nm)) {
+          i <- spaced(n_at, nrow(f$points))
+          rows[[length(rows) + 1L]] <- c(method = sub("^", "spaced-", nm),
+                                         t = at[k], size = length(i),
+                                         judge(x[i, , drop = FALSE],
+                                               s[i, , drop = FALSE],
+                                               kernel = kernel))
+        }
+      }
+      rn_k <- runs_of(x, n_at)
+      rows[[length(rows) + 1L]] <- c(method = "chain", t = at[k], size = n_at,
+                                     judge(x[rn_k$rows, , drop = FALSE],
+                                           s[rn_k$rows, , drop = FALSE],
+                                           rn_k$count, kernel))
+    }
+    t_judge <- proc.time()[["elapsed"]] - t0 - t_ksdt
+    # Stein thinning of the whole chain (its distinct states: greedy picks
+    # with repeats allowed, so duplicates change nothing) to the final sizes
+    t1 <- proc.time()[["elapsed"]]
+    for (nm in c("sp-ksdt-linear", "sp-ksdt-sqrt")) {
+      k_st <- nrow(fits[[nm]][[length(at)]]$points)
+      st <- stein_thin(x[rn$rows, ], s[rn$rows, ], k_st, kernel = kernel,
+                       standardize = FALSE, progress = FALSE)
+      i <- rn$rows[st$index]
+      rows[[length(rows) + 1L]] <- c(method = sub("^sp-ksdt", "stein", nm),
+                                     t = n_blocks, size = k_st,
+                                     judge(x[i, , drop = FALSE],
+                                           s[i, , drop = FALSE],
+                                           kernel = kernel))
+    }
+    t_stein <- proc.time()[["elapsed"]] - t1
+    say("chain %d, %s: yardsticks %.0f s, Stein thinning %.0f s", rep, kn,
+        t_judge, t_stein)
+    r <- as.data.frame(do.call(rbind, rows), stringsAsFactors = FALSE)
+    for (cc in names(r)[-1L]) r[[cc]] <- as.numeric(r[[cc]])
+    r$nksd <- r$ksd * sqrt(r$size)   # the paper's normalized KSD (our reading)
+    res[[length(res) + 1L]] <- cbind(chain = rep, kernel = kn, r)
+    runs[[length(runs) + 1L]] <- data.frame(chain = rep, kernel = kn,
+                              n = n_chain, step_size = ch$step,
+                              accept_rate = ch$accept_rate,
+                              repeated = 1 - length(rn$rows) / n_chain,
+                              distinct_per_block = length(rn$rows) / n_blocks,
+                              seconds_chain = exp_secs(ch),
+                              seconds_ksdt = t_ksdt,
+                              seconds_judge = t_judge, seconds_stein = t_stein)
   }
-  t_judge <- proc.time()[["elapsed"]] - t0 - t_ksdt
-  # Stein thinning of the whole chain (its distinct states: greedy picks
-  # with repeats allowed, so duplicates change nothing) to the final sizes
-  t1 <- proc.time()[["elapsed"]]
-  for (nm in c("sp-ksdt-linear", "sp-ksdt-sqrt")) {
-    k_st <- nrow(fits[[nm]][[length(at)]]$points)
-    st <- stein_thin(x[rn$rows, ], s[rn$rows, ], k_st, kernel = kernel,
-                     standardize = FALSE, progress = FALSE)
-    i <- rn$rows[st$index]
-    rows[[length(rows) + 1L]] <- c(method = sub("^sp-ksdt", "stein", nm),
-                                   t = n_blocks, size = k_st,
-                                   judge(x[i, , drop = FALSE],
-                                         s[i, , drop = FALSE]))
-  }
-  t_stein <- proc.time()[["elapsed"]] - t1
-  say("chain %d: yardsticks %.0f s, Stein thinning %.0f s", rep, t_judge,
-      t_stein)
-  r <- as.data.frame(do.call(rbind, rows), stringsAsFactors = FALSE)
-  for (cc in names(r)[-1L]) r[[cc]] <- as.numeric(r[[cc]])
-  r$nksd <- r$ksd * sqrt(r$size)   # the paper's normalized KSD (our reading)
-  res[[rep]] <- cbind(chain = rep, r)
-  runs[[rep]] <- data.frame(chain = rep, n = n_chain, step_size = ch$step,
-                            accept_rate = ch$accept_rate,
-                            repeated = 1 - length(rn$rows) / n_chain,
-                            distinct_per_block = length(rn$rows) / n_blocks,
-                            seconds_chain = exp_secs(ch), seconds_ksdt = t_ksdt,
-                            seconds_judge = t_judge, seconds_stein = t_stein)
   rm(ch, cb, x, s, fits)
   invisible(gc())
 }
@@ -335,9 +409,10 @@ runs <- do.call(rbind, runs)
 # mean and standard error over the chains
 vals <- c("size", "ksd", "nksd", "mean_err", "sd_err", "sd_ratio", "tv",
           "agree", "lpd_diff")
-key <- unique(res[c("method", "t")])
+key <- unique(res[c("kernel", "method", "t")])
 summ <- do.call(rbind, lapply(seq_len(nrow(key)), function(i) {
-  v <- res[res$method == key$method[i] & res$t == key$t[i], ]
+  v <- res[res$kernel == key$kernel[i] & res$method == key$method[i] &
+             res$t == key$t[i], ]
   out <- data.frame(key[i, ], iteration = key$t[i] * m_block, chains = nrow(v))
   for (cc in vals) {
     out[[paste0(cc, "_mean")]] <- signif(mean(v[[cc]]), 4)
@@ -345,9 +420,11 @@ summ <- do.call(rbind, lapply(seq_len(nrow(key)), function(i) {
   }
   out
 }))
-summ <- summ[order(summ$method, summ$t), ]
+summ <- summ[order(match(summ$kernel, names(kernels)), summ$method,
+                   summ$t), ]
 rownames(summ) <- NULL
-ref_row <- data.frame(method = "reference-mc", t = NA, iteration = 4L * n_ref,
+ref_row <- data.frame(kernel = NA, method = "reference-mc", t = NA,
+                      iteration = 4L * n_ref,
                       chains = 4L)
 for (cc in vals) {
   ref_row[[paste0(cc, "_mean")]] <- NA
@@ -362,7 +439,7 @@ files <- exp_write(list(`ksdt-calcium-standin-results.csv` = res,
 say("wrote %s", paste(files, collapse = ", "))
 print(runs)
 fin <- summ[summ$t %in% n_blocks | summ$method == "reference-mc",
-            c("method", "size_mean", "ksd_mean", "ksd_se", "mean_err_mean",
-              "mean_err_se", "sd_err_mean", "sd_err_se", "tv_mean", "tv_se",
-              "agree_mean", "lpd_diff_mean")]
+            c("kernel", "method", "size_mean", "ksd_mean", "ksd_se",
+              "mean_err_mean", "mean_err_se", "sd_err_mean", "sd_err_se",
+              "tv_mean", "tv_se", "agree_mean", "lpd_diff_mean")]
 print(fin, row.names = FALSE)
