@@ -47,7 +47,8 @@
 #   2-d; 5 is the PCA subspace's usual rank; unit-length directions are
 #   our choice, which puts the prior below in weight units: with the
 #   directions scaled by the iterates' sds, 0.03-0.08, the prior was so
-#   narrow in weight space that at T = 600 the posterior was the prior);
+#   narrow in weight space that at T = 600 the posterior was nearly the
+#   prior);
 # - posterior on the coefficients z (w = w_hat + P z): prior N(0, 10 I)
 #   (the authors' PRIOR_VARIANCE = 10), log density and score in closed
 #   form (back-propagation, checked here by central finite differences);
