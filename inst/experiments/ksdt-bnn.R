@@ -1,21 +1,28 @@
-# KSDT on a Bayesian neural network in a PCA subspace: Hawkins, Koppel and
-# Zhang, "Online, informative MCMC thinning with kernelized Stein
-# discrepancy", Figs. 5-6 (top-1 agreement and total variation of the
-# predictive against a long reference run, against the number of points
-# kept; MALA and SPMCMC-MALA, no pruning / KSDT-SQRT / KSDT-LINEAR, mean
-# over 5 chains).
+# KSDT on a Bayesian neural network in a PCA subspace, a stand-in for
+# Hawkins, Koppel and Zhang, "Online, informative MCMC thinning with
+# kernelized Stein discrepancy", Figs. 5-6 (top-1 agreement and total
+# variation of the predictive against a long reference run, against the
+# number of points kept; MALA and SPMCMC-MALA, no pruning / KSDT-SQRT /
+# KSDT-LINEAR, mean over 5 chains). Not a reproduction: data set, network,
+# subspace and sampler differ (below).
 #
 # Usage: Rscript inst/experiments/ksdt-bnn.R [outdir]
 #   outdir  directory for the results (default "ksdt-bnn-output")
-# Environment (to shorten the run for testing):
+# Environment (to shorten the run for testing, or for the sensitivity
+# settings):
 #   KSDT_BNN_N      MALA iterations per chain (default 4000; at least 100)
 #   KSDT_BNN_REF    iterations of each of the 4 reference chains (default
-#                   10000; at least 1000)
+#                   40000; at least 1000)
 #   KSDT_BNN_SEEDS  chains per temperature (default 5)
-#   KSDT_BNN_BASIS  "sd" (default: the principal directions scaled by the
-#                   iterates' sd along them, as below) or "unit" (unscaled,
-#                   so the N(0, 10 I) prior is on weight units; exploratory,
-#                   not the run the summaries and the vignette report)
+#   KSDT_BNN_T      temperatures, comma-separated (default "600,1": the
+#                   setting the vignette leads with, then the untempered
+#                   posterior)
+#   KSDT_BNN_BASIS  "unit" (default: the principal directions unscaled, so
+#                   that z is in weight units) or "sd" (scaled by the
+#                   iterates' sd along them, the previous default: there
+#                   the N(0, 10 I) prior is on a scale 12-31 times
+#                   narrower in weight units and at T = 600 the posterior
+#                   is nearly the prior, sds 2.94-3.15 against 3.16)
 #
 # Setting. The paper's networks (FRN-ResNet-20 on CIFAR-10, CNN-LSTM on
 # IMDB) and their 2-d curve subspaces are out of reach here; this is the
@@ -26,31 +33,36 @@
 #   features standardised by the training means and sds;
 # - network: one hidden layer of 16 tanh units, softmax output (372
 #   weights); log likelihood sum_i log softmax(f(x_i; w))_{y_i} over the
-#   whole training set, divided by a temperature T; everything below runs
-#   at T = 600 and at T = 1 (the authors' code uses a mini-batch mean of
-#   the log likelihood, i.e. a tempered, stochastic-gradient posterior:
-#   T = 600, the training-set size, is that tempering; T = 1 is the exact
-#   posterior), exact in both, so that MALA is exact and the score is in
-#   closed form;
+#   whole training set, divided by a temperature T; T = 600 first (the
+#   authors' code uses a mini-batch mean of the log likelihood, i.e. a
+#   tempered, stochastic-gradient posterior: T = 600, the training-set
+#   size, is that tempering), then T = 1 (the exact posterior), exact in
+#   both, so that MALA is exact and the score is in closed form;
 # - subspace (Izmailov et al. 2020, "Subspace inference for Bayesian deep
 #   learning", the PCA subspace): SGD with batch 50, fixed learning rate 0.2
 #   and weight decay 2e-3 (our choice: the largest rate that stayed stable,
 #   test accuracy about 0.83), 1000 warm-up epochs, then one iterate per epoch
 #   over 100 epochs; w_hat = their mean (SWA), the k = 5 leading principal
-#   directions scaled by the iterates' sd along them (the authors' curve
-#   subspace is 2-d; 5 is the PCA subspace's usual rank);
+#   directions as an orthonormal basis P (the authors' curve subspace is
+#   2-d; 5 is the PCA subspace's usual rank; unit-length directions are
+#   our choice, which puts the prior below in weight units: with the
+#   directions scaled by the iterates' sds, 0.03-0.08, the prior was so
+#   narrow in weight space that at T = 600 the posterior was nearly the
+#   prior);
 # - posterior on the coefficients z (w = w_hat + P z): prior N(0, 10 I)
 #   (the authors' PRIOR_VARIANCE = 10), log density and score in closed
 #   form (back-propagation, checked here by central finite differences);
 #   the coordinates are then whitened by the mean and covariance of a pilot
 #   MALA chain (3000 iterations, from z = 0, seed 4), z = m + R u, so that
-#   one MALA step size suits every direction (in the raw PCA coordinates
-#   the posterior sds range over 0.6-2.5 with strong correlation, and MALA
-#   mixed slowly);
+#   one MALA step size suits every direction (the posterior sds in z range
+#   over 1.7-3.1 at T = 600 and 0.025-0.29 at T = 1);
 # - reference: 4 MALA chains of KSDT_BNN_REF iterations (seeds 101-104,
 #   step adapted over 1000 discarded warm-up iterations); its predictive is
 #   the mean test-set class probabilities over every 5th state (the
-#   paper's reference: 20,000 samples of the authors' Langevin sampler);
+#   paper's reference: 20,000 samples of the authors' Langevin sampler;
+#   40,000 per chain here, as 10,000 left each chain 0.006-0.010 in total
+#   variation from the pooled predictive at T = 600, the size of the
+#   differences between methods);
 # - chains: KSDT_BNN_SEEDS MALA chains of KSDT_BNN_N iterations (seeds
 #   1, 2, ...; adapted step, 1000 discarded warm-up iterations; the
 #   paper's: 5 chains of 2000 steps), all from u = 0 (the pilot mean);
@@ -78,7 +90,7 @@
 # calibration error (10 equal-width bins of the confidence max_c q_ic, the
 # usual choice: the authors' bin count was not checked); and the KSD with
 # the fixed kernel. The reference's own accuracy and ECE, the posterior sds
-# in z and how much a single state's predictive differs from the pooled
+# and means in z and how much a single state's predictive differs from the pooled
 # one are in ksdt-bnn-reference.csv.
 #
 # Writes to outdir: ksdt-bnn-results.csv (one row per chain, method and
@@ -92,58 +104,67 @@
 # run from the package's
 # source directory.
 #
-# Results (R 4.2.2, one thread, nice, 2 cores shared with two other jobs,
-# load average about 3.5-4; wall time 257 s = 4 min 17 s: SGD 3 s, per
-# temperature pilot 5 s, reference 48-67 s, five chains with KSDT about
-# 12 s each). Agreement, TV and KSD repeat those of the previous run (8.5
-# min under load 12; same seeds); accuracy, ECE and the spread are new.
-# SWA weights: test accuracy 0.813; iterate sds along the PCs 0.080-0.032.
-# Score vs finite differences: relative 2.1e-10 (T = 1), 3e-11 (T = 600).
+# Results (R 4.2.2, one thread, nice, 2 cores shared with other jobs, load
+# average 3.6-11.5 during the run; wall time 18 min 4 s: SGD 3 s; T = 600:
+# pilot 7 s, reference 4 x 40,000 iterations 299 s, five chains with KSDT
+# 22-28 s each; T = 1: pilot 15 s, reference 496 s, chains 21-30 s; peak
+# memory 1.5 GB). SWA weights: test accuracy 0.813; iterate sds along the
+# PCs 0.080-0.032. Score vs finite differences: relative 1.1e-10 (T = 600),
+# 3.9e-10 (T = 1).
 # How far the posterior is from the prior, and how much the predictive
-# varies over it (pooled reference, 8000 states; prior sd 3.16):
-#   T     sds in z   accuracy  ECE     state TV  top differs  contested
-#   1     0.39-2.40  0.813     0.0479  0.0192    0.024        0.21
-#   600   2.94-3.15  0.813     0.0288  0.1003    0.111        0.58
+# varies over it (pooled reference, 32,000 states; prior sd 3.16, mean 0):
+#   T     sds in z    |means| in z  accuracy  ECE     state TV  top differs  contested
+#   600   1.66-3.07   0.38-0.96     0.728     0.139   0.406     0.375        1.00
+#   1     0.027-0.29  0.006-0.22    0.825     0.054   0.022     0.028        0.24
 # (state TV: a single state's predictive against the pooled one; top
 # differs: share of test rows where a state's top class is not the pooled
 # one's; contested: share of test rows where the states are not unanimous.)
-# At T = 1 the posterior is well inside the prior, but the predictive
-# varies little: a single state changes the top class of 6 of 246 test
-# rows. At T = 600 it varies more, but that variation is the prior's.
+# At T = 600 the likelihood narrows the posterior in some directions (sd
+# 1.66, about half the prior's) and hardly in another (3.07), and moves its
+# mean by 0.4-1.0; a single state changes the top class on 37.5% of the
+# test rows, and the model average is less accurate (0.728) than the SWA
+# weights (0.813). At T = 1 the posterior is far inside the prior but the
+# predictive varies little (a state changes 2.8% of the top classes).
 # Reference noise (each reference chain against the pooled predictive):
-# TV 0.0002-0.0004 at T = 1, 0.0010-0.0024 at T = 600; agreement 0.996-1.
+# T = 600: TV 0.0041-0.0047, agreement 0.976-1; T = 1: TV 0.00012-0.00017,
+# agreement 1 (an exploratory run with 4 x 10,000 at T = 600: TV
+# 0.0061-0.0105, agreement 0.972-0.992).
 # At t = 4000 evaluations, means over 5 chains (se); accuracy and ECE of
 # the set's predictive on the 246 test rows (the reference's: above):
-#   T = 1          points  agreement      TV                accuracy  ECE
-#   raw            4000    0.9992 (8e-4)  0.00055 (0.00009) 0.8138    0.0484 (0.0014)
-#   ksdt-linear    2000    1      (0)     0.00027 (0.000004) 0.8130   0.0480 (2e-6)
-#   thin-linear    2000    0.9992 (8e-4)  0.00060 (0.00007) 0.8138    0.0484 (0.0014)
-#   ksdt-sqrt       183    1      (0)     0.00030 (0.000009) 0.8130   0.0480 (4e-6)
-#   thin-sqrt       183    0.9992 (8e-4)  0.00166 (0.00012) 0.8122    0.0484 (0.0008)
-#   sp              800    1      (0)     0.00026 (0.00001) 0.8130    0.0480 (2e-6)
-#   thin-5          800    0.9992 (8e-4)  0.00072 (0.00012) 0.8138    0.0483 (0.0014)
-#   sp-ksdt-sqrt     74    1      (0)     0.00040 (0.00003) 0.8130    0.0481 (2e-5)
-#   sp-thin-sqrt     74    0.9968 (0.0015) 0.00284 (0.00010) 0.8114   0.0504 (0.0011)
-#   T = 600 (the authors' tempering; posterior close to the prior)
-#   raw            4000    0.9992 (8e-4)  0.00333 (0.00026) 0.8122    0.0291 (0.0019)
-#   ksdt-linear    2000    1      (0)     0.00110 (0.00003) 0.8130    0.0273 (0.0010)
-#   thin-linear    2000    1      (0)     0.00276 (0.00025) 0.8130    0.0276 (0.0021)
-#   ksdt-sqrt       183    0.9984 (0.0010) 0.00140 (0.00013) 0.8114   0.0274 (0.0011)
-#   thin-sqrt       183    0.9935 (0.0028) 0.00651 (0.00137) 0.8114   0.0310 (0.0043)
-#   sp-ksdt-sqrt     74    0.9976 (0.0010) 0.00239 (0.00013) 0.8106   0.0276 (0.0025)
-#   sp-thin-sqrt     74    0.9886 (0.0024) 0.01132 (0.00232) 0.8098   0.0412 (0.0044)
+#   T = 600        points  agreement      TV               accuracy        ECE
+#   raw            4000    0.971 (0.002)  0.0142 (0.0019)  0.720 (0.005)   0.125 (0.004)
+#   ksdt-linear    2000    0.983 (0.003)  0.0072 (0.0005)  0.730 (0.002)   0.137 (0.002)
+#   thin-linear    2000    0.967 (0.003)  0.0147 (0.0021)  0.720 (0.004)   0.128 (0.004)
+#   sp              800    0.980 (0.003)  0.0088 (0.0007)  0.733 (0.004)   0.138 (0.005)
+#   thin-5          800    0.964 (0.002)  0.0176 (0.0022)  0.720 (0.005)   0.135 (0.005)
+#   ksdt-sqrt       183    0.970 (0.002)  0.0124 (0.0007)  0.725 (0.004)   0.137 (0.004)
+#   thin-sqrt       183    0.946 (0.005)  0.0298 (0.0022)  0.729 (0.008)   0.133 (0.008)
+#   sp-ksdt-sqrt     74    0.966 (0.002)  0.0186 (0.0004)  0.731 (0.007)   0.136 (0.009)
+#   sp-thin-sqrt     74    0.896 (0.020)  0.0568 (0.0069)  0.716 (0.005)   0.103 (0.008)
+#   T = 1 (untempered; the predictive varies little)
+#   raw            4000    0.998 (0.001)  0.00058 (0.00009) 0.823         0.0554 (0.0011)
+#   ksdt-linear    2000    0.998 (0.001)  0.00015 (0.00001) 0.824         0.0556 (0.0010)
+#   thin-linear    2000    0.998 (0.001)  0.00059 (0.00010) 0.823         0.0564 (0.0010)
+#   ksdt-sqrt       183    0.998 (0.001)  0.00019 (0.00002) 0.823         0.0564 (0.0010)
+#   thin-sqrt       183    0.996 (0.002)  0.00157 (0.00022) 0.821         0.0524 (0.0020)
+#   sp-ksdt-sqrt     74    0.998 (0.001)  0.00031 (0.00001) 0.823         0.0565 (0.0010)
+#   sp-thin-sqrt     74    0.997 (0.002)  0.00251 (0.00036) 0.822         0.0522 (0.0019)
 # Paired by chain, KSDT has the lower TV than standard thinning to its size
 # and than the chain's first as many states in 5 of 5 chains for every
-# variant and both temperatures (T = 1: ksdt-sqrt -0.00136 (se 0.00012) vs
-# thinning, -0.0025 (0.0005) vs the raw chain's first 183 states; T = 600:
-# -0.0051 (0.0015) and -0.0071 (0.0013)). Accuracy differs between methods
-# by at most 2 test rows in 246 and ECE by at most 0.006 (0.014 at T = 600
-# for sp-ksdt-sqrt vs sp-thin-sqrt); neither separates the methods beyond a
-# few standard errors except in the smallest sets.
-# Along the way: T = 1: the raw chain's first 20 states have TV 0.0063 and
-# agreement 0.992, KSDT-SQRT 27 points (t = 145) TV 0.0010, standard
-# thinning to 27 points 0.0043; T = 600: the raw chain needs 440 states
-# for TV 0.0063, ksdt-sqrt 27 points (0.0059).
+# variant at both temperatures. T = 600, KSDT minus standard thinning:
+# ksdt-sqrt TV -0.0175 (se 0.0026), agreement +0.024 (0.006); ksdt-linear
+# -0.0075 (0.0021), +0.015 (0.005); sp-ksdt-sqrt -0.038 (0.007), +0.070
+# (0.019); against the chain's first 183 states ksdt-sqrt -0.048 (0.008),
+# +0.087 (0.029). T = 1: ksdt-sqrt vs thinning -0.0014 (0.0002), agreement
+# +0.002 (0.002). Accuracy (0.716-0.733 at T = 600, 0.821-0.824 at T = 1)
+# does not separate the methods beyond a few test rows; at T = 600 the
+# KSDT sets' ECE (0.136-0.138) is nearer the reference's 0.139 than the
+# chain's (0.125) and standard thinning's (0.103-0.135).
+# Along the way (T = 600): agreement climbs from 0.75 (the chain's first
+# 20 states) to 0.97; KSDT-SQRT with 52 points (t = 440) has TV 0.028 and
+# agreement 0.957, where the chain needs 401 states for that TV and 2570
+# for that agreement; KSDT-SQRT's final TV (0.0124, 183 points) and
+# KSDT-LINEAR's from 533 points on are below the whole 4000-state chain's.
 local({  # the shared helpers, next to this script (or installed)
   f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
   source(file.path(if (length(f)) dirname(f[1L]) else
@@ -151,12 +172,13 @@ local({  # the shared helpers, next to this script (or installed)
 })
 out <- exp_start(exp_args(out = "ksdt-bnn-output")$out)
 n_chain <- as.integer(Sys.getenv("KSDT_BNN_N", "4000"))
-n_ref <- as.integer(Sys.getenv("KSDT_BNN_REF", "10000"))
+n_ref <- as.integer(Sys.getenv("KSDT_BNN_REF", "40000"))
 n_seeds <- as.integer(Sys.getenv("KSDT_BNN_SEEDS", "5"))
-basis_scale <- match.arg(Sys.getenv("KSDT_BNN_BASIS", "sd"), c("sd", "unit"))
+basis_scale <- match.arg(Sys.getenv("KSDT_BNN_BASIS", "unit"), c("unit", "sd"))
 n_pilot <- 3000L
-temperatures <- c(1, 600)  # the exact posterior first
-stopifnot(n_chain >= 100L, n_ref >= 1000L, n_seeds >= 1L)
+temperatures <- as.numeric(strsplit(Sys.getenv("KSDT_BNN_T", "600,1"), ",")[[1]])
+stopifnot(n_chain >= 100L, n_ref >= 1000L, n_seeds >= 1L,
+          length(temperatures) >= 1L, all(temperatures > 0))
 say <- exp_logger()
 if (!requireNamespace("mlbench", quietly = TRUE)) {
   stop("ksdt-bnn.R needs the mlbench package (the Vehicle data)")
@@ -367,10 +389,12 @@ reference <- function(target, temp) {
     r <- runs[[i]]
     z <- t(apply(r$x, 1L, target$coef))
     zsd <- apply(z, 2L, stats::sd)
+    zm <- abs(colMeans(z))
     data.frame(temperature = temp, chain = 100L + i, n = n_ref,
                step_size = r$chain$step, accept_rate = r$chain$accept_rate,
                t(agree_tv(r$pred, pred)), t(spread(r$probs)),
                sd_z_min = min(zsd), sd_z_max = max(zsd),
+               abs_mean_z_min = min(zm), abs_mean_z_max = max(zm),
                sd_prior = sqrt(prior_var), seconds = exp_secs(r$chain))
   }))
   pooled <- data.frame(temperature = temp, chain = NA_integer_,
@@ -379,22 +403,27 @@ reference <- function(target, temp) {
                        t(agree_tv(pred, pred)),
                        t(spread(do.call(rbind, lapply(runs, `[[`, "probs")))),
                        sd_z_min = NA_real_, sd_z_max = NA_real_,
+                       abs_mean_z_min = NA_real_, abs_mean_z_max = NA_real_,
                        sd_prior = sqrt(prior_var), seconds = NA_real_)
   zall <- t(apply(do.call(rbind, lapply(runs, `[[`, "x")), 1L, target$coef))
   zsd <- apply(zall, 2L, stats::sd)
   pooled$sd_z_min <- min(zsd)
   pooled$sd_z_max <- max(zsd)
+  pooled$abs_mean_z_min <- min(abs(colMeans(zall)))
+  pooled$abs_mean_z_max <- max(abs(colMeans(zall)))
   tab <- rbind(tab, pooled)  # the last row (chain NA): the pooled reference
   x <- do.call(rbind, lapply(runs, `[[`, "x"))
   med <- stats::median(stats::dist(x[round(seq(1, nrow(x), length.out = 1000)), ]))
   say(paste("T = %g: reference 4 x %d MALA iterations (%.0f s), test accuracy",
-            "%.3f, ECE %.4f; posterior sds in z %.3g-%.3g (prior %.3g); a",
+            "%.3f, ECE %.4f; posterior sds in z %.3g-%.3g (prior %.3g), |means|",
+            "%.3g-%.3g; a",
             "state's predictive against the pooled one: TV %.4f, top class",
             "differs on %.4f of test rows, states not unanimous on %.3f;",
             "each chain against the pooled predictive: agreement %s, TV",
             "%s; kernel IMQ, L = I / med^2 with med = %.4g"), temp, n_ref,
       sum(tab$seconds, na.rm = TRUE), pooled$accuracy, pooled$ece,
-      pooled$sd_z_min, pooled$sd_z_max, sqrt(prior_var), pooled$state_tv,
+      pooled$sd_z_min, pooled$sd_z_max, sqrt(prior_var),
+      pooled$abs_mean_z_min, pooled$abs_mean_z_max, pooled$state_tv,
       pooled$state_disagree, pooled$contested,
       paste(signif(tab$agreement[1:4], 4), collapse = ", "),
       paste(signif(tab$tv[1:4], 3), collapse = ", "), med)
