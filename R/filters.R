@@ -448,6 +448,9 @@ check_cov_matrix <- function(M, arg) {
 
 #' @export
 print.kb_filter <- function(x, ...) {
+  if (!inherits(x, "kb_filter") || !is.matrix(x$mean)) {
+    stop_arg("x", "must be a filter result (kbr_filter() or kalman_filter())")
+  }
   cat(sprintf("%s: %d time steps, state dimension %d\n", x$method,
               nrow(x$mean), ncol(x$mean)))
   if (!is.null(x$eps)) {
