@@ -949,7 +949,9 @@ plot.kb_kbr <- function(x, newdata = NULL, coord = 1L, ...) {
                      col = c("#0072B2", "grey40"), pch = c(16, NA),
                      lty = c(NA, 2), bty = "n", cex = 0.75)
   }
-  # right: the weighted posterior given y0
+  # right: the weighted posterior given y0 (fits made before the prior was
+  # kept: the training x stand for it)
+  prior <- if (is.matrix(x$prior) && ncol(x$prior) == ncol(x$x)) x$prior else x$x
   w <- drop(kbr_weights(x, y0))
   ttl <- sprintf("Posterior weights given y = %s",
                  paste(format(signif(y0[1L, ], 3)), collapse = ", "))
@@ -965,7 +967,7 @@ plot.kb_kbr <- function(x, newdata = NULL, coord = 1L, ...) {
     graphics::plot(x$x[, 1L], w, type = "h", col = cols, xlab = xlab_state(1L),
                    ylab = "weight", main = ttl)
     graphics::abline(h = 0, col = "grey60")
-    graphics::rug(x$prior[, 1L], col = grDevices::gray(0.6, 0.5))
+    graphics::rug(prior[, 1L], col = grDevices::gray(0.6, 0.5))
     graphics::abline(v = sum(w * x$x[, 1L]), lty = 2)
     graphics::legend("topleft", c("positive weight", "negative weight",
                                   "posterior mean", "prior sample (rug)"),
@@ -973,10 +975,10 @@ plot.kb_kbr <- function(x, newdata = NULL, coord = 1L, ...) {
                      lty = c(1, 1, 2, 1), bty = "n", cex = 0.75)
   } else {
     sz <- 0.3 + 2.2 * sqrt(abs(w) / max(abs(w)))
-    graphics::plot(x$prior[, 1L], x$prior[, 2L], pch = 16, cex = 0.4,
+    graphics::plot(prior[, 1L], prior[, 2L], pch = 16, cex = 0.4,
                    col = grDevices::gray(0.8),
-                   xlim = range(x$prior[, 1L], x$x[, 1L]),
-                   ylim = range(x$prior[, 2L], x$x[, 2L]),
+                   xlim = range(prior[, 1L], x$x[, 1L]),
+                   ylim = range(prior[, 2L], x$x[, 2L]),
                    xlab = xlab_state(1L), ylab = xlab_state(2L),
                    main = if (ncol(x$x) > 2L) paste(ttl, "(coordinates 1, 2)") else ttl)
     o <- order(abs(w))

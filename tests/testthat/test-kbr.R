@@ -704,6 +704,9 @@ test_that("plot method for kb_kbr draws 1-d, 2-d and 3-d states and returns invi
   expect_invisible(plot(fit))
   expect_invisible(plot(fit, newdata = 1))
   expect_invisible(suppressWarnings(plot(fit, newdata = 100)))
+  old_fit <- fit
+  old_fit$prior <- NULL                 # a fit made before the prior was kept
+  expect_invisible(plot(old_fit))
   set.seed(338)
   for (dx in 2:3) {
     x <- matrix(rnorm(60 * dx), 60)
