@@ -5,7 +5,7 @@
 #' KBR filter for state-space models
 #'
 #' The kernel Bayes' rule filter (Fukumizu et al., 2013, Section 4.3) for a
-#' state-space model known only through a training trajectory of hidden
+#' state-space model known only through training trajectories of hidden
 #' states and observations \eqn{(X_t, Y_t)}, \eqn{t = 1, \dots, T + 1}. The
 #' transition is the conditional kernel embedding learned from the pairs
 #' \eqn{(X_t, X_{t+1})} (Gram matrix \eqn{G_{XX_+}} of \eqn{k(X_i,
@@ -14,9 +14,25 @@
 #' (G_X + T\epsilon I)^{-1} G_X \alpha}, and applies kernel Bayes' rule to
 #' the new observation; the filtered state is \eqn{\sum_i \alpha_i X_i}.
 #'
+#' **Several trajectories.** With lists of trajectories, the transition
+#' pairs \eqn{(X_t, X_{t+1})} and observation pairs \eqn{(X_t, Y_t)},
+#' \eqn{t = 1, \dots, T_k}, of each trajectory \eqn{k} are pooled: \eqn{T
+#' = \sum_k T_k}, and no pair joins the end of one trajectory to the start of
+#' the next.
+#'
+#' **Spread.** `sd` is the weighted standard deviation of the training
+#' states under the step's weights projected onto the probability simplex
+#' (the nonnegative weights of [posterior_expect()], as in
+#' [posterior_sd()]): the spread of the kernel estimate of the filtering
+#' distribution, not an exact posterior sd. `mean` keeps the signed weights
+#' (the estimator of the paper).
+#'
 #' @param x_train,y_train The training trajectory: hidden states and
 #'   observations, `(T + 1)` rows each (a vector is a one-dimensional
-#'   trajectory; see 'Points and samples' in [kernbayes-package]).
+#'   trajectory; see 'Points and samples' in [kernbayes-package]); or lists
+#'   of such trajectories, the `k`-th of `y_train` with as many rows as the
+#'   `k`-th of `x_train` (at least 2), all of one state and one observation
+#'   dimension.
 #' @param y_obs The observations to filter, one row per time step (a
 #'   vector is one observation when `y_train` has more than one column).
 #' @inheritParams kbr
@@ -48,9 +64,10 @@
 #'   the time steps of the low-rank path; the full path is one call.
 #'   Default `NULL` (automatic).
 #' @return An object of class `kb_filter`: `mean` (filtered states, one row
-#'   per observation), `weights` (the `T x n_obs` posterior weights on the
-#'   training states), `path` (`"full"` or `"lowrank"`), settings; `print`
-#'   and `plot` methods. The posterior weights of a step sum to about 1; an
+#'   per observation), `sd` (their spread, the same shape; see 'Spread'),
+#'   `weights` (the `T x n_obs` posterior weights on the training states,
+#'   in the order of the stacked trajectories), `n_trajectories`, `path`
+#'   (`"full"` or `"lowrank"`), settings; `print` and `plot` methods. The posterior weights of a step sum to about 1; an
 #'   observation far from the training `y` can make them vanish, at its
 #'   step and (method `"kbr"` above all, whose weights then shrink
 #'   geometrically) at every later one. A step whose weights have lost
@@ -70,6 +87,10 @@
 #' f <- kbr_filter(tr$x, tr$y, te$y)
 #' sqrt(mean((f$mean - te$x)^2))   # filtered
 #' sqrt(mean((te$y - te$x)^2))     # raw observations
+#' # two training runs, and the band mean -/+ 2 sd
+#' tr2 <- sim(201)
+#' f2 <- kbr_filter(list(tr$x, tr2$x), list(tr$y, tr2$y), te$y)
+#' plot(f2, truth = te$x)
 #' @export
 kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
                        kernel_y = gaussian_kernel(), eps = 1e-3, delta = 1e-4,
@@ -77,16 +98,13 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
                        nthreads = NULL, progress = NULL) {
   method <- check_choice(method, c("iw", "kbr"), "method")
   progress <- check_progress(progress)
-  x <- as_obs(x_train, "x_train")
-  y <- as_obs(y_train, "y_train")
-  if (nrow(x) != nrow(y)) {
-    stop_arg("y_train", sprintf("must have as many rows as x_train (%d)",
-                                nrow(x)))
-  }
-  if (nrow(x) < 3L) stop_arg("x_train", "must have at least 3 rows")
-  yo <- as_obs(y_obs, "y_obs", ncol(y))
-  if (ncol(yo) != ncol(y)) {
-    stop_arg("y_obs", sprintf("must have %d columns, like y_train", ncol(y)))
+  tr <- filter_trajectories(x_train, y_train)
+  X <- tr$X
+  Xp <- tr$Xp
+  Y <- tr$Y
+  yo <- as_obs(y_obs, "y_obs", ncol(Y))
+  if (ncol(yo) != ncol(Y)) {
+    stop_arg("y_obs", sprintf("must have %d columns, like y_train", ncol(Y)))
   }
   eps <- check_number(eps, "eps", lower = 0, lower_open = TRUE)
   delta <- check_number(delta, "delta", lower = 0, lower_open = TRUE)
@@ -94,10 +112,7 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   tol <- check_number(tol, "tol", lower = 0, upper = 1, upper_open = TRUE)
   check_gaussian(kernel_x, "kernel_x")
   check_gaussian(kernel_y, "kernel_y")
-  T <- nrow(x) - 1L
-  X <- x[seq_len(T), , drop = FALSE]
-  Xp <- x[1L + seq_len(T), , drop = FALSE]
-  Y <- y[seq_len(T), , drop = FALSE]
+  T <- nrow(X)
   auto <- is.null(rank)
   if (!auto) {
     if (!is.numeric(rank) || length(rank) != 1L || is.na(rank)) {
@@ -183,7 +198,7 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
     prog$tick(nrow(yo))
   }
   mean <- crossprod(W, X)
-  colnames(mean) <- colnames(x)
+  colnames(mean) <- colnames(X)
   # weights that lost their mass (healthy steps: sum |w| >= 1 or so) give
   # a mean shrunk towards 0, not a filtered state: NA, and a warning unless
   # warn_far() above already named every such step's observation
@@ -205,7 +220,13 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
       call. = FALSE)
     }
   }
-  structure(list(mean = mean, weights = W,
+  # the spread of the filtered state from the weights projected onto the
+  # probability simplex (as posterior_sd()); NA where the mean is NA
+  sd <- posterior_spread(nonnegative_weights(W), X)
+  sd[is.na(mean)] <- NA_real_
+  colnames(sd) <- colnames(X)
+  structure(list(mean = mean, sd = sd, weights = W,
+                 n_trajectories = tr$n_traj,
                  method = sprintf("KBR filter (%s, %s)", method,
                                   if (full) "full path" else
                                     sprintf("low rank %d/%d", ncol(Lx), ncol(Ly))),
@@ -216,6 +237,72 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
                  residual = if (full) NULL else
                    c(x = attr(Lx, "residual"), y = attr(Ly, "residual"))),
             class = "kb_filter")
+}
+
+# The training trajectories of kbr_filter(): one (matrices or vectors) or
+# several (lists of matrices). The transitions (X_t, X_{t+1}) and the
+# observation pairs (X_t, Y_t), t = 1..T_k, of each trajectory, stacked; no
+# pair crosses from one trajectory to the next.
+filter_trajectories <- function(x_train, y_train) {
+  is_list <- function(v) is.list(v) && !is.data.frame(v)
+  if (is_list(x_train) || is_list(y_train)) {
+    if (!is_list(x_train)) {
+      stop_arg("x_train", "must be a list of trajectories, like y_train")
+    }
+    if (!is_list(y_train)) {
+      stop_arg("y_train", "must be a list of trajectories, like x_train")
+    }
+    if (!length(x_train)) {
+      stop_arg("x_train", "is an empty list: give at least one trajectory")
+    }
+    if (length(y_train) != length(x_train)) {
+      stop_arg("y_train", sprintf(paste0("must have one trajectory per ",
+                                         "trajectory of x_train (%d); it has %d"),
+                                  length(x_train), length(y_train)))
+    }
+  } else {
+    x_train <- list(x_train)
+    y_train <- list(y_train)
+  }
+  K <- length(x_train)
+  lab <- function(arg, k) if (K == 1L) arg else sprintf("%s[[%d]]", arg, k)
+  xs <- ys <- vector("list", K)
+  for (k in seq_len(K)) {
+    xs[[k]] <- as_obs(x_train[[k]], lab("x_train", k),
+                      if (k > 1L) ncol(xs[[1L]]))
+    ys[[k]] <- as_obs(y_train[[k]], lab("y_train", k),
+                      if (k > 1L) ncol(ys[[1L]]))
+    if (k > 1L && ncol(xs[[k]]) != ncol(xs[[1L]])) {
+      stop_arg("x_train", sprintf(paste0("trajectories must have one state ",
+                                         "dimension: trajectory 1 has %d ",
+                                         "columns, trajectory %d has %d"),
+                                  ncol(xs[[1L]]), k, ncol(xs[[k]])))
+    }
+    if (k > 1L && ncol(ys[[k]]) != ncol(ys[[1L]])) {
+      stop_arg("y_train", sprintf(paste0("trajectories must have one ",
+                                         "observation dimension: trajectory ",
+                                         "1 has %d columns, trajectory %d has %d"),
+                                  ncol(ys[[1L]]), k, ncol(ys[[k]])))
+    }
+    if (nrow(xs[[k]]) != nrow(ys[[k]])) {
+      stop_arg(lab("y_train", k), sprintf(
+        "must have as many rows as %s (%d); it has %d", lab("x_train", k),
+        nrow(xs[[k]]), nrow(ys[[k]])))
+    }
+    if (nrow(xs[[k]]) < 2L) {
+      stop_arg(lab("x_train", k), paste0("must have at least 2 rows (one ",
+                                         "transition)"))
+    }
+  }
+  first <- lapply(xs, function(v) v[-nrow(v), , drop = FALSE])
+  X <- do.call(rbind, first)
+  if (nrow(X) < 2L) {
+    stop_arg("x_train", "must have at least 3 rows (2 transitions in all)")
+  }
+  list(X = X,
+       Xp = do.call(rbind, lapply(xs, function(v) v[-1L, , drop = FALSE])),
+       Y = do.call(rbind, lapply(ys, function(v) v[-nrow(v), , drop = FALSE])),
+       n_traj = K)
 }
 
 # The automatic choice of kbr_filter(): the low-rank path above this many
@@ -259,8 +346,9 @@ lowrank_step <- function(Ly, mu, delta, method, f) {
 #'   and `R` are covariances (symmetric, positive semi-definite).
 #' @param m0,P0 Mean and covariance of the first state; default the
 #'   stationary distribution when it exists, else zero mean and identity.
-#' @return A `kb_filter` with `mean` (filtered means \eqn{E[x_t | y_{1:t}]})
-#'   and `cov` (a list of filtered covariances).
+#' @return A `kb_filter` with `mean` (filtered means \eqn{E[x_t | y_{1:t}]}),
+#'   `sd` (filtered sds, the square roots of the diagonals of `cov`) and
+#'   `cov` (a list of filtered covariances).
 #' @examples
 #' kalman_filter(c(1, 0.5, 0.2), A = 0.9, C = 1, Q = 0.1, R = 0.2)$mean
 #' @export
@@ -339,7 +427,9 @@ kalman_filter <- function(y, A, C, Q, R, m0 = NULL, P0 = NULL) {
     mean[t, ] <- m
     covs[[t]] <- P
   }
-  structure(list(mean = mean, cov = covs, method = "Kalman filter"),
+  sd <- t(vapply(covs, function(P) sqrt(pmax(diag(P), 0)), numeric(d)))
+  if (d == 1L) sd <- matrix(sd, ncol = 1L)
+  structure(list(mean = mean, sd = sd, cov = covs, method = "Kalman filter"),
             class = "kb_filter")
 }
 
@@ -358,11 +448,16 @@ check_cov_matrix <- function(M, arg) {
 
 #' @export
 print.kb_filter <- function(x, ...) {
+  if (!inherits(x, "kb_filter") || !is.matrix(x$mean)) {
+    stop_arg("x", "must be a filter result (kbr_filter() or kalman_filter())")
+  }
   cat(sprintf("%s: %d time steps, state dimension %d\n", x$method,
               nrow(x$mean), ncol(x$mean)))
   if (!is.null(x$eps)) {
-    cat(sprintf("  trained on %d transitions; eps = %s, delta = %s\n",
-                x$T_train, format(x$eps), format(x$delta)))
+    ntr <- if (is.null(x$n_trajectories)) 1L else x$n_trajectories
+    cat(sprintf("  trained on %d transitions%s; eps = %s, delta = %s\n",
+                x$T_train, if (ntr > 1L) sprintf(" of %d trajectories", ntr) else "",
+                format(x$eps), format(x$delta)))
   }
   gone <- which(is.na(x$mean[, 1L]))
   if (length(gone)) {
@@ -375,26 +470,77 @@ print.kb_filter <- function(x, ...) {
 
 #' Plot filtered states
 #'
+#' One panel per coordinate: the filtered mean against the time step, a band
+#' of the mean \eqn{\pm} 2 `sd` where the filter has a spread (the
+#' weighted spread of [kbr_filter()], the filtered sd of
+#' [kalman_filter()]), and the true states when given; a legend in the first
+#' panel. Steps without a filtered state (NA) are gaps.
+#'
 #' @param x A `kb_filter`.
-#' @param truth Optional true states drawn in grey, one row per time step
-#'   (a matrix, or a vector for one-dimensional states; see
-#'   'Points and samples' in [kernbayes-package]).
+#' @param truth Optional true states, one row per time step (a matrix, or
+#'   a vector for one-dimensional states; see 'Points and samples' in
+#'   [kernbayes-package]).
 #' @param which Coordinates to plot.
+#' @param band Whether to draw the band (when `x` has `sd`).
 #' @param ... Ignored.
 #' @return `x`, invisibly.
 #' @export
 plot.kb_filter <- function(x, truth = NULL, which = seq_len(min(3L, ncol(x$mean))),
-                           ...) {
-  op <- graphics::par(mfrow = c(length(which), 1L), mar = c(3, 4, 2, 1))
+                           band = TRUE, ...) {
+  if (!inherits(x, "kb_filter") || !is.matrix(x$mean)) {
+    stop_arg("x", "must be a filter result (kbr_filter() or kalman_filter())")
+  }
+  d <- ncol(x$mean)
+  if (!is.numeric(which) || !length(which) || anyNA(which) ||
+      any(which != round(which)) || any(which < 1) || any(which > d)) {
+    stop_arg("which", sprintf("must be coordinates between 1 and %d", d))
+  }
+  if (!is.logical(band) || length(band) != 1L || is.na(band)) {
+    stop_arg("band", "must be TRUE or FALSE")
+  }
+  sd <- x$sd
+  has_band <- band && is.matrix(sd) && all(dim(sd) == dim(x$mean))
+  if (!is.null(truth)) {
+    truth <- as_obs(truth, "truth", d)
+    if (ncol(truth) != d || nrow(truth) != nrow(x$mean)) {
+      stop_arg("truth", sprintf("must have %d rows and %d columns, like the filtered means",
+                                nrow(x$mean), d))
+    }
+  }
+  op <- graphics::par(mfrow = c(length(which), 1L), mar = c(4, 4, 2, 1))
   on.exit(graphics::par(op))
-  if (!is.null(truth)) truth <- as_obs(truth, "truth", ncol(x$mean))
+  steps <- seq_len(nrow(x$mean))
+  nm <- colnames(x$mean)
   for (k in which) {
-    # steps without a filtered state (NA) are gaps in the line
-    rng <- range(x$mean[, k], if (!is.null(truth)) truth[, k], na.rm = TRUE)
+    m <- x$mean[, k]
+    lo <- if (has_band) m - 2 * sd[, k] else NULL
+    hi <- if (has_band) m + 2 * sd[, k] else NULL
+    rng <- range(m, lo, hi, if (!is.null(truth)) truth[, k], na.rm = TRUE)
     if (!all(is.finite(rng))) rng <- c(-1, 1)
-    graphics::plot(x$mean[, k], type = "l", col = "red", ylim = rng,
-                   xlab = "", ylab = paste0("x", k), main = if (k == which[1L]) x$method else "")
-    if (!is.null(truth)) graphics::lines(truth[, k], col = "grey40")
+    graphics::plot(steps, m, type = "n", ylim = rng, xlab = "time step",
+                   ylab = if (!is.null(nm) && nzchar(nm[k])) nm[k] else paste0("x", k),
+                   main = if (k == which[1L]) x$method else "")
+    if (has_band) {
+      # one polygon per run of steps with a band (NA steps are gaps)
+      ok <- is.finite(lo) & is.finite(hi)
+      runs <- split(steps[ok], cumsum(c(1, diff(steps[ok]) != 1)))
+      for (r in runs) {
+        graphics::polygon(c(r, rev(r)), c(lo[r], rev(hi[r])), border = NA,
+                          col = grDevices::adjustcolor("#D55E00", 0.2))
+      }
+    }
+    if (!is.null(truth)) graphics::lines(steps, truth[, k], col = "grey30")
+    graphics::lines(steps, m, col = "#D55E00", lwd = 2)
+    if (k == which[1L]) {
+      keep <- c(!is.null(truth), TRUE, has_band)
+      graphics::legend("topright", c("truth", "filtered mean",
+                                     "mean -/+ 2 sd")[keep],
+                       col = c("grey30", "#D55E00",
+                               grDevices::adjustcolor("#D55E00", 0.2))[keep],
+                       lty = c(1, 1, NA)[keep], lwd = c(1, 2, NA)[keep],
+                       pch = c(NA, NA, 15)[keep], pt.cex = 2, bty = "n",
+                       cex = 0.8)
+    }
   }
   invisible(x)
 }

@@ -127,11 +127,14 @@
 #' @section Kernel Bayes' rule:
 #' * [kbr()]: the posterior embedding from a joint sample and a prior
 #'   sample (full or low-rank path); [predict.kb_kbr()],
-#'   [posterior_mean()], [posterior_expect()], [preimage()] read it.
+#'   [posterior_mean()], [posterior_expect()], [posterior_sd()],
+#'   [posterior_interval()], [preimage()], [summary.kb_kbr()] and
+#'   [plot.kb_kbr()] read it.
 #' * [kbr_cv()]: cross-validation of bandwidths and regularisers (folds as
 #'   futures).
 #' * [kbr_filter()]: the KBR filter for a state-space model learnt from a
-#'   training trajectory; [kalman_filter()]: the linear-Gaussian reference.
+#'   training trajectory or several, with a per-step spread;
+#'   [kalman_filter()]: the linear-Gaussian reference.
 #'
 #' @section Particle flows:
 #' [svgd()] (Stein variational gradient descent), [ksd_descent()], [mmd_flow()]

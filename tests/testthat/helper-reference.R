@@ -530,18 +530,57 @@ ref_kbr <- function(x, y, y_new, prior = x, gamma = NULL, sx, sy, eps, delta,
 # m = G_XX+ v, mu = T (G_X + T eps I)^{-1} m, alpha = R(mu) k_Y(y_t).
 ref_kbr_filter <- function(x_train, y_train, y_obs, sx, sy, eps, delta,
                            method = "kbr") {
-  x_train <- as.matrix(x_train)
-  y_train <- as.matrix(y_train)
-  y_obs <- matrix(y_obs, ncol = ncol(y_train))
-  T <- nrow(x_train) - 1L
-  X <- x_train[seq_len(T), , drop = FALSE]
-  Xp <- x_train[1L + seq_len(T), , drop = FALSE]
-  Y <- y_train[seq_len(T), , drop = FALSE]
+  # one trajectory or a list of them; the pairs of each trajectory are
+  # stacked, none joining the end of one to the start of the next
+  if (!is.list(x_train)) {
+    x_train <- list(x_train)
+    y_train <- list(y_train)
+  }
+  X <- Xp <- Y <- NULL
+  for (k in seq_along(x_train)) {
+    xk <- as.matrix(x_train[[k]])
+    yk <- as.matrix(y_train[[k]])
+    Tk <- nrow(xk) - 1L
+    X <- rbind(X, xk[seq_len(Tk), , drop = FALSE])
+    Xp <- rbind(Xp, xk[1L + seq_len(Tk), , drop = FALSE])
+    Y <- rbind(Y, yk[seq_len(Tk), , drop = FALSE])
+  }
+  y_obs <- matrix(y_obs, ncol = ncol(Y))
   Gy <- ref_gauss_gram(Y, Y, sy)
   W <- ref_filter_steps(ref_gauss_gram(X, X, sx), ref_gauss_gram(X, Xp, sx),
                         ref_gauss_gram(Y, y_obs, sy), eps,
                         function(mu) ref_kbr_R(Gy, mu, delta, method))
-  list(weights = W, mean = crossprod(W, X))
+  mean <- crossprod(W, X)
+  # spread: weighted sd under the weights projected onto the simplex
+  sd <- matrix(NA_real_, ncol(W), ncol(X))
+  for (t in seq_len(ncol(W))) {
+    v <- ref_simplex_proj(W[, t])
+    for (k in seq_len(ncol(X))) {
+      m <- sum(v * X[, k])
+      sd[t, k] <- sqrt(sum(v * (X[, k] - m)^2))
+    }
+  }
+  list(weights = W, mean = mean, sd = sd, X = X)
+}
+
+# Euclidean projection of w onto the probability simplex, by bisection on
+# the shift theta of v = max(w - theta, 0), sum(v) = 1 (sum(v) decreases in
+# theta; bracketed by min(w) - 1 and max(w)).
+ref_simplex_proj <- function(w) {
+  lo <- min(w) - 1
+  hi <- max(w)
+  for (i in 1:200) {
+    th <- (lo + hi) / 2
+    if (sum(pmax(w - th, 0)) > 1) lo <- th else hi <- th
+  }
+  pmax(w - (lo + hi) / 2, 0)
+}
+
+# Weighted quantile from the definition: the smallest x_i whose weighted
+# CDF sum_{j: x_j <= x_i} v_j reaches p.
+ref_wquantile <- function(x, v, p) {
+  Fx <- vapply(x, function(xi) sum(v[x <= xi]), 0)
+  min(x[Fx >= p - 1e-12])
 }
 
 # The steps of the KBR filter on given matrices: Gx = G_X (T x T), Gxx =

@@ -399,3 +399,128 @@ test_that("plot method for kb_filter draws and returns its argument invisibly", 
   expect_identical(graphics::par("mfrow"), op)
   expect_error(plot(f, truth = c(1, NA)), "'truth'", fixed = TRUE)
 })
+
+# ---- several trajectories, spread and the plot (issue 33) --------------------
+
+test_that("kbr_filter() on two trajectories agrees with a plain-R filter (both methods, full and low rank)", {
+  set.seed(341)
+  A <- matrix(c(0.9, 0.1, -0.1, 0.9), 2)
+  traj <- function(T) {
+    x <- matrix(0, T, 2)
+    x[1, ] <- rnorm(2, sd = 0.5)
+    for (t in 2:T) x[t, ] <- A %*% x[t - 1, ] + rnorm(2, sd = sqrt(0.1))
+    list(x = x, y = x + matrix(rnorm(2 * T, sd = sqrt(0.2)), T))
+  }
+  t1 <- traj(41)
+  t2 <- traj(26)
+  yo <- matrix(rnorm(12, sd = 0.6), 6)
+  for (method in c("kbr", "iw")) {
+    f <- kbr_filter(list(t1$x, t2$x), list(t1$y, t2$y), yo,
+                    kernel_x = gaussian_kernel(bandwidth = 0.6),
+                    kernel_y = gaussian_kernel(bandwidth = 0.9), eps = 1e-3,
+                    delta = 1e-2, method = method)
+    ref <- ref_kbr_filter(list(t1$x, t2$x), list(t1$y, t2$y), yo, sx = 0.6,
+                          sy = 0.9, eps = 1e-3, delta = 1e-2, method = method)
+    expect_identical(f$T_train, 65L)           # 40 + 25: no pair across
+    expect_identical(f$n_trajectories, 2L)
+    expect_identical(dim(f$weights), c(65L, 6L))
+    expect_lt(rel_err(f$weights, ref$weights), 1e-10, label = method)
+    expect_lt(rel_err(f$mean, ref$mean), 1e-10, label = method)
+    expect_identical(dim(f$sd), c(6L, 2L))
+    expect_lt(rel_err(f$sd, ref$sd), 1e-8, label = method)
+    expect_true(all(f$sd > 0))
+    # not the filter of the two runs joined into one trajectory
+    joined <- kbr_filter(rbind(t1$x, t2$x), rbind(t1$y, t2$y), yo,
+                         kernel_x = gaussian_kernel(bandwidth = 0.6),
+                         kernel_y = gaussian_kernel(bandwidth = 0.9),
+                         eps = 1e-3, delta = 1e-2, method = method)
+    expect_identical(joined$T_train, 66L)
+    # a list of one trajectory is the single-trajectory filter
+    one <- kbr_filter(list(t1$x), list(t1$y), yo,
+                      kernel_x = gaussian_kernel(bandwidth = 0.6),
+                      kernel_y = gaussian_kernel(bandwidth = 0.9), eps = 1e-3,
+                      delta = 1e-2, method = method)
+    expect_identical(one$mean, kbr_filter(t1$x, t1$y, yo,
+                                          kernel_x = gaussian_kernel(bandwidth = 0.6),
+                                          kernel_y = gaussian_kernel(bandwidth = 0.9),
+                                          eps = 1e-3, delta = 1e-2,
+                                          method = method)$mean)
+    # the low-rank path at full rank and tol 0 agrees too
+    fl <- kbr_filter(list(t1$x, t2$x), list(t1$y, t2$y), yo,
+                     kernel_x = gaussian_kernel(bandwidth = 0.6),
+                     kernel_y = gaussian_kernel(bandwidth = 0.9), eps = 1e-3,
+                     delta = 1e-2, method = method, rank = 65, tol = 0)
+    expect_identical(fl$path, "lowrank")
+    expect_lt(rel_err(fl$mean, ref$mean), 1e-6, label = method)
+  }
+})
+
+test_that("kbr_filter() sd: the band mean -/+ 2 sd covers the true states on a 1-d AR(1)", {
+  set.seed(342)
+  sim <- function(T) {
+    x <- numeric(T)
+    x[1] <- rnorm(1)
+    for (t in 2:T) x[t] <- 0.9 * x[t - 1] + rnorm(1, sd = 0.3)
+    list(x = x, y = x + rnorm(T, sd = 0.5))
+  }
+  tr <- list(sim(151), sim(151))
+  te <- sim(100)
+  f <- kbr_filter(lapply(tr, `[[`, "x"), lapply(tr, `[[`, "y"), te$y)
+  cover <- mean(abs(te$x - f$mean) <= 2 * f$sd)
+  expect_gt(cover, 0.8)
+  # the Kalman filter's sd is the root of its covariance's diagonal
+  kf <- kalman_filter(te$y, A = 0.9, C = 1, Q = 0.09, R = 0.25)
+  expect_equal(kf$sd[, 1], sqrt(vapply(kf$cov, function(P) P[1, 1], 0)),
+               tolerance = 1e-14)
+  # a vanished step has NA mean and NA sd
+  d <- kbr_toy_1d(50, 343)
+  fz <- suppressWarnings(kbr_filter(d$x, d$y, c(0.5, 100)))
+  expect_true(is.na(fz$sd[2, 1]) && is.finite(fz$sd[1, 1]))
+})
+
+test_that("kbr_filter() rejects bad trajectory lists, naming the argument", {
+  d <- kbr_toy_1d(30, 344)
+  x <- d$x
+  y <- d$y
+  X2 <- cbind(x, x)
+  expect_error(kbr_filter(list(), list(), 1:3), class = "kb_error_arg",
+               regexp = "'x_train' is an empty list")
+  expect_error(kbr_filter(list(x, X2), list(y, y), 1:3), class = "kb_error_arg",
+               regexp = "'x_train(\\[\\[2\\]\\])?' .*(column|dimension)")
+  expect_error(kbr_filter(list(x, x), list(y, cbind(y, y)), 1:3),
+               class = "kb_error_arg",
+               regexp = "'y_train(\\[\\[2\\]\\])?' .*(column|dimension)")
+  expect_error(kbr_filter(list(x, x), list(y, y[-1]), 1:3), class = "kb_error_arg",
+               regexp = "'y_train\\[\\[2\\]\\]' must have as many rows as x_train\\[\\[2\\]\\]")
+  expect_error(kbr_filter(list(x, x), list(y), 1:3), class = "kb_error_arg",
+               regexp = "'y_train' must have one trajectory per trajectory")
+  expect_error(kbr_filter(list(x, x), y, 1:3), class = "kb_error_arg",
+               regexp = "'y_train' must be a list")
+  expect_error(kbr_filter(x, list(y), 1:3), class = "kb_error_arg",
+               regexp = "'x_train' must be a list")
+  expect_error(kbr_filter(list(x, x[1]), list(y, y[1]), 1:3),
+               class = "kb_error_arg", regexp = "'x_train\\[\\[2\\]\\]' must have at least 2 rows")
+  expect_error(kbr_filter(list(x, c(x[-1], NA)), list(y, y), 1:3),
+               class = "kb_error_arg", regexp = "'x_train\\[\\[2\\]\\]'")
+  expect_error(kbr_filter(list(x[1:2]), list(y[1:2]), 1:3), class = "kb_error_arg",
+               regexp = "'x_train' must have at least 3 rows")
+})
+
+test_that("plot.kb_filter draws truth, mean and band with a legend; checks its arguments", {
+  d <- kbr_toy_1d(60, 345)
+  f <- kbr_filter(d$x, d$y, d$y[1:20])
+  expect_true(is.matrix(f$sd))
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_invisible(plot(f, truth = d$x[1:20]))
+  expect_invisible(plot(f, band = FALSE))
+  fz <- suppressWarnings(kbr_filter(d$x, d$y, c(0.5, 100, 0.5, 0.2)))
+  expect_invisible(plot(fz))
+  expect_invisible(plot(kalman_filter(d$y[1:20], A = 0.5, C = 1, Q = 0.5, R = 0.25),
+                        truth = d$x[1:20]))
+  expect_error(plot(f, truth = d$x[1:10]), class = "kb_error_arg", regexp = "'truth'")
+  expect_error(plot(f, which = 2), class = "kb_error_arg", regexp = "'which'")
+  expect_error(plot(f, band = NA), class = "kb_error_arg", regexp = "'band'")
+  expect_error(plot(structure(list(), class = "kb_filter")), class = "kb_error_arg",
+               regexp = "'x'")
+})

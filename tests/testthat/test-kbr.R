@@ -236,9 +236,12 @@ test_that("posterior_expect(): identity is posterior_mean(); c(x, x^2) gives two
   d <- kbr_toy_1d(400, 110)
   yn <- c(-1, 0, 1)
   fit <- kbr(d$x, d$y, eps = 0.01, delta = 1e-4)
-  expect_equal(unname(posterior_expect(fit, yn, identity)),
+  expect_equal(unname(posterior_expect(fit, yn, identity, weights = "signed")),
                unname(posterior_mean(fit, yn)), tolerance = 1e-14)
-  e2 <- posterior_expect(fit, yn, function(x) c(x, x^2))
+  expect_equal(unname(posterior_expect(fit, yn, identity)),
+               unname(posterior_mean(fit, yn, weights = "nonnegative")),
+               tolerance = 1e-14)
+  e2 <- posterior_expect(fit, yn, function(x) c(x, x^2), weights = "signed")
   expect_identical(dim(e2), c(3L, 2L))
   W <- predict(fit, yn)
   expect_equal(unname(e2), unname(crossprod(W, cbind(d$x, d$x^2))),
@@ -251,9 +254,10 @@ test_that("posterior_expect(): identity is posterior_mean(); c(x, x^2) gives two
   y2 <- x2 + matrix(rnorm(200, sd = 0.5), 100)
   f2 <- kbr(x2, y2, eps = 0.01, delta = 0.1)
   yq <- rbind(c(0, 0), c(1, -1))
-  expect_equal(unname(posterior_expect(f2, yq, identity)),
+  expect_equal(unname(posterior_expect(f2, yq, identity, weights = "signed")),
                unname(posterior_mean(f2, yq)), tolerance = 1e-14)
-  e3 <- posterior_expect(f2, yq, function(x) c(x[1] * x[2], sum(x), 1))
+  e3 <- posterior_expect(f2, yq, function(x) c(x[1] * x[2], sum(x), 1),
+                         weights = "signed")
   expect_identical(dim(e3), c(2L, 3L))
   expect_equal(unname(e3[, 3]), colSums(predict(f2, yq)), tolerance = 1e-14)
   expect_equal(unname(e3[, 1]), drop(crossprod(predict(f2, yq),
@@ -261,7 +265,7 @@ test_that("posterior_expect(): identity is posterior_mean(); c(x, x^2) gives two
                tolerance = 1e-14)
 })
 
-test_that("posterior_expect() names f and what it must return; checks y_new before calling f", {
+test_that("posterior_expect() names f and what it must return; checks newdata before calling f", {
   d <- kbr_toy_1d(30, 121)
   fit <- kbr(d$x, d$y, eps = 0.01, delta = 0.01)
   expect_error(posterior_expect(fit, 1, function(x) NULL),
@@ -282,12 +286,12 @@ test_that("posterior_expect() names f and what it must return; checks y_new befo
     x^2
   }
   expect_error(posterior_expect(fit, "a", f), class = "kb_error_arg",
-               regexp = "'y_new'")
+               regexp = "'newdata'")
   expect_error(posterior_expect(fit, matrix(1, 1, 2), f), class = "kb_error_arg",
-               regexp = "'y_new' must have 1 columns")
+               regexp = "'newdata' must have 1 columns")
   expect_identical(calls, 0)
   # and the values are right
-  e2 <- posterior_expect(fit, c(0, 1), f)
+  e2 <- posterior_expect(fit, c(0, 1), f, weights = "signed")
   expect_equal(e2, crossprod(predict(fit, c(0, 1)), d$x^2), tolerance = 1e-14)
   expect_identical(calls, 30)
 })
@@ -320,7 +324,7 @@ test_that("an observation far from all training y gives a warning", {
   fit <- kbr(d$x, d$y, eps = 0.01, delta = 0.1)
   expect_warning(W <- predict(fit, c(0, 100)), "far from all training y")
   expect_warning(predict(fit, c(0, 100)), "number 2")
-  expect_lt(max(abs(W[, 2])), 1e-100)
+  expect_true(all(is.na(W[, 2])))       # no posterior (issue 33)
   expect_warning(posterior_mean(fit, 100), "far from all training y")
   lr <- kbr(d$x, d$y, eps = 0.01, delta = 0.1, rank = 10)
   expect_warning(predict(lr, -100), "far from all training y")
@@ -415,14 +419,14 @@ test_that("predict() and the posterior helpers reject bad input", {
   fit <- kbr(d$x, d$y, eps = 0.01, delta = 0.1)
   fit2 <- kbr(cbind(d$x, d$x^2), cbind(d$y, -d$y), eps = 0.01, delta = 0.1)
   expect_error(predict(fit, cbind(1, 2)),
-               "'y_new' must have 1 columns (the dimension of y); it has 2",
+               "'newdata' must have 1 columns (the dimension of y); it has 2",
                fixed = TRUE)
-  expect_error(predict(fit2, c(1, 2, 3)), "'y_new' must have 2 columns",
+  expect_error(predict(fit2, c(1, 2, 3)), "'newdata' must have 2 columns",
                fixed = TRUE)
-  expect_error(posterior_mean(fit2, 1), "'y_new' must have 2 columns",
+  expect_error(posterior_mean(fit2, 1), "'newdata' must have 2 columns",
                fixed = TRUE)
-  expect_error(preimage(fit2, cbind(1, 2, 3)), "'y_new'", fixed = TRUE)
-  expect_error(posterior_mean(fit, c(0, NA)), "'y_new' must not contain NA",
+  expect_error(preimage(fit2, cbind(1, 2, 3)), "'newdata'", fixed = TRUE)
+  expect_error(posterior_mean(fit, c(0, NA)), "'newdata' must not contain NA",
                fixed = TRUE)
   expect_error(posterior_mean(list(), 1), "'fit' must be a kbr() fit",
                fixed = TRUE)
@@ -495,4 +499,221 @@ test_that("print method for kb_kbr", {
   out <- utils::capture.output(vis <- withVisible(print(fit)))
   expect_false(vis$visible)
   expect_identical(vis$value, fit)
+})
+
+# ---- a posterior you can read (issue 33) -------------------------------------
+
+fresh_kbr_deprecations <- function() {
+  rm(list = ls(kernbayes:::deprecation_seen),
+     envir = kernbayes:::deprecation_seen)
+}
+
+test_that("predict(newdata =): the training y by default; y_new is a deprecated alias", {
+  d <- kbr_toy_1d(60, 331)
+  fit <- kbr(d$x, d$y, eps = 0.01, delta = 1e-3)
+  ref <- ref_kbr(d$x, d$y, d$y, sx = ref_med_bw(d$x), sy = ref_med_bw(d$y),
+                 eps = 0.01, delta = 1e-3)
+  expect_lt(rel_err(predict(fit), ref$W), 1e-10)
+  expect_identical(predict(fit), predict(fit, newdata = d$y))
+  yn <- c(-1, 0.2, 1.5)
+  W <- predict(fit, newdata = yn)
+  expect_identical(predict(fit, yn), W)
+  for (f in c("predict", "posterior_mean", "posterior_sd", "posterior_interval",
+              "preimage")) {
+    fresh_kbr_deprecations()
+    fun <- if (f == "predict") function(...) predict(fit, ...) else
+      function(...) get(f)(fit, ...)
+    expect_message(old <- fun(y_new = yn),
+                   sprintf("%s\\(\\): argument 'y_new' is deprecated; use 'newdata'", f),
+                   class = "kb_deprecated")
+    expect_identical(old, fun(newdata = yn))
+    expect_no_message(fun(y_new = yn))
+    expect_error(fun(newdata = yn, y_new = yn), class = "kb_error_arg",
+                 regexp = "'y_new' is the old name of 'newdata'")
+  }
+  fresh_kbr_deprecations()
+  expect_message(old <- posterior_expect(fit, y_new = yn, f = function(x) x^2),
+                 "posterior_expect\\(\\): argument 'y_new'", class = "kb_deprecated")
+  expect_identical(old, posterior_expect(fit, yn, function(x) x^2))
+})
+
+test_that("posterior_expect(): probabilities in [0, 1] over a grid; the signed estimator as before", {
+  d <- kbr_toy_1d(300, 332)
+  fit <- kbr(d$x, d$y, eps = 0.01, delta = 1e-4)
+  yg <- seq(-2.5, 2.5, length.out = 41)
+  ind <- function(x) as.numeric(x > 0)
+  p <- posterior_expect(fit, yg, ind)
+  expect_identical(dim(p), c(41L, 1L))
+  expect_true(all(p >= 0 & p <= 1))
+  # the signed weights leave [0, 1] on this toy (the issue's complaint)
+  ps <- posterior_expect(fit, yg, ind, weights = "signed")
+  expect_gt(max(ps), 1.04)
+  # ... and are exactly the weights times f, as before; against solve()
+  W <- predict(fit, yg)
+  expect_identical(ps, crossprod(W, ind(d$x)))
+  ref <- ref_kbr(d$x, d$y, yg, sx = ref_med_bw(d$x), sy = ref_med_bw(d$y),
+                 eps = 0.01, delta = 1e-4)
+  expect_lt(rel_err(ps, crossprod(ref$W, ind(d$x))), 1e-9)
+  # the nonnegative weights are the projections of the signed ones
+  Wn <- predict(fit, yg, weights = "nonnegative")
+  for (q in seq_along(yg)) {
+    v <- ref_simplex_proj(W[, q])
+    expect_lt(max(abs(Wn[, q] - v)), 1e-12)
+    expect_equal(p[q, 1], sum(v * ind(d$x)), tolerance = 1e-10)
+  }
+  expect_true(all(Wn >= 0))
+  expect_equal(colSums(Wn), rep(1, 41), tolerance = 1e-12)
+  # both estimate P(X > 0 | y) = pnorm(0.8 y / sqrt(0.2)) on this toy
+  exact <- stats::pnorm(0.8 * yg / sqrt(0.2))
+  expect_lt(sqrt(mean((p - exact)^2)), 0.06)     # 0.042 (signed: 0.069)
+  # bounded vector-valued f: each coordinate stays within f's range
+  pe <- posterior_expect(fit, yg, function(x) c(x > 1, x < -1, 0.5))
+  expect_true(all(pe >= 0 & pe <= 1))
+  expect_equal(pe[, 3], rep(0.5, 41), tolerance = 1e-12)
+  expect_error(posterior_expect(fit, yg, ind, weights = "positive"),
+               class = "kb_error_arg", regexp = "'weights'")
+})
+
+test_that("posterior_sd() and posterior_interval() agree with plain-R weighted formulas (1-d and 2-d x)", {
+  set.seed(333)
+  for (dx in 1:2) {
+    n <- 80
+    x <- matrix(rnorm(n * dx), n)
+    y <- x[, 1] + rnorm(n, sd = 0.5)
+    fit <- kbr(x, y, eps = 0.01, delta = 1e-3)
+    yn <- c(-1, 0, 0.7)
+    ref <- ref_kbr(x, y, yn, sx = ref_med_bw(x), sy = ref_med_bw(y),
+                   eps = 0.01, delta = 1e-3)
+    s <- posterior_sd(fit, yn)
+    iv <- posterior_interval(fit, yn, level = 0.9)
+    iv95 <- posterior_interval(fit, yn)
+    expect_identical(dim(s), c(3L, dx))
+    expect_identical(dim(iv$lower), c(3L, dx))
+    expect_identical(iv$level, 0.9)
+    for (q in 1:3) {
+      v <- ref_simplex_proj(ref$W[, q])
+      for (k in seq_len(dx)) {
+        m <- sum(v * x[, k])
+        expect_equal(s[q, k], sqrt(sum(v * (x[, k] - m)^2)), tolerance = 1e-8)
+        expect_identical(iv$lower[q, k], ref_wquantile(x[, k], v, 0.05))
+        expect_identical(iv$upper[q, k], ref_wquantile(x[, k], v, 0.95))
+        expect_identical(iv95$lower[q, k], ref_wquantile(x[, k], v, 0.025))
+        expect_lte(iv95$lower[q, k], iv$lower[q, k])
+        expect_gte(iv95$upper[q, k], iv$upper[q, k])
+      }
+    }
+    expect_equal(unname(posterior_mean(fit, yn, weights = "nonnegative")),
+                 unname(crossprod(apply(ref$W, 2, ref_simplex_proj), x)),
+                 tolerance = 1e-8)
+  }
+  expect_error(posterior_interval(fit, 1, level = 1), class = "kb_error_arg",
+               regexp = "'level'")
+  expect_error(posterior_interval(fit, 1, level = NA), class = "kb_error_arg",
+               regexp = "'level'")
+})
+
+test_that("a far observation gives NA with a warning in every posterior function", {
+  d <- kbr_toy_1d(50, 334)
+  for (rank in list(NULL, 20)) {
+    fit <- kbr(d$x, d$y, eps = 0.01, delta = 1e-3, rank = rank)
+    yn <- c(0.5, 100)
+    far <- "far from all training y .* its results are NA"
+    expect_warning(W <- predict(fit, yn), far)
+    expect_true(all(is.na(W[, 2])) && all(is.finite(W[, 1])))
+    expect_warning(Wn <- predict(fit, yn, weights = "nonnegative"), far)
+    expect_true(all(is.na(Wn[, 2])) && all(is.finite(Wn[, 1])))
+    checks <- list(
+      posterior_mean = function() posterior_mean(fit, yn),
+      posterior_expect = function() posterior_expect(fit, yn, function(x) x > 0),
+      posterior_expect_signed = function() posterior_expect(fit, yn, function(x) x > 0,
+                                                            weights = "signed"),
+      posterior_sd = function() posterior_sd(fit, yn),
+      preimage = function() preimage(fit, yn))
+    for (nm in names(checks)) {
+      expect_warning(v <- checks[[nm]](), far, label = nm)
+      expect_true(is.na(v[2, 1]) && is.finite(v[1, 1]), label = nm)
+    }
+    expect_warning(iv <- posterior_interval(fit, yn), far)
+    expect_true(is.na(iv$lower[2, 1]) && is.na(iv$upper[2, 1]) &&
+                  is.finite(iv$lower[1, 1]))
+  }
+})
+
+test_that("newdata of the wrong dimension is a classed error naming newdata", {
+  set.seed(335)
+  x <- matrix(rnorm(80), 40)
+  y <- x + matrix(rnorm(80, sd = 0.5), 40)
+  fit <- kbr(x, y, eps = 0.01, delta = 1e-3)
+  bad <- matrix(0, 2, 3)
+  expect_error(predict(fit, bad), class = "kb_error_arg", regexp = "'newdata'")
+  expect_error(posterior_mean(fit, bad), class = "kb_error_arg", regexp = "'newdata'")
+  expect_error(posterior_expect(fit, bad, function(x) 1), class = "kb_error_arg",
+               regexp = "'newdata'")
+  expect_error(posterior_sd(fit, bad), class = "kb_error_arg", regexp = "'newdata'")
+  expect_error(posterior_interval(fit, bad), class = "kb_error_arg", regexp = "'newdata'")
+  expect_error(preimage(fit, bad), class = "kb_error_arg", regexp = "'newdata'")
+  expect_error(summary(fit, newdata = bad), class = "kb_error_arg", regexp = "'newdata'")
+  expect_error(plot(fit, newdata = bad), class = "kb_error_arg", regexp = "'newdata'")
+  expect_error(predict(fit, c(1, NA)), class = "kb_error_arg", regexp = "'newdata'")
+  expect_error(predict(fit, 1, weights = "x"), class = "kb_error_arg", regexp = "'weights'")
+})
+
+test_that("summary() of a KBR fit: settings, how chosen, Kish sizes and negative weight from the formulas", {
+  d <- kbr_toy_1d(80, 336)
+  fit <- kbr(d$x, d$y, eps = 0.01, delta = 1e-4)
+  yn <- c(-1, 0, 1)
+  s <- summary(fit, newdata = yn)
+  expect_s3_class(s, "summary.kb_kbr")
+  W <- predict(fit, yn)
+  expect_equal(s$ess, colSums(W)^2 / colSums(W^2), tolerance = 1e-12)
+  V <- apply(W, 2, ref_simplex_proj)
+  expect_equal(s$ess_nonnegative, 1 / colSums(V^2), tolerance = 1e-8)
+  expect_equal(s$negative_share, colSums(pmax(-W, 0)) / colSums(abs(W)),
+               tolerance = 1e-12)
+  expect_equal(s$negative_count, colMeans(W < 0))
+  expect_true(all(s$negative_share > 0 & s$negative_share < 0.5))
+  expect_identical(s$at, "newdata")
+  expect_identical(s$tuning$chosen, c(eps = FALSE, delta = FALSE))
+  expect_output(print(s), "eps = 0.01 \\(given\\), delta = 1e-04 \\(given\\); both given by the user")
+  expect_output(print(s), "effective number of points")
+  expect_output(print(s), "share of negative weight")
+  # at the training y by default (all 80)
+  s0 <- summary(fit)
+  expect_identical(s0$n_obs, 80L)
+  expect_equal(s0$ess, colSums(predict(fit))^2 / colSums(predict(fit)^2),
+               tolerance = 1e-12)
+  # chosen by the cross-validation: recorded and printed
+  fc <- suppressMessages(kbr(d$x, d$y, delta = 1e-4))
+  sc <- summary(fc)
+  expect_identical(sc$tuning$chosen, c(eps = TRUE, delta = FALSE))
+  expect_output(print(sc), "eps = [^ ]+ \\(chosen\\), delta = 1e-04 \\(given\\); chosen by .*kbr_cv")
+  # a far observation is counted
+  s2 <- suppressWarnings(summary(fit, newdata = c(0, 100)))
+  expect_identical(s2$n_far, 1L)
+  expect_output(print(s2), "1 far")
+  expect_error(print(structure(list(), class = "summary.kb_kbr")),
+               class = "kb_error_arg", regexp = "'x'")
+  expect_error(summary(modifyList(fit, list(mu = 1))), class = "kb_error_state")
+})
+
+test_that("plot method for kb_kbr draws 1-d, 2-d and 3-d states and returns invisibly", {
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  d <- kbr_toy_1d(60, 337)
+  fit <- kbr(d$x, d$y, eps = 0.01, delta = 1e-3)
+  expect_invisible(plot(fit))
+  expect_invisible(plot(fit, newdata = 1))
+  expect_invisible(suppressWarnings(plot(fit, newdata = 100)))
+  old_fit <- fit
+  old_fit$prior <- NULL                 # a fit made before the prior was kept
+  expect_invisible(plot(old_fit))
+  set.seed(338)
+  for (dx in 2:3) {
+    x <- matrix(rnorm(60 * dx), 60)
+    y <- x[, 1:2] + matrix(rnorm(120, sd = 0.5), 60)
+    f2 <- kbr(x, y, prior = matrix(rnorm(30 * dx), 30), eps = 0.01, delta = 1e-3)
+    expect_invisible(plot(f2, newdata = c(0.5, 0), coord = dx))
+  }
+  expect_error(plot(f2, coord = 4), class = "kb_error_arg", regexp = "'coord'")
+  expect_error(plot(modifyList(fit, list(x = 1))), class = "kb_error_state")
 })
