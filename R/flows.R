@@ -245,13 +245,15 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' with the Gaussian kernel \eqn{k(x, y) = \exp(-|x - y|^2 / (2 h^2))}, and
 #' moves the particles along it.
 #'
-#' The defaults reproduce the original algorithm exactly: the bandwidth
+#' The defaults follow the original algorithm: the bandwidth
 #' \eqn{h^2 = 0.5\, \mathrm{med} / \log(n + 1)}, where med is the median of
 #' all \eqn{n^2} entries of the matrix of squared distances (its zero
 #' diagonal included), recomputed every iteration; and AdaGrad with
 #' momentum: \eqn{H = \phi^2} at the first iteration, then \eqn{H \leftarrow
 #' \alpha H + (1 - \alpha) \phi^2}, and \eqn{x \leftarrow x + \epsilon\,
-#' \phi / (10^{-6} + \sqrt{H})}, elementwise. `optimizer = "sgd"` uses
+#' \phi / (10^{-6} + \sqrt{H})}, elementwise (the reference code's step
+#' \eqn{\epsilon} is \eqn{10^{-3}}; the default here is 0.05, see 'Stopping
+#' and defaults'). `optimizer = "sgd"` uses
 #' \eqn{x \leftarrow x + \epsilon \phi}; `"adam"` the Adam rule (0.9,
 #' 0.999, \eqn{10^{-8}}).
 #'
@@ -283,7 +285,39 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' @param score The target's score: a [kb_target()], or a function of one
 #'   point returning the gradient of the log density (may be left out when
 #'   `x0` is a Stan fit).
-#' @param n_iter Number of iterations.
+#' @section Stopping and defaults: Every flow stops when the particles'
+#'   moments settle, and `n_iter` is a cap. After each iteration the flow
+#'   records each coordinate's mean and sd; at the end of every window of
+#'   50 iterations it averages them over the window (smoothing the jitter
+#'   of adaptive steps) and compares the averages with those of the
+#'   previous window: the rule is met when every change, divided by that
+#'   coordinate's sd, is below `tol` (default 0.01: one hundredth of an sd
+#'   in 50 iterations). The result's `convergence` records whether it was
+#'   met (`converged`), at which iteration (`stop_iter`) and the last
+#'   change; `print()` says so ("stopped at iteration k: moments settled" or
+#'   "reached n_iter = N without settling: increase n_iter"). `tol = 0`
+#'   runs all `n_iter` iterations (exactly the iterates of a fixed-length
+#'   run). A slowly creeping flow can meet the rule before it arrives: a
+#'   small `tol` guards against that.
+#'
+#'   SVGD's default step 0.05 (with AdaGrad, which moves each coordinate by
+#'   about the step per iteration) replaces the reference code's 0.001,
+#'   with which 1000 iterations move a particle by about one unit. Measured
+#'   over seeds 1 to 10, 200 particles from \eqn{N(0, I)}, defaults only:
+#'   on a Gaussian with sds 1 and 3 (correlation 0.8) the particles' sds
+#'   end at 0.99 and 0.99 of the target's (0.74 and 0.56 with the old
+#'   defaults), stopping after 225 iterations on average; on the banana
+#'   \eqn{x_1 \sim N(0, 1)}, \eqn{x_2 | x_1 \sim N(x_1^2 - 1, 1)} (sds 1
+#'   and \eqn{\sqrt 3 = 1.73}) at 0.98 and 0.92 (old: 0.90 and 0.76)
+#'   after 220; on a Gaussian with sds 5 and 4 and mean (1, -2) at 0.98 and
+#'   0.98 (old: 0.35 and 0.42) after 350, about a third of the old
+#'   defaults' time (their 1000 iterations).
+#' @param n_iter The largest number of iterations (see 'Stopping and
+#'   defaults').
+#' @param tol Tolerance of the stopping rule: the flow stops when, over a
+#'   window of 50 iterations, the particles' mean and sd of every
+#'   coordinate (averaged over the window) change by less than `tol` times
+#'   that coordinate's sd. 0: run all `n_iter` iterations.
 #' @param step_size Step size \eqn{\epsilon}.
 #' @param bandwidth `"median"` or a fixed bandwidth \eqn{h}, between 1e-50 and 1e50.
 #' @param optimizer `"adagrad"` (default), `"sgd"` or `"adam"`.
@@ -298,7 +332,10 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #'   `trace` (`n x d x K` array or `NULL`) and `trace_iter`, `objective`
 #'   (one value per iteration, at the positions before that iteration's
 #'   update), `objective_name`, `bandwidth` (the \eqn{h} of each iteration),
-#'   `method`, `settings`, and `target` when `score` is a `kb_target`;
+#'   `method`, `n_iter` (the iterations run), `n_iter_max` (the cap),
+#'   `convergence` (a list: `converged`, `NA` with `tol = 0`; `stop_iter`;
+#'   `tol`; `change`, the last window's largest relative change),
+#'   `settings`, and `target` when `score` is a `kb_target`;
 #'   `print`, `summary`, `plot` and `as.matrix` methods.
 #' @references Liu, Q. and Wang, D. (2016). Stein variational gradient
 #'   descent: a general purpose Bayesian inference algorithm. *NeurIPS*.
@@ -429,7 +466,15 @@ ksd_value_grad <- function(x, sfun, rk, score_jacobian, nt) {
 #'
 #' The kernel is fixed for the whole run: its bandwidth (for `precon =
 #' "med"` or `"sclmed"`) is set from `x0`. Only isotropic kernels are
-#' supported.
+#' supported. The result keeps it: `ksd(fit)` (score by default the
+#' flow's [kb_target()]) is the square root of the KSD^2 that `print(fit)`
+#' shows at the final particles (`fit$final_objective`).
+#'
+#' `"lbfgs"` stops by L-BFGS-B's own rule (relative reduction of \eqn{F}
+#' below `factr` times the machine epsilon; `convergence$converged` is
+#' [stats::optim()]'s code 0) and ignores `tol`; `"gd"` stops by the
+#' moments rule of [svgd()] (`tol`) or when the line search finds no
+#' decrease.
 #'
 #' @inheritParams svgd
 #' @param score_jacobian `NULL`, or a function of one point returning the
@@ -444,8 +489,10 @@ ksd_value_grad <- function(x, sfun, rk, score_jacobian, nt) {
 #'   decreases). Ignored by `"lbfgs"`.
 #' @return A `kb_particles` object (see [svgd()]); `objective` holds
 #'   \eqn{F} at every iteration (`"gd"`) or at every function evaluation
-#'   (`"lbfgs"`, which evaluates at trial points too); `trace` likewise.
-#'   `"gd"` stops early when the line search finds no decrease.
+#'   (`"lbfgs"`, which evaluates at trial points too; the last entry is at
+#'   the final particles); `trace` likewise; `final_objective`, \eqn{F}
+#'   at the final particles; `ksd_kernel`, the kernel [ksd()] uses on the
+#'   result.
 #' @references Korba, A., Aubin-Frankowski, P.-C., Majewski, S. and Ablin,
 #'   P. (2021). Kernel Stein discrepancy descent. *ICML*.
 #' @examples
@@ -936,8 +983,9 @@ mied_objective <- function(x, target, s = NULL, mollifier_scale = 1e-8,
 #' @param target A [kb_target()] (log density and score are both used),
 #'   or a Stan fit (its [stan_target()]).
 #' @param mollifier `"riesz"` (default), `"gaussian"` or `"laplace"`.
-#'   The Riesz mollifier works with any small `eps` (the default's
-#'   \eqn{10^{-8}}); the Gaussian and Laplace ones need a scale `eps` of
+#'   The Riesz mollifier works with any small `mollifier_scale` (the
+#'   default's \eqn{10^{-8}}); the Gaussian and Laplace ones need a scale
+#'   `mollifier_scale` of
 #'   about the particles' spacing, which you must give (there is no
 #'   default that suits every target and number of particles; see the
 #'   mollifier comparison in `vignette("particle-flows")`).
@@ -947,10 +995,14 @@ mied_objective <- function(x, target, s = NULL, mollifier_scale = 1e-8,
 #'   whose limiting density is proportional to \eqn{p^{d/s}}, so `s` close
 #'   to \eqn{d} is needed to target \eqn{p} itself (larger `s` spreads the
 #'   particles wider than \eqn{p}; measurements in the package's NEWS).
-#' @param eps Mollifier scale \eqn{\epsilon}: for the Riesz mollifier
-#'   \eqn{\ge 0} (default \eqn{10^{-8}}; pairs \eqn{i = j} are excluded,
-#'   so 0 is allowed while particles are distinct), for the Gaussian and
-#'   Laplace ones \eqn{> 0} and required.
+#' @param mollifier_scale Mollifier scale \eqn{\epsilon} (all three
+#'   mollifiers): for the Riesz mollifier \eqn{\ge 0} (default
+#'   \eqn{10^{-8}}; pairs \eqn{i = j} are excluded, so 0 is allowed while
+#'   particles are distinct), for the Gaussian and Laplace ones \eqn{> 0}
+#'   and required. Formerly `eps` (renamed: in the package,
+#'   `eps` is [kbr()]'s regulariser).
+#' @param eps Deprecated name of `mollifier_scale` (a message once per
+#'   session).
 #' @param optimizer `"adam"` (default) or `"sgd"`.
 #' @param constraint `NULL` (default: unconstrained) or a
 #'   [mied_constraint()]: an inequality \eqn{g(x) \le 0} or an equality
@@ -1220,8 +1272,8 @@ as.matrix.kb_particles <- function(x, ...) x$x
 # The box a plot of particles shows, in d = 1 or 2: the particles' (and
 # the target sample's) range, widened to where the target's density is
 # above 1e-3 of its largest value on a grid. The grid starts at the
-# particles' mean +- 6 sds and doubles its half-width (up to 3 times)
-# while the density is not negligible at its edge.
+# particles' mean +- 6 sds and doubles its half-width
+# while the density is not negligible at its edge (up to 9 times).
 plot_box <- function(p, target, extra = NULL) {
   d <- ncol(p)
   pts <- rbind(p, extra)
@@ -1233,7 +1285,7 @@ plot_box <- function(p, target, extra = NULL) {
   sp[!(sp > 0)] <- pmax(1, abs(ctr[!(sp > 0)]))
   half <- 6 * sp
   ng <- if (d == 1L) 400L else 60L
-  for (round in 1:4) {
+  for (round in 1:10) {
     gs <- lapply(seq_len(d), function(k) seq(ctr[k] - half[k], ctr[k] + half[k],
                                              length.out = ng))
     g <- as.matrix(expand.grid(gs))

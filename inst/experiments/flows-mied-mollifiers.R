@@ -148,10 +148,10 @@ for (tn in names(targets)) {
       x0 <- matrix(rnorm(n_part * spec$dim), n_part)
       fit <- exp_timed(if (st$mollifier == "riesz") {
         mied(x0, spec$target, n_iter = n_iter, step_size = 0.05,
-             progress = FALSE)
+             progress = FALSE, tol = 0)
       } else {
         mied(x0, spec$target, n_iter = n_iter, step_size = 0.05,
-             eps = st$eps, mollifier = st$mollifier, progress = FALSE)
+             mollifier_scale = st$eps, mollifier = st$mollifier, progress = FALSE, tol = 0)
       })
       ob <- fit$objective
       tail_len <- max(1L, n_iter %/% 10L)

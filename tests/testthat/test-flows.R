@@ -959,3 +959,153 @@ test_that("a direction that overflows blames the scale of the problem, not the s
                class = "kb_error_numeric",
                regexp = "the SVGD direction is not finite at iteration 1 \\(bandwidth .*scores up to 1e\\+308\\).*rescale the problem")
 })
+
+# ---- stopping rule and defaults (issue 33) -----------------------------------
+
+test_that("the banana of the defaults' tests has sds 1 and sqrt(3) (Monte Carlo)", {
+  set.seed(3301)
+  x1 <- rnorm(2e5)
+  x2 <- rnorm(2e5, x1^2 - 1)
+  expect_equal(c(sd(x1), sd(x2)), c(1, sqrt(3)), tolerance = 0.01)
+  # its log density and score agree with the formula and its derivative
+  tg <- flow_banana()
+  x <- cbind(c(0.3, -1.2), c(0.5, 2))
+  expect_equal(target_log_density(tg, x),
+               dnorm(x[, 1], log = TRUE) + dnorm(x[, 2], x[, 1]^2 - 1, log = TRUE) +
+                 log(2 * pi))
+  expect_equal(target_score(tg, x),
+               ref_num_grad_mat(function(z) sum(target_log_density(tg, z)), x),
+               tolerance = 1e-6)
+})
+
+test_that("the moments rule stops where the plain-R rule does, at the same iterate", {
+  g <- flow_gauss(2, 3302)
+  tg <- gaussian_target(g$mu, g$Sigma)
+  set.seed(3303)
+  x0 <- matrix(rnorm(60), 30)
+  full <- svgd(x0, tg, n_iter = 400, step_size = 0.05, tol = 0, keep_every = 1,
+               progress = FALSE)
+  expect_true(is.na(full$convergence$converged))
+  expect_identical(full$n_iter, 400L)
+  for (tol in c(0.02, 0.005)) {
+    k <- ref_settle_iter(full$trace, tol)
+    expect_false(is.na(k))
+    fit <- svgd(x0, tg, n_iter = 400, step_size = 0.05, tol = tol, progress = FALSE)
+    expect_identical(fit$convergence$stop_iter, as.integer(k))
+    expect_true(fit$convergence$converged)
+    expect_identical(fit$n_iter, as.integer(k))
+    expect_identical(fit$n_iter_max, 400L)
+    expect_identical(fit$x, full$trace[, , k + 1])
+    expect_identical(fit$objective, full$objective[seq_len(k)])
+    expect_output(print(fit), sprintf("stopped at iteration %d: moments settled", k))
+  }
+  # a cap below the settling point: reached n_iter without settling
+  short <- svgd(x0, tg, n_iter = 100, step_size = 0.001, progress = FALSE)
+  expect_false(short$convergence$converged)
+  expect_identical(short$x, svgd(x0, tg, n_iter = 100, step_size = 0.001, tol = 0,
+                                 progress = FALSE)$x)
+  expect_output(print(short), "reached n_iter = 100 without settling: increase n_iter")
+  expect_output(print(full), "ran all n_iter = 400 iterations \\(tol = 0")
+  # the other flows stop by the same rule
+  y <- sample_target(tg, 100)
+  fm <- mmd_flow(x0, y, n_iter = 1000, progress = FALSE)
+  fm0 <- mmd_flow(x0, y, n_iter = fm$n_iter, tol = 0, keep_every = 1,
+                  progress = FALSE)
+  expect_true(fm$convergence$converged)
+  expect_identical(ref_settle_iter(fm0$trace, 0.01), fm$n_iter + 0)
+  fi <- mied(x0, tg, n_iter = 1000, step_size = 0.05, progress = FALSE)
+  expect_true(fi$convergence$converged)
+  expect_lt(fi$n_iter, 1000)
+  fg <- ksd_descent(x0, tg, method = "gd", n_iter = 1000, progress = FALSE)
+  expect_true(fg$convergence$converged)
+  expect_lt(fg$n_iter, 1000)
+})
+
+test_that("svgd() with its defaults reaches the sds of a correlated Gaussian (10%) and a banana (15%)", {
+  skip_on_cran()
+  skip_under_valgrind()
+  # sds 1 and 3, correlation 0.8; the banana of flow_banana() (sds 1, 1.73)
+  tg <- gaussian_target(c(0, 0), matrix(c(1, 2.4, 2.4, 9), 2))
+  for (seed in 1:2) {
+    set.seed(seed)
+    x0 <- matrix(rnorm(400), 200)
+    fit <- svgd(x0, tg, progress = FALSE)
+    r <- apply(fit$x, 2, sd) / c(1, 3)
+    expect_true(all(abs(r - 1) < 0.1), info = paste(round(r, 3), collapse = " "))
+    expect_true(fit$convergence$converged)
+    fb <- svgd(x0, flow_banana(), progress = FALSE)
+    r <- apply(fb$x, 2, sd) / c(1, sqrt(3))
+    expect_true(all(abs(r - 1) < 0.15), info = paste(round(r, 3), collapse = " "))
+    expect_true(fb$convergence$converged)
+  }
+})
+
+test_that("KSD descent keeps its kernel: ksd(fit) reproduces the printed KSD", {
+  set.seed(3304)
+  tg <- gaussian_target(c(0, 0))
+  x0 <- matrix(rnorm(40, sd = 3), 20)
+  for (m in c("lbfgs", "gd")) {
+    fit <- ksd_descent(x0, tg, method = m, n_iter = 60, progress = FALSE,
+                       kernel = imq_kernel(precon = "med"))
+    v <- kernbayes:::ksd_objective(fit$x, tg, kernel = fit$ksd_kernel$kernel)$value
+    expect_equal(fit$final_objective, v, tolerance = 1e-12)
+    expect_equal(ksd(fit), sqrt(v), tolerance = 1e-10)
+    expect_equal(ksd(fit, tg), sqrt(v), tolerance = 1e-10)
+    expect_output(print(fit), sprintf("KSD %s = ksd\\(fit\\)",
+                                      format(sqrt(v), digits = 4)))
+    expect_error(ksd(fit, kernel = gaussian_kernel()), "'kernel'",
+                 class = "kb_error_arg")
+  }
+  expect_identical(fit$final_objective, ksd_descent(x0, tg, method = "gd", n_iter = 60,
+    progress = FALSE, kernel = imq_kernel(precon = "med"))$final_objective)
+  lb <- ksd_descent(x0, tg, n_iter = 60, progress = FALSE)
+  expect_identical(lb$objective[length(lb$objective)], lb$final_objective)
+  expect_output(print(lb), "L-BFGS-B converged after")
+})
+
+test_that("summary() names the coordinates; plot() spans the target, not only the particles", {
+  set.seed(3305)
+  tg <- gaussian_target(c(0, 0), diag(c(25, 1)))
+  x0 <- matrix(rnorm(40, sd = 0.1), 20)
+  fit <- svgd(x0, tg, n_iter = 3, progress = FALSE)
+  sm <- summary(fit)
+  expect_identical(names(sm$mean), c("x1", "x2"))
+  expect_identical(dimnames(sm$cov), list(c("x1", "x2"), c("x1", "x2")))
+  expect_equal(unname(sm$sd), unname(apply(fit$x, 2, sd)))
+  expect_output(print(sm), "x1 +x2")
+  colnames(x0) <- c("a", "b")
+  expect_identical(names(summary(svgd(x0, tg, n_iter = 2, progress = FALSE))$mean),
+                   c("a", "b"))
+  # density above 1e-3 of its peak: |x1| < 5 sqrt(2 log 1000) = 18.6, |x2| < 3.7
+  box <- kernbayes:::plot_box(fit$x, tg)
+  expect_true(box[1, 1] < -18 && box[2, 1] > 18, info = paste(box, collapse = " "))
+  expect_true(box[1, 2] < -3.5 && box[2, 2] > 3.5 && box[2, 2] < 6)
+  f <- tempfile(fileext = ".pdf")
+  grDevices::pdf(f)
+  expect_identical(plot(fit), fit)
+  grDevices::dev.off()
+  unlink(f)
+  expect_error(print(structure(list(x = "a"), class = "kb_particles")), "'x'",
+               class = "kb_error_arg")
+  expect_error(summary(structure(list(), class = "kb_particles")), "'object'",
+               class = "kb_error_arg")
+  expect_error(plot(structure(list(), class = "kb_particles")), "'x'",
+               class = "kb_error_arg")
+})
+
+test_that("mied(eps) is the deprecated name of mollifier_scale", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(3306)
+  x0 <- matrix(rnorm(20), 10)
+  a <- mied(x0, tg, n_iter = 5, mollifier = "gaussian", mollifier_scale = 0.5,
+            progress = FALSE)
+  rm(list = ls(kernbayes:::deprecation_seen), envir = kernbayes:::deprecation_seen)
+  expect_message(b <- mied(x0, tg, n_iter = 5, mollifier = "gaussian", eps = 0.5,
+                           progress = FALSE),
+                 "argument 'eps' is deprecated; use 'mollifier_scale'",
+                 class = "kb_deprecated")
+  expect_identical(a$x, b$x)
+  expect_identical(b$settings$mollifier_scale, 0.5)
+  expect_error(mied(x0, tg, eps = 0.5, mollifier_scale = 0.5, progress = FALSE),
+               "'eps'", class = "kb_error_arg")
+})
