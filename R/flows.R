@@ -1042,7 +1042,7 @@ mied_objective <- function(x, target, s = NULL, mollifier_scale = 1e-8,
 #'                           function(x) 2 * x, type = "eq")
 #' fc <- mied(matrix(rnorm(100), 50), vmf, n_iter = 200, step_size = 0.02,
 #'            constraint = circle, progress = FALSE)
-#' fc$violation[201]   # largest | |x| - 1 | at the end
+#' fc$violation[length(fc$violation)]   # largest | |x| - 1 | at the end
 #' mean(fc$x[, 1])     # exact: besselI(2, 1) / besselI(2, 0) = 0.698
 #' @export
 mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
@@ -1328,6 +1328,12 @@ plot_with <- function(f, defaults, dots) {
 #'   the flow used, if any).
 #' @param ... Further graphical arguments.
 #' @return `x`, invisibly.
+#' @examples
+#' set.seed(5)
+#' tg <- gaussian_target(c(0, 0), diag(c(4, 1)))
+#' fit <- svgd(matrix(rnorm(100), 50), tg, progress = FALSE)
+#' plot(fit)               # particles over the target's contours
+#' plot(fit, "objective")  # KSD^2 per iteration
 #' @export
 plot.kb_particles <- function(x, type = c("particles", "trajectories",
                                           "objective"),
