@@ -169,16 +169,61 @@ make_optimizer <- function(type, alpha = 0.9) {
     })
 }
 
+# ---- convergence rule ---------------------------------------------------------
+
+# The particles' moments settle: the flows' stopping rule. After every
+# iteration the monitor records each coordinate's mean and sd; at the end
+# of each window of `flow_window` iterations it averages them over the
+# window (which smooths the jitter of adaptive steps) and compares with the
+# previous window's averages. The rule is met when every change, divided by
+# that coordinate's sd, is below `tol`. tol = 0: no rule (all n_iter run).
+flow_window <- 50L
+
+check_tol <- function(tol) check_number(tol, "tol", lower = 0)
+
+flow_monitor <- function(tol, n_iter) {
+  if (tol == 0) {
+    return(list(settled = function(x, t) FALSE,
+                status = function(t) list(converged = NA, stop_iter = t,
+                                          tol = tol, change = NA_real_)))
+  }
+  acc <- NULL
+  prev <- NULL
+  change <- NA_real_
+  met <- FALSE
+  list(settled = function(x, t) {
+         m <- c(colMeans(x), sqrt(pmax(colMeans(x^2) - colMeans(x)^2, 0)))
+         acc <<- if (is.null(acc)) m else acc + m
+         if (t %% flow_window != 0L) return(FALSE)
+         cur <- acc / flow_window
+         acc <<- NULL
+         if (!is.null(prev)) {
+           d <- length(cur) / 2L
+           sc <- cur[d + seq_len(d)]
+           sc[!(sc > 0)] <- 1
+           change <<- max(abs(cur - prev) / c(sc, sc))
+           met <<- is.finite(change) && change < tol
+         }
+         prev <<- cur
+         met
+       },
+       status = function(t) list(converged = met, stop_iter = t, tol = tol,
+                                 change = change))
+}
+
 # The one constructor of a flow's result (class kb_particles): the final
 # particles, the trace, the objective per iteration and its name, the
 # method and the number of iterations, then named fields in `...`:
-# settings, target, y (NULL when the flow has none) and any more.
+# settings, target, y (NULL when the flow has none), convergence (the
+# flow_monitor()'s status, or L-BFGS-B's), n_iter_max (the cap) and any
+# more.
 new_particles <- function(x, tr, objective, objective_name, method, n_iter,
                           ...) {
   if (!is.null(dimnames(x)) && all(vapply(dimnames(x), is.null, TRUE))) {
     dimnames(x) <- NULL
   }
-  fields <- list(settings = NULL, target = NULL, y = NULL)
+  fields <- list(settings = NULL, target = NULL, y = NULL, convergence = NULL,
+                 n_iter_max = n_iter)
   extra <- list(...)
   fields[names(extra)] <- extra
   structure(c(list(x = x, trace = tr$result(), trace_iter = tr$iters(),
@@ -200,13 +245,15 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' with the Gaussian kernel \eqn{k(x, y) = \exp(-|x - y|^2 / (2 h^2))}, and
 #' moves the particles along it.
 #'
-#' The defaults reproduce the original algorithm exactly: the bandwidth
+#' The defaults follow the original algorithm: the bandwidth
 #' \eqn{h^2 = 0.5\, \mathrm{med} / \log(n + 1)}, where med is the median of
 #' all \eqn{n^2} entries of the matrix of squared distances (its zero
 #' diagonal included), recomputed every iteration; and AdaGrad with
 #' momentum: \eqn{H = \phi^2} at the first iteration, then \eqn{H \leftarrow
 #' \alpha H + (1 - \alpha) \phi^2}, and \eqn{x \leftarrow x + \epsilon\,
-#' \phi / (10^{-6} + \sqrt{H})}, elementwise. `optimizer = "sgd"` uses
+#' \phi / (10^{-6} + \sqrt{H})}, elementwise (the reference code's step
+#' \eqn{\epsilon} is \eqn{10^{-3}}; the default here is 0.05, see 'Stopping
+#' and defaults'). `optimizer = "sgd"` uses
 #' \eqn{x \leftarrow x + \epsilon \phi}; `"adam"` the Adam rule (0.9,
 #' 0.999, \eqn{10^{-8}}).
 #'
@@ -238,7 +285,39 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' @param score The target's score: a [kb_target()], or a function of one
 #'   point returning the gradient of the log density (may be left out when
 #'   `x0` is a Stan fit).
-#' @param n_iter Number of iterations.
+#' @section Stopping and defaults: Every flow stops when the particles'
+#'   moments settle, and `n_iter` is a cap. After each iteration the flow
+#'   records each coordinate's mean and sd; at the end of every window of
+#'   50 iterations it averages them over the window (smoothing the jitter
+#'   of adaptive steps) and compares the averages with those of the
+#'   previous window: the rule is met when every change, divided by that
+#'   coordinate's sd, is below `tol` (default 0.01: one hundredth of an sd
+#'   in 50 iterations). The result's `convergence` records whether it was
+#'   met (`converged`), at which iteration (`stop_iter`) and the last
+#'   change; `print()` says so ("stopped at iteration k: moments settled" or
+#'   "reached n_iter = N without settling: increase n_iter"). `tol = 0`
+#'   runs all `n_iter` iterations (exactly the iterates of a fixed-length
+#'   run). A slowly creeping flow can meet the rule before it arrives: a
+#'   small `tol` guards against that.
+#'
+#'   SVGD's default step 0.05 (with AdaGrad, which moves each coordinate by
+#'   about the step per iteration) replaces the reference code's 0.001,
+#'   with which 1000 iterations move a particle by about one unit. Measured
+#'   over seeds 1 to 10, 200 particles from \eqn{N(0, I)}, defaults only:
+#'   on a Gaussian with sds 1 and 3 (correlation 0.8) the particles' sds
+#'   end at 0.99 and 0.99 of the target's (0.74 and 0.56 with the old
+#'   defaults), stopping after 225 iterations on average; on the banana
+#'   \eqn{x_1 \sim N(0, 1)}, \eqn{x_2 | x_1 \sim N(x_1^2 - 1, 1)} (sds 1
+#'   and \eqn{\sqrt 3 = 1.73}) at 0.98 and 0.92 (old: 0.90 and 0.76)
+#'   after 220; on a Gaussian with sds 5 and 4 and mean (1, -2) at 0.98 and
+#'   0.98 (old: 0.35 and 0.42) after 350, about a third of the old
+#'   defaults' time (their 1000 iterations).
+#' @param n_iter The largest number of iterations (see 'Stopping and
+#'   defaults').
+#' @param tol Tolerance of the stopping rule: the flow stops when, over a
+#'   window of 50 iterations, the particles' mean and sd of every
+#'   coordinate (averaged over the window) change by less than `tol` times
+#'   that coordinate's sd. 0: run all `n_iter` iterations.
 #' @param step_size Step size \eqn{\epsilon}.
 #' @param bandwidth `"median"` or a fixed bandwidth \eqn{h}, between 1e-50 and 1e50.
 #' @param optimizer `"adagrad"` (default), `"sgd"` or `"adam"`.
@@ -253,7 +332,10 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #'   `trace` (`n x d x K` array or `NULL`) and `trace_iter`, `objective`
 #'   (one value per iteration, at the positions before that iteration's
 #'   update), `objective_name`, `bandwidth` (the \eqn{h} of each iteration),
-#'   `method`, `settings`, and `target` when `score` is a `kb_target`;
+#'   `method`, `n_iter` (the iterations run), `n_iter_max` (the cap),
+#'   `convergence` (a list: `converged`, `NA` with `tol = 0`; `stop_iter`;
+#'   `tol`; `change`, the last window's largest relative change),
+#'   `settings`, and `target` when `score` is a `kb_target`;
 #'   `print`, `summary`, `plot` and `as.matrix` methods.
 #' @references Liu, Q. and Wang, D. (2016). Stein variational gradient
 #'   descent: a general purpose Bayesian inference algorithm. *NeurIPS*.
@@ -266,10 +348,10 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' fit
 #' colMeans(fit$x)
 #' @export
-svgd <- function(x0, score, n_iter = 1000, step_size = 1e-3,
+svgd <- function(x0, score, n_iter = 1000, step_size = 0.05,
                  bandwidth = "median", optimizer = c("adagrad", "sgd", "adam"),
                  alpha = 0.9, keep_every = 0, progress = NULL,
-                 nthreads = NULL, step) {
+                 nthreads = NULL, tol = 0.01, step) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, "score"))
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "svgd", step,
@@ -279,6 +361,7 @@ svgd <- function(x0, score, n_iter = 1000, step_size = 1e-3,
   x <- flow_points(x0, "x0")
   sfun <- flow_score_fun(score, ncol(x))
   n_iter <- check_count(n_iter, "n_iter")
+  tol <- check_tol(tol)
   step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
   if (identical(bandwidth, "median")) {
     h_in <- -1
@@ -302,6 +385,7 @@ svgd <- function(x0, score, n_iter = 1000, step_size = 1e-3,
   tr <- tracer(x, keep_every)
   pb <- progress_reporter(n_iter, "SVGD", progress)
   on.exit(pb$done())
+  mon <- flow_monitor(tol, n_iter)
   obj <- hs <- numeric(n_iter)
   for (t in seq_len(n_iter)) {
     s <- sfun(x)
@@ -315,14 +399,17 @@ svgd <- function(x0, score, n_iter = 1000, step_size = 1e-3,
                                   format(r$h, digits = 3), format(min(x), digits = 3),
                                   format(max(x), digits = 3),
                                   format(max(abs(s)), digits = 3))))
-    tr$add(x, t, force = t == n_iter)
+    settled <- mon$settled(x, t)
+    tr$add(x, t, force = t == n_iter || settled)
     pb$tick(t)
+    if (settled) break
   }
-  new_particles(x, tr, obj, "KSD^2", "SVGD", n_iter,
+  new_particles(x, tr, obj[seq_len(t)], "KSD^2", "SVGD", t,
                 settings = list(step = step, bandwidth = bandwidth,
                                 optimizer = optimizer, alpha = alpha),
                 target = if (inherits(score, "kb_target")) score,
-                bandwidth = hs)
+                bandwidth = hs[seq_len(t)],
+                convergence = mon$status(t), n_iter_max = n_iter)
 }
 
 # ---- KSD descent -------------------------------------------------------------
@@ -379,7 +466,15 @@ ksd_value_grad <- function(x, sfun, rk, score_jacobian, nt) {
 #'
 #' The kernel is fixed for the whole run: its bandwidth (for `precon =
 #' "med"` or `"sclmed"`) is set from `x0`. Only isotropic kernels are
-#' supported.
+#' supported. The result keeps it: `ksd(fit)` (score by default the
+#' flow's [kb_target()]) is the square root of the KSD^2 that `print(fit)`
+#' shows at the final particles (`fit$final_objective`).
+#'
+#' `"lbfgs"` stops by L-BFGS-B's own rule (relative reduction of \eqn{F}
+#' below `factr` times the machine epsilon; `convergence$converged` is
+#' [stats::optim()]'s code 0) and ignores `tol`; `"gd"` stops by the
+#' moments rule of [svgd()] (`tol`) or when the line search finds no
+#' decrease.
 #'
 #' @inheritParams svgd
 #' @param score_jacobian `NULL`, or a function of one point returning the
@@ -394,8 +489,10 @@ ksd_value_grad <- function(x, sfun, rk, score_jacobian, nt) {
 #'   decreases). Ignored by `"lbfgs"`.
 #' @return A `kb_particles` object (see [svgd()]); `objective` holds
 #'   \eqn{F} at every iteration (`"gd"`) or at every function evaluation
-#'   (`"lbfgs"`, which evaluates at trial points too); `trace` likewise.
-#'   `"gd"` stops early when the line search finds no decrease.
+#'   (`"lbfgs"`, which evaluates at trial points too; the last entry is at
+#'   the final particles); `trace` likewise; `final_objective`, \eqn{F}
+#'   at the final particles; `ksd_kernel`, the kernel [ksd()] uses on the
+#'   result.
 #' @references Korba, A., Aubin-Frankowski, P.-C., Majewski, S. and Ablin,
 #'   P. (2021). Kernel Stein discrepancy descent. *ICML*.
 #' @examples
@@ -409,7 +506,7 @@ ksd_value_grad <- function(x, sfun, rk, score_jacobian, nt) {
 ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
                         method = c("lbfgs", "gd"), n_iter = 1000,
                         step_size = NULL, keep_every = 0,
-                        progress = NULL, nthreads = NULL, step) {
+                        progress = NULL, nthreads = NULL, tol = 0.01, step) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, "score"))
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "ksd_descent", step,
@@ -429,6 +526,7 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
   }
   method <- check_choice(method, c("lbfgs", "gd"), "method")
   n_iter <- check_count(n_iter, "n_iter")
+  tol <- check_tol(tol)
   if (!is.null(step)) step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
   keep_every <- check_keep(keep_every)
   nt <- resolve_nthreads(nthreads)
@@ -451,6 +549,7 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
     r
   }
   if (method == "gd") {
+    mon <- flow_monitor(tol, n_iter)
     obj <- numeric(n_iter)
     a <- 0.5
     cur <- vg(x)
@@ -482,11 +581,23 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
       }
       x <- xn
       cur <- nxt
-      tr$add(x, t, force = t == n_iter)
+      settled <- mon$settled(x, t)
+      tr$add(x, t, force = t == n_iter || settled)
       pb$tick(t)
+      if (settled) {
+        done <- t
+        break
+      }
     }
     obj <- obj[seq_len(done)]
     if (done < n_iter) tr$add(x, done, force = TRUE)
+    conv <- mon$status(done)
+    if (isFALSE(conv$converged) && done < n_iter) {
+      # the line search found no decrease: a stationary point of F
+      conv$converged <- TRUE
+      conv$rule <- "line search"
+    }
+    final <- cur$value
   } else {
     obj <- numeric(0)
     cache <- new.env()
@@ -507,16 +618,27 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
     res <- stats::optim(as.vector(x), function(p) fg(p)$value,
                         function(p) as.vector(fg(p)$gradient),
                         method = "L-BFGS-B", control = list(maxit = n_iter))
+    # the value at the returned particles (L-BFGS-B may end on another
+    # evaluation): the last entry of the objective
+    final <- fg(res$par)$value
     x <- matrix(res$par, n, d, dimnames = dimnames(x))
     tr$add(x, evals, force = TRUE)
     pb$tick(n_iter)
+    conv <- list(converged = res$convergence == 0L, stop_iter = evals,
+                 tol = NA_real_, change = NA_real_, rule = "lbfgs",
+                 message = res$message %||% "")
   }
   new_particles(x, tr, obj, "KSD^2", sprintf("KSD descent (%s)", method),
                 if (method == "gd") length(obj) else n_iter,
                 settings = list(method = method, step = step, kernel = kernel,
                                 jacobian = if (is.null(score_jacobian))
                                   "finite differences" else "given"),
-                target = if (inherits(score, "kb_target")) score)
+                target = if (inherits(score, "kb_target")) score,
+                convergence = conv, n_iter_max = n_iter,
+                # ksd(fit) judges the particles under this kernel (not
+                # standardised), reproducing final_objective
+                ksd_kernel = list(kernel = rk, scale = NULL),
+                final_objective = final)
 }
 
 # ---- MMD and DrMMD flows -----------------------------------------------------
@@ -629,6 +751,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
              "or user_kernel()")
   }
   n_iter <- check_count(n_iter, "n_iter")
+  tol <- check_tol(opts$tol)
   step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
   beta_t <- noise_level(noise)
   keep_every <- check_keep(keep_every)
@@ -652,6 +775,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
   tr <- tracer(x, keep_every)
   pb <- progress_reporter(n_iter, opts$label, progress)
   on.exit(pb$done())
+  mon <- flow_monitor(tol, n_iter)
   obj <- numeric(n_iter)
   for (t in seq_len(n_iter)) {
     ax <- self_kernel(x, wx, rk, nt)
@@ -679,10 +803,13 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
       name = if (is.null(lambda)) "MMD witness gradient" else "DrMMD witness gradient",
       detail = function() describe_flow_kernel(rk)),
       step_label)
-    tr$add(x, t, force = t == n_iter)
+    settled <- mon$settled(x, t)
+    tr$add(x, t, force = t == n_iter || settled)
     pb$tick(t)
+    if (settled) break
   }
-  list(x = x, tr = tr, obj = obj, y = y, kernel = rk)
+  list(x = x, tr = tr, obj = obj[seq_len(t)], y = y, kernel = rk,
+       convergence = mon$status(t), n_iter = n_iter)
 }
 
 #' MMD and DrMMD gradient flows towards a target sample
@@ -730,7 +857,14 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #'   of the iteration \eqn{t} returning \eqn{\beta_t}.
 #' @param lambda The DrMMD regulariser, \eqn{\lambda > 0}.
 #' @param step_size Step size \eqn{\epsilon}; for `dmmd_flow()` `NULL` means
-#'   \eqn{\epsilon = \lambda}.
+#'   \eqn{\epsilon = \min(25\lambda, 1)} (measured: with \eqn{\lambda =
+#'   10^{-3}} and 200 particles from \eqn{N(0, I)} towards 200 draws, the
+#'   particles' sds end within 8% of the draws' on a correlated Gaussian
+#'   with sds 1 / 3, a banana with sds 1 / 1.73 and a Gaussian with sds
+#'   5 / 4, 10 seeds each, stopping after 250-950 iterations; the earlier
+#'   default \eqn{\epsilon = \lambda} ended at 0.73-0.87 / 0.55-0.65 of
+#'   the sds on the first; the cap 1 because a step of 2 diverged at
+#'   \eqn{\lambda = 0.1} in one of two seeds).
 #' @return A `kb_particles` object (see [svgd()]) with `objective` the
 #'   squared MMD (V-statistic) or the DrMMD of the particles at each
 #'   iteration, before its update, and `y`.
@@ -751,7 +885,7 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #' @export
 mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
                      step_size = 1, noise = 0, keep_every = 0,
-                     progress = NULL, nthreads = NULL, step) {
+                     progress = NULL, nthreads = NULL, tol = 0.01, step) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
   y <- stan_points(y)
   if (!missing(step)) {
@@ -762,9 +896,10 @@ mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
   r <- run_mmd_flow(x0, y, kernel, n_iter, step,
                     list(noise = noise, keep_every = keep_every,
                          progress = progress, nthreads = nthreads,
-                         label = "MMD flow"))
+                         tol = tol, label = "MMD flow"))
   new_particles(r$x, r$tr, r$obj, "MMD^2", "MMD flow", length(r$obj),
-                settings = list(step = step, noise = noise, kernel = kernel), y = r$y)
+                settings = list(step = step, noise = noise, kernel = kernel), y = r$y,
+                convergence = r$convergence, n_iter_max = r$n_iter)
 }
 
 #' @rdname mmd_flow
@@ -772,7 +907,7 @@ mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
 dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
                       n_iter = 1000, step_size = NULL, noise = 0,
                       keep_every = 0, progress = NULL,
-                      nthreads = NULL, step) {
+                      nthreads = NULL, tol = 0.01, step) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
   y <- stan_points(y)
   if (!missing(step)) {
@@ -783,17 +918,19 @@ dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
   lambda <- check_number(lambda, "lambda", lower = 0, lower_open = TRUE)
   step_label <- "'step_size'"
   if (is.null(step)) {
-    step <- lambda
-    step_label <- sprintf("the step size (by default 'lambda' = %s)", format(lambda))
+    step <- min(25 * lambda, 1)
+    step_label <- sprintf("the step size (by default min(25 lambda, 1) = %s)",
+                          format(step))
   }
   r <- run_mmd_flow(x0, y, kernel, n_iter, step,
                     list(noise = noise, keep_every = keep_every,
                          progress = progress, nthreads = nthreads,
                          lambda = lambda, step_label = step_label,
-                         label = "DrMMD flow"))
+                         tol = tol, label = "DrMMD flow"))
   new_particles(r$x, r$tr, r$obj, "DrMMD", "DrMMD flow", length(r$obj),
                 settings = list(step = step, noise = noise, kernel = kernel,
-                                lambda = lambda), y = r$y)
+                                lambda = lambda), y = r$y,
+                convergence = r$convergence, n_iter_max = r$n_iter)
 }
 
 # ---- MIED --------------------------------------------------------------------
@@ -813,14 +950,15 @@ mied_log_density <- function(target, x, t) {
   ld
 }
 
-mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL,
+mied_objective <- function(x, target, s = NULL, mollifier_scale = 1e-8,
+                           nthreads = NULL,
                            mollifier = "riesz") {
   x <- flow_points(x, "x")
   check_target(target)
   if (is.null(s)) s <- ncol(x) + 1e-4
   r <- .Call(C_kb_mied_grad, x, -mied_log_density(target, x, 0L),
-             target_score(target, x), mollifier, as.double(s), as.double(eps),
-             resolve_nthreads(nthreads))
+             target_score(target, x), mollifier, as.double(s),
+             as.double(mollifier_scale), resolve_nthreads(nthreads))
   list(value = r$value, gradient = r$grad)
 }
 
@@ -853,8 +991,9 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL,
 #' @param target A [kb_target()] (log density and score are both used),
 #'   or a Stan fit (its [stan_target()]).
 #' @param mollifier `"riesz"` (default), `"gaussian"` or `"laplace"`.
-#'   The Riesz mollifier works with any small `eps` (the default's
-#'   \eqn{10^{-8}}); the Gaussian and Laplace ones need a scale `eps` of
+#'   The Riesz mollifier works with any small `mollifier_scale` (the
+#'   default's \eqn{10^{-8}}); the Gaussian and Laplace ones need a scale
+#'   `mollifier_scale` of
 #'   about the particles' spacing, which you must give (there is no
 #'   default that suits every target and number of particles; see the
 #'   mollifier comparison in `vignette("particle-flows")`).
@@ -864,10 +1003,14 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL,
 #'   whose limiting density is proportional to \eqn{p^{d/s}}, so `s` close
 #'   to \eqn{d} is needed to target \eqn{p} itself (larger `s` spreads the
 #'   particles wider than \eqn{p}; measurements in the package's NEWS).
-#' @param eps Mollifier scale \eqn{\epsilon}: for the Riesz mollifier
-#'   \eqn{\ge 0} (default \eqn{10^{-8}}; pairs \eqn{i = j} are excluded,
-#'   so 0 is allowed while particles are distinct), for the Gaussian and
-#'   Laplace ones \eqn{> 0} and required.
+#' @param mollifier_scale Mollifier scale \eqn{\epsilon} (all three
+#'   mollifiers): for the Riesz mollifier \eqn{\ge 0} (default
+#'   \eqn{10^{-8}}; pairs \eqn{i = j} are excluded, so 0 is allowed while
+#'   particles are distinct), for the Gaussian and Laplace ones \eqn{> 0}
+#'   and required. Formerly `eps` (renamed: in the package,
+#'   `eps` is [kbr()]'s regulariser).
+#' @param eps Deprecated name of `mollifier_scale` (a message once per
+#'   session).
 #' @param optimizer `"adam"` (default) or `"sgd"`.
 #' @param constraint `NULL` (default: unconstrained) or a
 #'   [mied_constraint()]: an inequality \eqn{g(x) \le 0} or an equality
@@ -907,20 +1050,27 @@ mied_objective <- function(x, target, s = NULL, eps = 1e-8, nthreads = NULL,
 #'                           function(x) 2 * x, type = "eq")
 #' fc <- mied(matrix(rnorm(100), 50), vmf, n_iter = 200, step_size = 0.02,
 #'            constraint = circle, progress = FALSE)
-#' fc$violation[201]   # largest | |x| - 1 | at the end
+#' fc$violation[length(fc$violation)]   # largest | |x| - 1 | at the end
 #' mean(fc$x[, 1])     # exact: besselI(2, 1) / besselI(2, 0) = 0.698
 #' @export
 mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
-                 eps = NULL, optimizer = c("adam", "sgd"), keep_every = 0,
-                 progress = NULL, nthreads = NULL, step,
+                 mollifier_scale = NULL, optimizer = c("adam", "sgd"),
+                 keep_every = 0, progress = NULL, nthreads = NULL, step,
                  constraint = NULL,
-                 mollifier = c("riesz", "gaussian", "laplace")) {
+                 mollifier = c("riesz", "gaussian", "laplace"), tol = 0.01,
+                 eps) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
   if (is_stan_fit(target)) target <- stan_target(target)
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "mied", step,
                                 missing(step_size))
   }
+  if (!missing(eps)) {
+    # renamed: kbr()'s eps is a regulariser
+    mollifier_scale <- deprecated_arg("eps", "mollifier_scale", "mied", eps,
+                                      missing(mollifier_scale))
+  }
+  eps <- mollifier_scale
   step <- step_size
   x <- flow_points(x0, "x0")
   check_target(target)
@@ -929,6 +1079,7 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
                                target$dim, ncol(x)))
   }
   n_iter <- check_count(n_iter, "n_iter")
+  tol <- check_tol(tol)
   step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
   con <- check_constraint(constraint, ncol(x))
   # the dimension of the set the particles live on: one less on an equality
@@ -938,18 +1089,19 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
   if (mollifier == "riesz") {
     s <- if (is.null(s)) dm + 1e-4 else
       check_number(s, "s", lower = dm, lower_open = TRUE)
-    eps <- if (is.null(eps)) 1e-8 else check_number(eps, "eps", lower = 0)
+    eps <- if (is.null(eps)) 1e-8 else
+      check_number(eps, "mollifier_scale", lower = 0)
   } else {
     if (!is.null(s)) {
       stop_arg("s", sprintf(paste0("is the Riesz exponent; the %s mollifier ",
                                    "has none (leave 's' out)"), mollifier))
     }
     if (is.null(eps)) {
-      stop_arg("eps", sprintf(paste0("must be given for the %s mollifier: a ",
-                                     "scale > 0 of about the particles' ",
-                                     "spacing"), mollifier))
+      stop_arg("mollifier_scale", sprintf(paste0(
+        "must be given for the %s mollifier: a scale > 0 of about the ",
+        "particles' spacing"), mollifier))
     }
-    eps <- check_number(eps, "eps", lower = 0, lower_open = TRUE)
+    eps <- check_number(eps, "mollifier_scale", lower = 0, lower_open = TRUE)
     s <- NA_real_
   }
   s_c <- if (is.na(s)) 0 else s  # the C layer reads s for Riesz only
@@ -961,6 +1113,7 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
   tr <- tracer(x, keep_every)
   pb <- progress_reporter(n_iter, "MIED", progress)
   on.exit(pb$done())
+  mon <- flow_monitor(tol, n_iter)
   obj <- numeric(n_iter)
   viol <- if (is.null(con)) NULL else numeric(n_iter + 1L)
   for (t in seq_len(n_iter)) {
@@ -979,30 +1132,91 @@ mied <- function(x0, target, n_iter = 1000, step_size = 0.01, s = NULL,
       detail = function() sprintf("particles within [%s, %s]",
                                   format(min(x), digits = 3),
                                   format(max(x), digits = 3))))
-    tr$add(x, t, force = t == n_iter)
+    settled <- mon$settled(x, t)
+    tr$add(x, t, force = t == n_iter || settled)
     pb$tick(t)
+    if (settled) break
   }
-  settings <- list(step = step, mollifier = mollifier, s = s, eps = eps,
-                   optimizer = optimizer)
+  settings <- list(step = step, mollifier = mollifier, s = s,
+                   mollifier_scale = eps, optimizer = optimizer)
+  obj <- obj[seq_len(t)]
   if (is.null(con)) {
-    return(new_particles(x, tr, obj, "log energy", "MIED", n_iter,
-                         settings = settings, target = target))
+    return(new_particles(x, tr, obj, "log energy", "MIED", t,
+                         settings = settings, target = target,
+                         convergence = mon$status(t), n_iter_max = n_iter))
   }
-  viol[n_iter + 1L] <- constraint_eval(con, x, n_iter)$violation
-  new_particles(x, tr, obj, "log energy", "MIED", n_iter,
+  viol <- viol[seq_len(t + 1L)]
+  viol[t + 1L] <- constraint_eval(con, x, t)$violation
+  new_particles(x, tr, obj, "log energy", "MIED", t,
+                convergence = mon$status(t), n_iter_max = n_iter,
                 settings = c(settings, list(constraint = con)),
                 target = target, violation = viol)
 }
 
 # ---- methods -----------------------------------------------------------------
 
+# A kb_particles object as its methods need it: a numeric matrix of
+# particles and a numeric objective.
+check_particles <- function(x, arg = "x") {
+  p <- x[["x"]]
+  if (!inherits(x, "kb_particles") || !is.matrix(p) || !is.numeric(p) ||
+      nrow(p) < 1L || ncol(p) < 1L ||
+      !is.numeric(x[["objective"]]) || !is.character(x[["method"]])) {
+    stop_arg(arg, "must be a kb_particles object from svgd(), ksd_descent(), ",
+             "mmd_flow(), dmmd_flow() or mied() (its particles 'x', a numeric ",
+             "matrix, and its 'objective')")
+  }
+  invisible(x)
+}
+
+# One line on how the flow stopped (NULL for objects made before the rule).
+describe_convergence <- function(x) {
+  cv <- x[["convergence"]]
+  if (is.null(cv)) return(NULL)
+  cap <- x[["n_iter_max"]] %||% x[["n_iter"]]
+  if (identical(cv$rule, "lbfgs")) {
+    return(if (isTRUE(cv$converged))
+      sprintf("L-BFGS-B converged after %d evaluations (%s)", cv$stop_iter,
+              cv$message)
+    else sprintf(paste0("L-BFGS-B did not converge within n_iter = %d ",
+                        "iterations (%d evaluations; %s): increase n_iter"),
+                 cap, cv$stop_iter, cv$message))
+  }
+  if (identical(cv$rule, "line search")) {
+    return(sprintf(paste0("stopped at iteration %d: the line search found ",
+                          "no decrease"), cv$stop_iter))
+  }
+  if (is.na(cv$converged)) {
+    return(sprintf("ran all n_iter = %d iterations (tol = 0: no convergence rule)",
+                   cap))
+  }
+  if (cv$converged) {
+    return(sprintf(paste0("stopped at iteration %d: moments settled (change ",
+                          "%s%% of the sd over %d iterations, tol %s%%)"),
+                   cv$stop_iter, format(100 * cv$change, digits = 2),
+                   flow_window, format(100 * cv$tol)))
+  }
+  sprintf(paste0("reached n_iter = %d without settling: increase n_iter ",
+                 "(last change %s%% of the sd over %d iterations, tol %s%%)"),
+          cap, format(100 * cv$change, digits = 2), flow_window,
+          format(100 * cv$tol))
+}
+
 #' @export
 print.kb_particles <- function(x, ...) {
+  check_particles(x)
   cat(sprintf("%s: %d particles in %d dimension%s, %d iteration%s\n", x$method,
               nrow(x$x), ncol(x$x), if (ncol(x$x) == 1L) "" else "s",
               x$n_iter, if (x$n_iter == 1L) "" else "s"))
+  conv <- describe_convergence(x)
+  if (!is.null(conv)) cat("  ", conv, "\n", sep = "")
   ob <- x$objective
-  if (length(ob)) {
+  fin <- x[["final_objective"]]
+  if (!is.null(fin)) {
+    cat(sprintf("  %s: %s at the start, %s at the final particles (KSD %s = ksd(fit))\n",
+                x$objective_name, format(ob[1L], digits = 4),
+                format(fin, digits = 4), format(sqrt(max(fin, 0)), digits = 4)))
+  } else if (length(ob)) {
     cat(sprintf("  %s: %s at the start, %s at the last iteration\n",
                 x$objective_name, format(ob[1L], digits = 4),
                 format(ob[length(ob)], digits = 4)))
@@ -1021,15 +1235,22 @@ print.kb_particles <- function(x, ...) {
 
 #' @export
 summary.kb_particles <- function(object, ...) {
+  check_particles(object, "object")
   x <- object$x
+  cn <- point_names(x)
   md <- if (nrow(x) <= 2000L) min(stats::dist(x)) else NA_real_
+  cv <- if (nrow(x) > 1L) stats::cov(x) else matrix(NA_real_, ncol(x), ncol(x))
+  dimnames(cv) <- list(cn, cn)
+  ob <- object$objective
+  end <- object[["final_objective"]] %||% ob[length(ob)]
   structure(list(method = object$method, n = nrow(x), d = ncol(x),
-                 mean = colMeans(x), cov = stats::cov(x),
-                 objective = c(start = object$objective[1L],
-                               end = object$objective[length(object$objective)]),
+                 mean = stats::setNames(colMeans(x), cn),
+                 sd = stats::setNames(sqrt(diag(cv)), cn), cov = cv,
+                 objective = c(start = ob[1L], end = end),
                  objective_name = object$objective_name,
                  ksd_kernel = if (identical(object$objective_name, "KSD^2"))
                    particles_ksd_kernel(object),
+                 convergence = describe_convergence(object),
                  min_distance = md),
             class = "summary.kb_particles")
 }
@@ -1037,6 +1258,7 @@ summary.kb_particles <- function(object, ...) {
 #' @export
 print.summary.kb_particles <- function(x, ...) {
   cat(sprintf("%s: %d particles, d = %d\n", x$method, x$n, x$d))
+  if (!is.null(x$convergence)) cat(x$convergence, "\n", sep = "")
   cat(sprintf("%s: %s -> %s\n", x$objective_name,
               format(x$objective[1L], digits = 4),
               format(x$objective[2L], digits = 4)))
@@ -1045,15 +1267,54 @@ print.summary.kb_particles <- function(x, ...) {
     cat(sprintf("smallest distance between particles: %s\n",
                 format(x$min_distance, digits = 4)))
   }
-  cat("particle mean:\n")
-  print(x$mean)
-  cat("particle covariance:\n")
+  cat("particles' mean and sd:\n")
+  print(rbind(mean = x$mean, sd = x$sd))
+  cat("particles' covariance:\n")
   print(x$cov)
   invisible(x)
 }
 
 #' @export
 as.matrix.kb_particles <- function(x, ...) x$x
+
+# The box a plot of particles shows, in d = 1 or 2: the particles' (and
+# the target sample's) range, widened to where the target's density is
+# above 1e-3 of its largest value on a grid. The grid starts at the
+# particles' mean +- 6 sds and doubles its half-width
+# while the density is not negligible at its edge (up to 9 times).
+plot_box <- function(p, target, extra = NULL) {
+  d <- ncol(p)
+  pts <- rbind(p, extra)
+  lo <- apply(pts, 2L, min)
+  hi <- apply(pts, 2L, max)
+  if (!inherits(target, "kb_target")) return(rbind(lo, hi))
+  ctr <- colMeans(p)
+  sp <- apply(p, 2L, stats::sd)
+  sp[!(sp > 0)] <- pmax(1, abs(ctr[!(sp > 0)]))
+  half <- 6 * sp
+  ng <- if (d == 1L) 400L else 60L
+  for (round in 1:10) {
+    gs <- lapply(seq_len(d), function(k) seq(ctr[k] - half[k], ctr[k] + half[k],
+                                             length.out = ng))
+    g <- as.matrix(expand.grid(gs))
+    ld <- tryCatch(target_log_density(target, g), error = function(e) NULL)
+    if (is.null(ld)) break
+    ld[!is.finite(ld)] <- -Inf
+    if (!any(is.finite(ld))) break
+    keep <- matrix(exp(ld - max(ld)) > 1e-3, nrow = nrow(g))
+    at_edge <- FALSE
+    for (k in seq_len(d)) {
+      v <- g[keep, k]
+      step <- gs[[k]][2L] - gs[[k]][1L]
+      lo[k] <- min(lo[k], min(v) - step)
+      hi[k] <- max(hi[k], max(v) + step)
+      at_edge <- at_edge || min(v) <= gs[[k]][1L] || max(v) >= gs[[k]][ng]
+    }
+    if (!at_edge) break
+    half <- 2 * half
+  }
+  rbind(lo, hi)
+}
 
 # Call a plotting function with defaults the user's arguments override.
 plot_with <- function(f, defaults, dots) {
@@ -1065,17 +1326,27 @@ plot_with <- function(f, defaults, dots) {
 #' @param x A `kb_particles` object.
 #' @param type `"particles"` (final particles; in 2-D over the density
 #'   contours of the target when it is a [kb_target()], or over the target
-#'   sample for MMD flows; in 1-D a histogram with the target density),
+#'   sample for MMD flows; in 1-D a histogram with the target density; the
+#'   box covers the particles and the region where the target's density
+#'   is above \eqn{10^{-3}} of its largest value, so particles that have
+#'   not yet spread over the target show as such),
 #'   `"trajectories"` (needs a trace: paths of the first two coordinates,
 #'   or of the one coordinate against the iteration) or `"objective"`.
 #' @param target Optional [kb_target()] for the contours (default: the one
 #'   the flow used, if any).
 #' @param ... Further graphical arguments.
 #' @return `x`, invisibly.
+#' @examples
+#' set.seed(5)
+#' tg <- gaussian_target(c(0, 0), diag(c(4, 1)))
+#' fit <- svgd(matrix(rnorm(100), 50), tg, progress = FALSE)
+#' plot(fit)               # particles over the target's contours
+#' plot(fit, "objective")  # KSD^2 per iteration
 #' @export
 plot.kb_particles <- function(x, type = c("particles", "trajectories",
                                           "objective"),
                               target = x$target, ...) {
+  check_particles(x)
   type <- check_choice(type, c("particles", "trajectories", "objective"), "type")
   p <- x$x
   d <- ncol(p)
@@ -1112,10 +1383,12 @@ plot.kb_particles <- function(x, type = c("particles", "trajectories",
     }
     return(invisible(x))
   }
+  if (d <= 2L) box <- plot_box(p, target, x$y)
   if (d == 1L) {
     plot_with(graphics::hist,
               list(p[, 1L], breaks = "FD", freq = FALSE, main = x$method,
-                   xlab = cn[1L], col = "grey90", border = "grey60"), list(...))
+                   xlab = cn[1L], col = "grey90", border = "grey60",
+                   xlim = box[, 1L]), list(...))
     if (inherits(target, "kb_target")) {
       u <- graphics::par("usr")
       g <- seq(u[1L], u[2L], length.out = 400)
@@ -1127,8 +1400,13 @@ plot.kb_particles <- function(x, type = c("particles", "trajectories",
     graphics::rug(p[, 1L])
     return(invisible(x))
   }
-  rx <- range(p[, 1L], x$y[, 1L])
-  ry <- range(p[, 2L], x$y[, 2L])
+  if (d == 2L) {
+    rx <- box[, 1L]
+    ry <- box[, 2L]
+  } else {
+    rx <- range(p[, 1L], x$y[, 1L])
+    ry <- range(p[, 2L], x$y[, 2L])
+  }
   plot_with(graphics::plot,
             list(rx, ry, type = "n", xlab = cn[1L], ylab = cn[2L],
                  main = if (d > 2L) paste(x$method, "(first two coordinates)")

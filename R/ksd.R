@@ -269,9 +269,13 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   Its own scores are used (an MMD-thinning result has none: give
 #'   `score`, for its points, and get the KSD under its Gaussian kernel; its
 #'   printed value is an MMD). For a gradient-free thinning result the value
-#'   is the gradient-free discrepancy it printed. A chain, or particles
-#'   (with `score`), is judged with `kernel` and `standardize` as a matrix
-#'   would be. With `reference`, the result is a `kb_ksd_compare` object
+#'   is the gradient-free discrepancy it printed. Particles from
+#'   [ksd_descent()] are judged with the kernel the descent used (resolved
+#'   on its starting particles, not standardised), so `ksd(fit)` is the
+#'   square root of the KSD^2 its `print()` shows at the final particles.
+#'   A chain, or other particles (with `score`, by default the flow's
+#'   [kb_target()] if it had one), is judged with `kernel` and
+#'   `standardize` as a matrix would be. With `reference`, the result is a `kb_ksd_compare` object
 #'   printed in one line: the set's KSD next to the reference sample's under
 #'   the same kernel and standardisation (use `as.double()` for the two
 #'   numbers).

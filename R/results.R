@@ -584,12 +584,13 @@ describe_ksd_kernel <- function(rk, scale) {
 }
 
 # The resolved kernel and standardisation scale a result's own KSD uses, or
-# NULL when the result has none (a chain, particles: ksd()'s arguments
-# apply).
+# NULL when the result has none (a chain, particles of flows other than
+# KSD descent: ksd()'s arguments apply).
 result_kernel <- function(x) {
   if (inherits(x, "kb_thin") || inherits(x, "kb_ksdt")) {
     return(list(kernel = x[["kernel"]], scale = x[["scale"]]))
   }
+  if (inherits(x, "kb_particles")) return(x[["ksd_kernel"]])
   NULL
 }
 
@@ -625,6 +626,9 @@ result_scores <- function(x, P, score, what) {
 # other arguments; `own`: whether kernel or standardize were given.
 ksd_result <- function(x, score, reference, args, own) {
   if (missing(score)) score <- NULL
+  # particles from a flow with a kb_target: that target's score by default
+  if (is.null(score) && inherits(x, "kb_particles") &&
+      inherits(x[["target"]], "kb_target")) score <- x[["target"]]
   what <- sprintf("this %s", class(x)[1L])
   x <- result_set(x)
   type <- check_choice(args$type, c("V", "U"), "type")
@@ -741,9 +745,10 @@ as.double.kb_ksd_compare <- function(x, ...) c(set = x$ksd,
 
 # The kernel line of a flow's printed KSD^2 objective (SVGD: a Gaussian
 # kernel of the iteration's bandwidth; KSD descent: its kernel resolved on
-# the starting particles). The objective is the flow's own, at the last
-# evaluated iterate; ksd(particles, score) judges the returned particles
-# under ksd()'s kernel arguments instead.
+# the starting particles). KSD descent keeps that kernel, so
+# ksd(particles) recomputes its KSD at the final particles; SVGD's objective
+# is its own, and ksd(particles, score) judges its particles under ksd()'s
+# kernel arguments instead.
 particles_ksd_kernel <- function(x) {
   k <- x[["settings"]][["kernel"]]
   kern <- if (inherits(k, "kb_kernel")) {

@@ -1052,9 +1052,10 @@ static void mied_max(mied_ctx *q)
                         b = j0 + t + 1;
                     }
             }
-        kb_error_numeric(_("MIED: particles %d and %d coincide and 'eps' is "
-                           "0, so the energy is infinite; give eps > 0 or "
-                           "distinct particles"), (int) a, (int) b);
+        kb_error_numeric(_("MIED: particles %d and %d coincide and "
+                           "'mollifier_scale' is 0, so the energy is "
+                           "infinite; give mollifier_scale > 0 or distinct "
+                           "particles"), (int) a, (int) b);
     }
     if (!R_FINITE(q->M))
         kb_error_numeric(_("MIED: the energy is not finite: the squared "

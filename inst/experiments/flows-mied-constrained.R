@@ -156,7 +156,7 @@ for (kappa in kappas) {
     x0 <- matrix(stats::rnorm(3 * n_vmf), n_vmf)
     fit <- exp_timed(mied(x0, vmf_target(kappa), n_iter = n_iter,
                           step_size = step, constraint = sphere,
-                          progress = FALSE))
+                          progress = FALSE, tol = 0))
     y <- rvmf(n_vmf, kappa)
     y2 <- rvmf(n_vmf, kappa)
     exact <- 1 / tanh(kappa) - 1 / kappa
@@ -267,7 +267,7 @@ for (r in seq_len(n_seeds)) {
   set.seed(1000 * r)
   x0 <- matrix(stats::runif(2 * n_heart), n_heart)
   fit <- exp_timed(mied(x0, uniform2, n_iter = n_iter, step_size = step,
-                        constraint = heart, progress = FALSE))
+                        constraint = heart, progress = FALSE, tol = 0))
   y <- rheart(n_heart)
   y2 <- rheart(n_heart)
   g <- heart_g(fit$x)
@@ -354,7 +354,7 @@ for (alpha in c(1, 10)) {
       matrix(stats::runif(2 * n_heart, -1, 1), n_heart)
     }
     fit <- exp_timed(mied(x0, uniform2, n_iter = n_iter, step_size = step,
-                          constraint = per, progress = FALSE))
+                          constraint = per, progress = FALSE, tol = 0))
     y <- rperiod(n_heart)
     y2 <- rperiod(n_heart)
     g <- period_g(fit$x)

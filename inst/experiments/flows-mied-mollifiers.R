@@ -179,7 +179,8 @@ box_run <- function(mollifier, eps, seed, n = 500L, iters = 2000L,
   m <- v <- 0 * z
   for (t in seq_len(iters)) {
     x <- tanh(z)
-    g <- kernbayes:::mied_objective(x, box_target, s = 2 + 1e-4, eps = eps,
+    g <- kernbayes:::mied_objective(x, box_target, s = 2 + 1e-4,
+                                    mollifier_scale = eps,
                                     mollifier = mollifier)$gradient
     g <- g * (1 - x^2)                       # chain rule through tanh
     m <- 0.9 * m + 0.1 * g                   # Adam (torch's defaults)
@@ -246,10 +247,11 @@ for (tn in names(targets)) {
       x0 <- matrix(rnorm(n_part * spec$dim), n_part)
       fit <- exp_timed(if (st$mollifier == "riesz") {
         mied(x0, spec$target, n_iter = n_iter, step_size = 0.05,
-             progress = FALSE)
+             progress = FALSE, tol = 0)
       } else {
         mied(x0, spec$target, n_iter = n_iter, step_size = 0.05,
-             eps = st$eps, mollifier = st$mollifier, progress = FALSE)
+             mollifier_scale = st$eps, mollifier = st$mollifier,
+             progress = FALSE, tol = 0)
       })
       ob <- fit$objective
       tail_len <- max(1L, n_iter %/% 10L)

@@ -205,10 +205,10 @@ for (cf in cfgs) {
     fit <- tryCatch(
       if (cf$flow == "DrMMD") {
         dmmd_flow(x, y, lambda = cf$lambda, kernel = kern, n_iter = k,
-                  step_size = cf$step_size, progress = FALSE)
+                  step_size = cf$step_size, progress = FALSE, tol = 0)
       } else {
         mmd_flow(x, y, kernel = kern, n_iter = k, step_size = cf$step_size,
-                 noise = noise, progress = FALSE)
+                 noise = noise, progress = FALSE, tol = 0)
       }, error = function(e) e)
     if (inherits(fit, "error")) {
       status <- conditionMessage(fit)

@@ -303,11 +303,11 @@ for (s in seed_ids) {
     nz <- if (cf$noise > 0) noise_fun else 0
     fit <- exp_timed(tryCatch(if (is.na(cf$lambda)) {
       mmd_flow(Z0, Y, kernel = kern, n_iter = n_iter, step_size = eps,
-               noise = nz, keep_every = every, progress = FALSE)
+               noise = nz, keep_every = every, progress = FALSE, tol = 0)
     } else {
       dmmd_flow(Z0, Y, lambda = cf$lambda, kernel = kern, n_iter = n_iter,
                 step_size = eps / 2 * min(cf$lambda, 1), noise = nz,
-                keep_every = every, progress = FALSE)
+                keep_every = every, progress = FALSE, tol = 0)
     }, kb_error = function(e) e))
     if (inherits(fit, "kb_error")) {
       say("seed %d %s lambda=%s: stopped: %s", s, cf$method, cf$lambda,

@@ -403,3 +403,39 @@ ref_mied_value_moll <- function(x, logd_mat, eps, mollifier) {
   }
   log(tot / n^2)
 }
+
+# The banana of issue 33: x1 ~ N(0, 1), x2 | x1 ~ N(x1^2 - 1, 1), so
+# E x2 = 0 and var x2 = var(x1^2) + 1 = 2 + 1: sds 1 and sqrt(3) = 1.73.
+flow_banana <- function() {
+  kb_target(function(x) -x[, 1]^2 / 2 - (x[, 2] - x[, 1]^2 + 1)^2 / 2,
+            function(x) {
+              r <- x[, 2] - x[, 1]^2 + 1
+              cbind(-x[, 1] + 2 * x[, 1] * r, -r)
+            }, dim = 2, vectorized = TRUE, name = "banana")
+}
+
+# The stopping rule from its definition, on the iterates x_1..x_T (an
+# n x d x (T + 1) trace whose first slice is the start): per iteration the
+# coordinates' means and sds (1/n), averaged over windows of w iterations;
+# the first window k >= 2 whose averages differ from window k - 1's by less
+# than tol times window k's sds. NA if none.
+ref_settle_iter <- function(trace, tol, w = 50) {
+  nt <- dim(trace)[3] - 1
+  mom <- t(vapply(seq_len(nt), function(t) {
+    x <- trace[, , t + 1, drop = FALSE]
+    x <- matrix(x, dim(trace)[1])
+    m <- colMeans(x)
+    c(m, sqrt(colMeans(sweep(x, 2, m)^2)))
+  }, numeric(2 * dim(trace)[2])))
+  d <- dim(trace)[2]
+  prev <- NULL
+  for (k in seq_len(nt %/% w)) {
+    cur <- colMeans(mom[(k - 1) * w + seq_len(w), , drop = FALSE])
+    if (!is.null(prev)) {
+      sc <- cur[d + seq_len(d)]
+      if (max(abs(cur - prev) / c(sc, sc)) < tol) return(k * w)
+    }
+    prev <- cur
+  }
+  NA
+}

@@ -129,7 +129,7 @@ test_that("constrained mied() equals the plain-R descent (eq and ineq, adam and 
     for (opt in c("adam", "sgd")) {
       st <- if (opt == "adam") 0.02 else 0.005
       con <- mied_constraint(ring_fun, ring_grad, type, alpha = 0.7)
-      fit <- mied(x0, tg, n_iter = 25, step_size = st, s = 3.5, eps = 1e-4,
+      fit <- mied(x0, tg, n_iter = 25, step_size = st, s = 3.5, mollifier_scale = 1e-4,
                   optimizer = opt, constraint = con, progress = FALSE)
       ref <- ref_mied_con(x0, g$logd_mat, g$score_mat, 25, st, 3.5, 1e-4,
                           ring_fun, ring_grad, type, 0.7, opt)

@@ -141,7 +141,7 @@ test_that("svgd() on a 2-d Gaussian recovers its mean and covariance", {
   expect_lt(max(abs(colMeans(fit$x) - mu)), 0.1)
   expect_lt(max(abs(cov(fit$x) - Sigma)), 0.25)
   # the KSD^2 fell by orders of magnitude
-  expect_lt(fit$objective[500], fit$objective[1] / 100)
+  expect_lt(fit$objective[length(fit$objective)], fit$objective[1] / 100)
 })
 
 test_that("svgd() on the mixture 1/3 N(-2, 1) + 2/3 N(2, 1) from N(-10, 1) populates both modes", {
@@ -517,7 +517,7 @@ test_that("mied's Gaussian and Laplace mollifiers: value from the formulas, grad
   # plain-R descent on the loop's value with finite-difference gradients
   x0 <- x[1:6, ]
   for (mol in c("gaussian", "laplace")) {
-    fit <- mied(x0, tg, n_iter = 5, step_size = 0.05, eps = 0.5,
+    fit <- mied(x0, tg, n_iter = 5, step_size = 0.05, mollifier_scale = 0.5,
                 mollifier = mol, optimizer = "sgd", progress = FALSE)
     z <- x0
     obj <- numeric(5)
@@ -544,14 +544,14 @@ test_that("mied() with the Gaussian mollifier on a 2-d Gaussian matches its mome
   tg <- gaussian_target(g$mu, g$Sigma)
   set.seed(633)
   x0 <- matrix(rnorm(300), 150)
-  fit <- mied(x0, tg, n_iter = 500, step_size = 0.05, eps = 0.5,
+  fit <- mied(x0, tg, n_iter = 500, step_size = 0.05, mollifier_scale = 0.5,
               mollifier = "gaussian", progress = FALSE)
   expect_lt(max(abs(colMeans(fit$x) - g$mu) / sqrt(diag(g$Sigma))), 0.1)
   r <- sqrt(diag(cov(fit$x)) / diag(g$Sigma))
   expect_true(all(r > 0.85 & r < 1.15), info = paste(round(r, 3), collapse = " "))
   # a scale far below the spacing leaves the self-interaction in charge:
   # the particles crowd the mode (sds about 0.4 of the target's here)
-  fit <- mied(x0, tg, n_iter = 500, step_size = 0.05, eps = 0.05,
+  fit <- mied(x0, tg, n_iter = 500, step_size = 0.05, mollifier_scale = 0.05,
               mollifier = "gaussian", progress = FALSE)
   expect_true(all(sqrt(diag(cov(fit$x)) / diag(g$Sigma)) < 0.7))
 })
@@ -563,7 +563,7 @@ test_that("mied() equals the plain-R descent (adam, sgd)", {
   x0 <- matrix(rnorm(40), 20)
   for (opt in c("adam", "sgd")) {
     st <- if (opt == "adam") 0.05 else 0.01
-    fit <- mied(x0, tg, n_iter = 30, step_size = st, s = 2.5, eps = 1e-4,
+    fit <- mied(x0, tg, n_iter = 30, step_size = st, s = 2.5, mollifier_scale = 1e-4,
                 optimizer = opt, progress = FALSE)
     ref <- ref_mied(x0, g$logd_mat, g$score_mat, 30, st, s = 2.5, eps = 1e-4,
                     optimizer = opt)
@@ -587,7 +587,7 @@ test_that("mied() on a 2-d Gaussian matches mean and covariance; particles do no
   expect_lt(max(abs(colMeans(fit$x) - mu)), 0.1)
   expect_lt(max(abs(cov(fit$x) - Sigma)), 0.35)
   expect_gt(ref_min_pairdist(fit$x), 0.05)
-  expect_lt(fit$objective[500], fit$objective[1])
+  expect_lt(fit$objective[length(fit$objective)], fit$objective[1])
   # the default s is d + 1e-4
   fd <- mied(x0, tg, n_iter = 500, step_size = 0.05, progress = FALSE)
   expect_identical(fd$x, fit$x)
@@ -852,7 +852,8 @@ test_that("flows check every argument before calling a closure or resolving a ke
   }
   expect_error(ksd_descent(x0, sc, method = "x"), class = "kb_error_arg",
                regexp = "'method'")
-  for (b in c(list(list(s = 1), list(eps = -1), list(optimizer = "sgdx")),
+  for (b in c(list(list(s = 1), list(mollifier_scale = -1), list(optimizer = "sgdx"),
+                list(tol = -1)),
               bad_svgd[c(1, 2, 7, 8, 9)])) {
     expect_error(do.call(mied, c(list(x0, tg), b)), class = "kb_error_arg",
                  regexp = sprintf("'%s'", names(b)))
@@ -889,11 +890,14 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
   x0 <- matrix(rnorm(40), 20)
   tg <- gaussian_target(c(0, 0))
   pr <- rings_problem(n = 10, m = 30)
-  # a huge lambda with the default step_size = lambda would fling particles to
-  # 1e299: the step is named
-  expect_error(dmmd_flow(pr$x0, pr$y, lambda = 1e300, n_iter = 2, progress = FALSE),
+  # a huge step flings the particles to 1e299: the step is named
+  expect_error(dmmd_flow(pr$x0, pr$y, lambda = 1, step_size = 1e300, n_iter = 2,
+                         progress = FALSE),
                class = "kb_error_numeric",
-               regexp = "the step size \\(by default 'lambda' = 1e\\+300\\) is too large: at iteration 1")
+               regexp = "'step_size' is too large: at iteration 1")
+  # the default step is capped at 1, so a huge lambda alone runs
+  fl <- dmmd_flow(pr$x0, pr$y, lambda = 1e300, n_iter = 2, progress = FALSE)
+  expect_identical(fl$settings$step, 1)
   # with a sane step it runs (the DrMMD flow is then nearly the MMD flow)
   fd <- dmmd_flow(pr$x0, pr$y, lambda = 1e300, step_size = 0.5, n_iter = 3,
                   progress = FALSE)
@@ -934,9 +938,9 @@ test_that("flow errors name the cause: step, bandwidth, data scale, noise, log d
   x1[2, 1] <- 3
   expect_error(mied(x1, tl, n_iter = 3, progress = FALSE), class = "kb_error_numeric",
                regexp = "the log density is -Inf at particle 2: it is outside the target's support")
-  expect_error(mied(rbind(c(0, 0), c(1, 1), c(0, 0)), tg, eps = 0, n_iter = 2,
+  expect_error(mied(rbind(c(0, 0), c(1, 1), c(0, 0)), tg, mollifier_scale = 0, n_iter = 2,
                     progress = FALSE),
-               class = "kb_error_numeric", regexp = "particles 1 and 3 coincide and 'eps' is 0")
+               class = "kb_error_numeric", regexp = "particles 1 and 3 coincide and 'mollifier_scale' is 0")
   # huge but finite log densities: 0.5 V_i + 0.5 V_j does not overflow
   th <- kb_target(function(x) -1e308 - sum(x^2), function(x) -2 * x, dim = 2)
   expect_true(is.finite(mied(x0, th, n_iter = 2, progress = FALSE)$objective[1]))
@@ -957,4 +961,154 @@ test_that("a direction that overflows blames the scale of the problem, not the s
   expect_error(svgd(x0, function(x) c(1e308, 1e308), n_iter = 2, progress = FALSE),
                class = "kb_error_numeric",
                regexp = "the SVGD direction is not finite at iteration 1 \\(bandwidth .*scores up to 1e\\+308\\).*rescale the problem")
+})
+
+# ---- stopping rule and defaults (issue 33) -----------------------------------
+
+test_that("the banana of the defaults' tests has sds 1 and sqrt(3) (Monte Carlo)", {
+  set.seed(3301)
+  x1 <- rnorm(2e5)
+  x2 <- rnorm(2e5, x1^2 - 1)
+  expect_equal(c(sd(x1), sd(x2)), c(1, sqrt(3)), tolerance = 0.01)
+  # its log density and score agree with the formula and its derivative
+  tg <- flow_banana()
+  x <- cbind(c(0.3, -1.2), c(0.5, 2))
+  expect_equal(target_log_density(tg, x),
+               dnorm(x[, 1], log = TRUE) + dnorm(x[, 2], x[, 1]^2 - 1, log = TRUE) +
+                 log(2 * pi))
+  expect_equal(target_score(tg, x),
+               ref_num_grad_mat(function(z) sum(target_log_density(tg, z)), x),
+               tolerance = 1e-6)
+})
+
+test_that("the moments rule stops where the plain-R rule does, at the same iterate", {
+  g <- flow_gauss(2, 3302)
+  tg <- gaussian_target(g$mu, g$Sigma)
+  set.seed(3303)
+  x0 <- matrix(rnorm(60), 30)
+  full <- svgd(x0, tg, n_iter = 400, step_size = 0.05, tol = 0, keep_every = 1,
+               progress = FALSE)
+  expect_true(is.na(full$convergence$converged))
+  expect_identical(full$n_iter, 400L)
+  for (tol in c(0.02, 0.005)) {
+    k <- ref_settle_iter(full$trace, tol)
+    expect_false(is.na(k))
+    fit <- svgd(x0, tg, n_iter = 400, step_size = 0.05, tol = tol, progress = FALSE)
+    expect_identical(fit$convergence$stop_iter, as.integer(k))
+    expect_true(fit$convergence$converged)
+    expect_identical(fit$n_iter, as.integer(k))
+    expect_identical(fit$n_iter_max, 400L)
+    expect_identical(fit$x, full$trace[, , k + 1])
+    expect_identical(fit$objective, full$objective[seq_len(k)])
+    expect_output(print(fit), sprintf("stopped at iteration %d: moments settled", k))
+  }
+  # a cap below the settling point: reached n_iter without settling
+  short <- svgd(x0, tg, n_iter = 100, step_size = 0.001, progress = FALSE)
+  expect_false(short$convergence$converged)
+  expect_identical(short$x, svgd(x0, tg, n_iter = 100, step_size = 0.001, tol = 0,
+                                 progress = FALSE)$x)
+  expect_output(print(short), "reached n_iter = 100 without settling: increase n_iter")
+  expect_output(print(full), "ran all n_iter = 400 iterations \\(tol = 0")
+  # the other flows stop by the same rule
+  y <- sample_target(tg, 100)
+  fm <- mmd_flow(x0, y, n_iter = 1000, progress = FALSE)
+  fm0 <- mmd_flow(x0, y, n_iter = fm$n_iter, tol = 0, keep_every = 1,
+                  progress = FALSE)
+  expect_true(fm$convergence$converged)
+  expect_identical(ref_settle_iter(fm0$trace, 0.01), fm$n_iter + 0)
+  fi <- mied(x0, tg, n_iter = 1000, step_size = 0.05, progress = FALSE)
+  expect_true(fi$convergence$converged)
+  expect_lt(fi$n_iter, 1000)
+  fg <- ksd_descent(x0, tg, method = "gd", n_iter = 1000, progress = FALSE)
+  expect_true(fg$convergence$converged)
+  expect_lt(fg$n_iter, 1000)
+})
+
+test_that("svgd() with its defaults reaches the sds of a correlated Gaussian (10%) and a banana (15%)", {
+  skip_on_cran()
+  skip_under_valgrind()
+  # sds 1 and 3, correlation 0.8; the banana of flow_banana() (sds 1, 1.73)
+  tg <- gaussian_target(c(0, 0), matrix(c(1, 2.4, 2.4, 9), 2))
+  for (seed in 1:2) {
+    set.seed(seed)
+    x0 <- matrix(rnorm(400), 200)
+    fit <- svgd(x0, tg, progress = FALSE)
+    r <- apply(fit$x, 2, sd) / c(1, 3)
+    expect_true(all(abs(r - 1) < 0.1), info = paste(round(r, 3), collapse = " "))
+    expect_true(fit$convergence$converged)
+    fb <- svgd(x0, flow_banana(), progress = FALSE)
+    r <- apply(fb$x, 2, sd) / c(1, sqrt(3))
+    expect_true(all(abs(r - 1) < 0.15), info = paste(round(r, 3), collapse = " "))
+    expect_true(fb$convergence$converged)
+  }
+})
+
+test_that("KSD descent keeps its kernel: ksd(fit) reproduces the printed KSD", {
+  set.seed(3304)
+  tg <- gaussian_target(c(0, 0))
+  x0 <- matrix(rnorm(40, sd = 3), 20)
+  for (m in c("lbfgs", "gd")) {
+    fit <- ksd_descent(x0, tg, method = m, n_iter = 60, progress = FALSE,
+                       kernel = imq_kernel(precon = "med"))
+    v <- kernbayes:::ksd_objective(fit$x, tg, kernel = fit$ksd_kernel$kernel)$value
+    expect_equal(fit$final_objective, v, tolerance = 1e-12)
+    expect_equal(ksd(fit), sqrt(v), tolerance = 1e-10)
+    expect_equal(ksd(fit, tg), sqrt(v), tolerance = 1e-10)
+    expect_output(print(fit), sprintf("KSD %s = ksd\\(fit\\)",
+                                      format(sqrt(v), digits = 4)))
+    expect_error(ksd(fit, kernel = gaussian_kernel()), "'kernel'",
+                 class = "kb_error_arg")
+  }
+  expect_identical(fit$final_objective, ksd_descent(x0, tg, method = "gd", n_iter = 60,
+    progress = FALSE, kernel = imq_kernel(precon = "med"))$final_objective)
+  lb <- ksd_descent(x0, tg, n_iter = 60, progress = FALSE)
+  expect_identical(lb$objective[length(lb$objective)], lb$final_objective)
+  expect_output(print(lb), "L-BFGS-B converged after")
+})
+
+test_that("summary() names the coordinates; plot() spans the target, not only the particles", {
+  set.seed(3305)
+  tg <- gaussian_target(c(0, 0), diag(c(25, 1)))
+  x0 <- matrix(rnorm(40, sd = 0.1), 20)
+  fit <- svgd(x0, tg, n_iter = 3, progress = FALSE)
+  sm <- summary(fit)
+  expect_identical(names(sm$mean), c("x1", "x2"))
+  expect_identical(dimnames(sm$cov), list(c("x1", "x2"), c("x1", "x2")))
+  expect_equal(unname(sm$sd), unname(apply(fit$x, 2, sd)))
+  expect_output(print(sm), "x1 +x2")
+  colnames(x0) <- c("a", "b")
+  expect_identical(names(summary(svgd(x0, tg, n_iter = 2, progress = FALSE))$mean),
+                   c("a", "b"))
+  # density above 1e-3 of its peak: |x1| < 5 sqrt(2 log 1000) = 18.6, |x2| < 3.7
+  box <- kernbayes:::plot_box(fit$x, tg)
+  expect_true(box[1, 1] < -18 && box[2, 1] > 18, info = paste(box, collapse = " "))
+  expect_true(box[1, 2] < -3.5 && box[2, 2] > 3.5 && box[2, 2] < 6)
+  f <- tempfile(fileext = ".pdf")
+  grDevices::pdf(f)
+  expect_identical(plot(fit), fit)
+  grDevices::dev.off()
+  unlink(f)
+  expect_error(print(structure(list(x = "a"), class = "kb_particles")), "'x'",
+               class = "kb_error_arg")
+  expect_error(summary(structure(list(), class = "kb_particles")), "'object'",
+               class = "kb_error_arg")
+  expect_error(plot(structure(list(), class = "kb_particles")), "'x'",
+               class = "kb_error_arg")
+})
+
+test_that("mied(eps) is the deprecated name of mollifier_scale", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(3306)
+  x0 <- matrix(rnorm(20), 10)
+  a <- mied(x0, tg, n_iter = 5, mollifier = "gaussian", mollifier_scale = 0.5,
+            progress = FALSE)
+  rm(list = ls(kernbayes:::deprecation_seen), envir = kernbayes:::deprecation_seen)
+  expect_message(b <- mied(x0, tg, n_iter = 5, mollifier = "gaussian", eps = 0.5,
+                           progress = FALSE),
+                 "argument 'eps' is deprecated; use 'mollifier_scale'",
+                 class = "kb_deprecated")
+  expect_identical(a$x, b$x)
+  expect_identical(b$settings$mollifier_scale, 0.5)
+  expect_error(mied(x0, tg, eps = 0.5, mollifier_scale = 0.5, progress = FALSE),
+               "'eps'", class = "kb_error_arg")
 })

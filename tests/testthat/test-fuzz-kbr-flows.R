@@ -428,7 +428,7 @@ test_that("mmd_flow(), dmmd_flow() and mied() equal two plain-R steps at n, M = 
     tg <- gaussian_target(stats::rnorm(d))
     x <- matrix(stats::rnorm(n * d), n)
     s <- d + 1e-4
-    f <- mied(x, tg, n_iter = 2, step_size = 0.01, optimizer = "sgd", eps = eps,
+    f <- mied(x, tg, n_iter = 2, step_size = 0.01, optimizer = "sgd", mollifier_scale = eps,
               progress = FALSE)
     xr <- x
     obj <- numeric(2)
@@ -475,7 +475,7 @@ test_that("flows reject NaN scores, steps <= 0, n_iter 0 and coinciding MIED par
     expect_error(ksd_descent(x0, bad, n_iter = 1, progress = FALSE), "'score'",
                  class = "kb_error_callback")
   }
-  expect_error(mied(c(0, 0, 1), tg, eps = 0, n_iter = 1, progress = FALSE),
+  expect_error(mied(c(0, 0, 1), tg, mollifier_scale = 0, n_iter = 1, progress = FALSE),
                "coincide", class = "kb_error_numeric")
   expect_error(mmd_flow(matrix(stats::rnorm(4), 2), y, noise = function(t) NaN,
                         n_iter = 1, progress = FALSE), "'noise'",

@@ -534,7 +534,7 @@ test_that("ksd(result, reference =) compares under one kernel in one line", {
   expect_s3_class(ksd(mm, toy$tg, reference = ch), "kb_ksd_compare")
 })
 
-test_that("particles print their KSD^2 kernel; ksd(particles) needs a score", {
+test_that("particles print their KSD^2 kernel; ksd(particles) needs a score unless the flow had a kb_target", {
   tg <- gaussian_target(c(0, 0))
   set.seed(9)
   x0 <- matrix(stats::rnorm(20), 10)
@@ -546,6 +546,9 @@ test_that("particles print their KSD^2 kernel; ksd(particles) needs a score", {
   out <- utils::capture.output(print(summary(kd)))
   expect_true(any(grepl("KSD^2 kernel: IMQ", out, fixed = TRUE) &
                     grepl("not standardised", out)))
-  expect_error(ksd(pa), "'score'", class = "kb_error_arg")
+  # a flow's kb_target is the default score; a score function is not kept
+  expect_identical(ksd(pa), ksd(pa$x, tg))
+  pf <- svgd(x0, function(x) -x, n_iter = 3, progress = FALSE)
+  expect_error(ksd(pf), "'score'", class = "kb_error_arg")
   expect_identical(ksd(pa, tg), ksd(pa$x, tg))
 })
