@@ -169,7 +169,7 @@ check_reg <- function(v, arg) {
 #' @return An object of class `kb_kbr`, with `predict()`, `print()`,
 #'   [summary()][summary.kb_kbr()], [plot()][plot.kb_kbr()] and the helpers
 #'   [posterior_mean()], [posterior_expect()], [posterior_sd()],
-#'   [posterior_interval()] and [preimage()]. It records how `eps` and
+#'   [posterior_ci()] and [preimage()]. It records how `eps` and
 #'   `delta` were set (`tuning`) and the prior sample (`prior`,
 #'   `prior_weights`, rescaled).
 #' @references Fukumizu, K., Song, L. and Gretton, A. (2013). Kernel Bayes'
@@ -488,7 +488,7 @@ check_kbr_fit <- function(fit, arg) {
 #'
 #' `posterior_mean()` gives \eqn{\sum_i w_i X_i} for each observation,
 #' `posterior_expect()` gives \eqn{\sum_i w_i f(X_i)}, `posterior_sd()` and
-#' `posterior_interval()` the spread of the weighted sample, and
+#' `posterior_ci()` the spread of the weighted sample, and
 #' `preimage()` finds a point whose kernel feature best matches the
 #' posterior kernel mean (Gaussian kernel): the fixed point of \eqn{x
 #' \leftarrow \sum_i w_i k(X_i, x) X_i / \sum_i w_i k(X_i, x)}, started at
@@ -507,7 +507,7 @@ check_kbr_fit <- function(fit, arg) {
 #' lie in \eqn{[a, b]}. It is the default of `posterior_expect()`;
 #' `posterior_mean()` keeps the signed weights by default (the estimator of
 #' Fukumizu et al., 2013, whose consistency results are for it),
-#' `posterior_sd()` and `posterior_interval()` use the nonnegative ones (a
+#' `posterior_sd()` and `posterior_ci()` use the nonnegative ones (a
 #' variance or a quantile needs a probability vector). The simpler positive
 #' part renormalised, \eqn{\max(w_i, 0) / \sum_j \max(w_j, 0)}, keeps the
 #' many small positive weights far from the posterior: on the 1-d toy with
@@ -537,7 +537,7 @@ check_kbr_fit <- function(fit, arg) {
 #'
 #' **Spread.** `posterior_sd()` is the weighted standard deviation
 #' \eqn{(\sum_i \tilde w_i (X_i - \tilde m)^2)^{1/2}}, \eqn{\tilde m =
-#' \sum_i \tilde w_i X_i}, per coordinate; `posterior_interval()` the
+#' \sum_i \tilde w_i X_i}, per coordinate; `posterior_ci()` the
 #' equal-tailed interval of the weighted sample: per coordinate, the
 #' \eqn{(1 - \mathrm{level})/2} and \eqn{(1 + \mathrm{level})/2} quantiles
 #' \eqn{Q(p) = \min\{X_i : \sum_{j: X_j \le X_i} \tilde w_j \ge p\}}. They
@@ -566,8 +566,10 @@ check_kbr_fit <- function(fit, arg) {
 #'   session).
 #' @return `posterior_mean()`, `posterior_expect()`, `posterior_sd()`,
 #'   `preimage()`: a matrix with one row per observation.
-#'   `posterior_interval()`: a list of two such matrices, `lower` and
-#'   `upper`, with `level`.
+#'   `posterior_ci()`: a list of two such matrices, `lower` and
+#'   `upper`, with `level`. (Not called `posterior_interval()`: rstantools,
+#'   brms and rstanarm export a generic of that name, which one package
+#'   would mask for the other.)
 #' @references Fukumizu, K., Song, L. and Gretton, A. (2013). Kernel Bayes'
 #'   rule: Bayesian inference with positive definite kernels. *JMLR* 14,
 #'   3753-3783. Kanagawa, M. and Fukumizu, K. (2014). Recovering
@@ -585,7 +587,7 @@ check_kbr_fit <- function(fit, arg) {
 #' posterior_expect(fit, c(-2, 0, 1.5), function(x) x > 0)
 #' posterior_expect(fit, c(-2, 0, 1.5), function(x) x > 0, weights = "signed")
 #' posterior_sd(fit, 1)                        # exact sqrt(0.2) = 0.447
-#' posterior_interval(fit, 1)                  # exact 0.8 -/+ 0.877
+#' posterior_ci(fit, 1)                  # exact 0.8 -/+ 0.877
 #' preimage(fit, 1)
 #' @export
 posterior_mean <- function(fit, newdata = NULL,
@@ -677,9 +679,9 @@ posterior_spread <- function(W, X) {
 
 #' @rdname posterior_mean
 #' @export
-posterior_interval <- function(fit, newdata = NULL, level = 0.95, y_new) {
+posterior_ci <- function(fit, newdata = NULL, level = 0.95, y_new) {
   if (!missing(y_new)) {
-    newdata <- deprecated_arg("y_new", "newdata", "posterior_interval", y_new,
+    newdata <- deprecated_arg("y_new", "newdata", "posterior_ci", y_new,
                               is.null(newdata))
   }
   check_kbr(fit)
@@ -879,7 +881,7 @@ print.summary.kb_kbr <- function(x, ...) {
 #'
 #' Two panels. Left: the posterior mean of a state coordinate against the
 #' observation (one-dimensional `y`: over a grid spanning the training `y`,
-#' with the 95% interval of [posterior_interval()] as a band and the
+#' with the 95% interval of [posterior_ci()] as a band and the
 #' training pairs in grey; otherwise the posterior mean at each training
 #' `y` against the training state). Right: the posterior weights given one
 #' observation: for one-dimensional states the weights \eqn{w_i} at the

@@ -128,7 +128,7 @@
 #' * [kbr()]: the posterior embedding from a joint sample and a prior
 #'   sample (full or low-rank path); [predict.kb_kbr()],
 #'   [posterior_mean()], [posterior_expect()], [posterior_sd()],
-#'   [posterior_interval()], [preimage()], [summary.kb_kbr()] and
+#'   [posterior_ci()], [preimage()], [summary.kb_kbr()] and
 #'   [plot.kb_kbr()] read it.
 #' * [kbr_cv()]: cross-validation of bandwidths and regularisers (folds as
 #'   futures).

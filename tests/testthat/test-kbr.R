@@ -518,7 +518,7 @@ test_that("predict(newdata =): the training y by default; y_new is a deprecated 
   yn <- c(-1, 0.2, 1.5)
   W <- predict(fit, newdata = yn)
   expect_identical(predict(fit, yn), W)
-  for (f in c("predict", "posterior_mean", "posterior_sd", "posterior_interval",
+  for (f in c("predict", "posterior_mean", "posterior_sd", "posterior_ci",
               "preimage")) {
     fresh_kbr_deprecations()
     fun <- if (f == "predict") function(...) predict(fit, ...) else
@@ -574,7 +574,7 @@ test_that("posterior_expect(): probabilities in [0, 1] over a grid; the signed e
                class = "kb_error_arg", regexp = "'weights'")
 })
 
-test_that("posterior_sd() and posterior_interval() agree with plain-R weighted formulas (1-d and 2-d x)", {
+test_that("posterior_sd() and posterior_ci() agree with plain-R weighted formulas (1-d and 2-d x)", {
   set.seed(333)
   for (dx in 1:2) {
     n <- 80
@@ -585,8 +585,8 @@ test_that("posterior_sd() and posterior_interval() agree with plain-R weighted f
     ref <- ref_kbr(x, y, yn, sx = ref_med_bw(x), sy = ref_med_bw(y),
                    eps = 0.01, delta = 1e-3)
     s <- posterior_sd(fit, yn)
-    iv <- posterior_interval(fit, yn, level = 0.9)
-    iv95 <- posterior_interval(fit, yn)
+    iv <- posterior_ci(fit, yn, level = 0.9)
+    iv95 <- posterior_ci(fit, yn)
     expect_identical(dim(s), c(3L, dx))
     expect_identical(dim(iv$lower), c(3L, dx))
     expect_identical(iv$level, 0.9)
@@ -606,9 +606,9 @@ test_that("posterior_sd() and posterior_interval() agree with plain-R weighted f
                  unname(crossprod(apply(ref$W, 2, ref_simplex_proj), x)),
                  tolerance = 1e-8)
   }
-  expect_error(posterior_interval(fit, 1, level = 1), class = "kb_error_arg",
+  expect_error(posterior_ci(fit, 1, level = 1), class = "kb_error_arg",
                regexp = "'level'")
-  expect_error(posterior_interval(fit, 1, level = NA), class = "kb_error_arg",
+  expect_error(posterior_ci(fit, 1, level = NA), class = "kb_error_arg",
                regexp = "'level'")
 })
 
@@ -633,7 +633,7 @@ test_that("a far observation gives NA with a warning in every posterior function
       expect_warning(v <- checks[[nm]](), far, label = nm)
       expect_true(is.na(v[2, 1]) && is.finite(v[1, 1]), label = nm)
     }
-    expect_warning(iv <- posterior_interval(fit, yn), far)
+    expect_warning(iv <- posterior_ci(fit, yn), far)
     expect_true(is.na(iv$lower[2, 1]) && is.na(iv$upper[2, 1]) &&
                   is.finite(iv$lower[1, 1]))
   }
@@ -650,7 +650,7 @@ test_that("newdata of the wrong dimension is a classed error naming newdata", {
   expect_error(posterior_expect(fit, bad, function(x) 1), class = "kb_error_arg",
                regexp = "'newdata'")
   expect_error(posterior_sd(fit, bad), class = "kb_error_arg", regexp = "'newdata'")
-  expect_error(posterior_interval(fit, bad), class = "kb_error_arg", regexp = "'newdata'")
+  expect_error(posterior_ci(fit, bad), class = "kb_error_arg", regexp = "'newdata'")
   expect_error(preimage(fit, bad), class = "kb_error_arg", regexp = "'newdata'")
   expect_error(summary(fit, newdata = bad), class = "kb_error_arg", regexp = "'newdata'")
   expect_error(plot(fit, newdata = bad), class = "kb_error_arg", regexp = "'newdata'")
