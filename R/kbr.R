@@ -142,16 +142,17 @@ check_reg <- function(v, arg) {
 #'
 #' When `eps` or `delta` is `NULL`, it is chosen by 5-fold [kbr_cv()] with
 #' the regression criterion over the default grid (with a message giving
-#' the cost), on a random subsample of `cv_points` of the `n` points when
-#' `n` is larger (drawn under a fixed seed, the global RNG state left as it
-#' was; the bandwidths are still the fit's, from all the data). Each fold
-#' and `eps` of the search costs one eigen-decomposition, of size
-#' `0.8 cv_points` rather than `0.8 n`: on a Gaussian toy at `n = 1200`,
-#' `d = 4` the default takes a fraction of one fixed fit where the
-#' exhaustive search took about 20 fits, with a posterior-mean error
-#' about that of the exhaustive pick (measurements in NEWS and
-#' `inst/bench/bench-kbr.R`). `cv_points = Inf` runs the exhaustive
-#' search on all points.
+#' the cost); when `n` is larger than `cv_points`, on three random
+#' subsamples of `cv_points` points, the criterion summed over them (drawn
+#' under a fixed seed, the global RNG state left as it was; the bandwidths
+#' are still the fit's, from all the data). Each fold and `eps` of the
+#' search costs one eigen-decomposition, of size `0.8 cv_points` rather
+#' than `0.8 n`: on a Gaussian toy at `n = 1200`, `d = 4` the default
+#' search costs a few fixed fits where the exhaustive one took 12-20, with
+#' a posterior-mean error about that of the exhaustive pick (measurements
+#' in NEWS, `inst/experiments/kbr-cv-default.R` and
+#' `inst/bench/bench-kbr.R`). `cv_points = Inf` runs the exhaustive search
+#' on all points.
 #'
 #' @param x An `n x dx` sample of the hidden variable (a vector is `n`
 #'   values of a one-dimensional `x`; see 'Points and samples' in
@@ -176,8 +177,9 @@ check_reg <- function(v, arg) {
 #'   the cross-validation folds when `eps` or `delta` is chosen, then the
 #'   stages of the fit. Default `NULL` (automatic).
 #' @param cv_points When `eps` or `delta` is chosen: the number of points
-#'   the cross-validation runs on (a random subsample when `n` is larger;
-#'   at least 5); `Inf`: all `n` points (the exhaustive [kbr_cv()] search).
+#'   the cross-validation runs on (three random subsamples when `n` is
+#'   larger; at least 5); `Inf`: all `n` points (the exhaustive [kbr_cv()]
+#'   search).
 #' @return An object of class `kb_kbr`, with `predict()`, `print()` and the
 #'   helpers [posterior_mean()], [posterior_expect()] and [preimage()].
 #' @references Fukumizu, K., Song, L. and Gretton, A. (2013). Kernel Bayes'

@@ -118,7 +118,7 @@ for (method in c("iw", "kbr")) {
 
 # kbr() with its defaults (eps and delta chosen by 5-fold cross-validation
 # over the default grid, kb_kbr_cv_fold: one eigen-decomposition per fold
-# and eps, O(r^2) per delta; since issue 33 on a subsample of 400 points
+# and eps, O(r^2) per delta; since issue 33 on three subsamples of 400 points
 # when n is larger) against one fit at a fixed setting, on the toy
 # y = x + N(0, 0.5^2 I) in d = 2 and 6; and, at n = 800, against the same
 # exhaustive search the way it was computed before (one regularised solve
@@ -192,7 +192,7 @@ for (nn in cv_ns) for (dim in c(2L, 6L)) {
 }
 
 # Issue 33, item 3: kbr(x, y, prior) with its defaults (cross-validation on
-# a subsample of cv_points = 400 points) against one fixed fit (eps = 0.01,
+# three subsamples of cv_points = 400 points) against one fixed fit (eps = 0.01,
 # delta = 1e-3, timed before and after, mean) and against the exhaustive
 # kbr_cv() on all n points (cv_points = Inf), on the Gaussian toy of
 # inst/experiments/common.R (gauss_toy(4, 400 + s): x, y in R^4, Sigma =
