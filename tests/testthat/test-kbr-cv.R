@@ -520,3 +520,77 @@ test_that("plot method for kb_kbr_cv draws and returns its argument invisibly", 
   expect_false(vis$visible)
   expect_identical(vis$value, cv)
 })
+
+# ---- kbr()'s default tuning on a subsample (issue 33) -------------------------
+
+test_that("kbr()'s default tuning above cv_points is kbr_cv() on seeded subsamples with the fit's bandwidths", {
+  d <- kbr_toy_1d(300, 331)
+  # written from the rule: three subsamples of cv_points rows drawn in turn
+  # after set.seed(1) (each sorted), 5-fold regression CV over the default
+  # grid on each, the criteria summed; the median bandwidths of all the
+  # data (every pair of the 300 points)
+  med_all <- function(v) stats::median(abs(outer(v, v, "-"))[upper.tri(diag(300))])
+  grid <- expand.grid(eps = 10^(-3:-1), delta = 10^(-7:0))
+  grid$sigma_x <- med_all(d$x)
+  grid$sigma_y <- med_all(d$y)
+  set.seed(1)
+  ii <- list(sort(sample.int(300, 120)), sort(sample.int(300, 120)),
+             sort(sample.int(300, 120)))
+  crit <- 0
+  for (i in ii) {
+    crit <- crit + kbr_cv(d$x[i], d$y[i], grid = grid, folds = 5,
+                          criterion = "regression", refit = FALSE)$table$criterion
+  }
+  best <- grid[which.min(crit), ]
+  set.seed(99)
+  rs <- .Random.seed
+  expect_message(fit <- kbr(d$x, d$y, cv_points = 120),
+                 "over 24 settings on 3 subsamples of 120 of the 300 points")
+  expect_identical(.Random.seed, rs)             # the global RNG untouched
+  expect_identical(c(fit$eps, fit$delta), c(best$eps, best$delta))
+  # reproducible
+  fit2 <- suppressMessages(kbr(d$x, d$y, cv_points = 120))
+  expect_identical(c(fit2$eps, fit2$delta), c(fit$eps, fit$delta))
+  # at or above n, and with Inf: the exhaustive search on all points
+  ex <- kbr_cv(d$x, d$y, folds = 5, criterion = "regression", refit = FALSE)
+  for (cp in list(300, Inf)) {
+    expect_message(fe <- kbr(d$x, d$y, cv_points = cp), "over 24 settings \\(about")
+    expect_identical(c(fe$eps, fe$delta), c(ex$best$eps, ex$best$delta))
+  }
+})
+
+test_that("the subsampled default is about as good as the exhaustive search on the toys", {
+  skip_on_cran()
+  # 1-d toy, posterior mean 0.8 y exact under the N(0, 1) prior (= the
+  # marginal of x); n = 600, the default subsample of 400
+  yn <- seq(-2, 2, length.out = 41)
+  e <- matrix(NA_real_, 4, 2)
+  for (r in 1:4) {
+    d <- kbr_toy_1d(600, 340 + r)
+    fd <- suppressMessages(kbr(d$x, d$y))
+    fe <- suppressMessages(kbr(d$x, d$y, cv_points = Inf))
+    e[r, ] <- c(mean((posterior_mean(fd, yn) - 0.8 * yn)^2),
+                mean((posterior_mean(fe, yn) - 0.8 * yn)^2))
+    # the picks within one step of the grid (a decade) of each other
+    expect_lte(abs(log10(fd$eps / fe$eps)), 1 + 1e-9)
+  }
+  # measured: errors (default, exhaustive) 4.5e-4 / 4.5e-4, 3.0e-3 / 3.0e-3,
+  # 1.4e-3 / 1.2e-3, 1.9e-3 / 3.8e-3 (means 1.7e-3 / 2.1e-3); eps picks
+  # equal or a decade apart
+  expect_lt(mean(e[, 1]), 1.5 * mean(e[, 2]) + 1e-3)
+})
+
+test_that("kbr() rejects a bad cv_points before any message or work", {
+  d <- kbr_toy_1d(30, 351)
+  for (bad in list(4, 2.5, NA, "all", c(10, 20), -Inf)) {
+    msgs <- character()
+    expect_error(withCallingHandlers(kbr(d$x, d$y, cv_points = bad),
+                                     message = function(m) msgs <<- c(msgs, "m")),
+                 class = "kb_error_arg",
+                 regexp = "^'cv_points' must be a single whole number >= 5, or Inf")
+    expect_identical(msgs, character())
+  }
+  # a given eps and delta need no tuning; cv_points is still checked
+  expect_error(kbr(d$x, d$y, eps = 0.1, delta = 0.1, cv_points = 0),
+               class = "kb_error_arg", regexp = "'cv_points'")
+})

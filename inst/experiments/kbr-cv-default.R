@@ -1,0 +1,116 @@
+# kbr()'s default tuning (issue 33, item 3): 5-fold cross-validation on
+# three subsamples of 400 points (criterion summed) against the exhaustive kbr_cv() on all n, and
+# both against the best setting of the grid known from the truth.
+#
+# Usage: Rscript inst/experiments/kbr-cv-default.R [outdir]
+#   outdir  directory for the results (default "kbr-cv-default-output")
+# Environment: KBR_CVD_SEEDS (toys, default "1,2,3,4,5,6,7,8"); runs of disjoint
+#   seeds can go to one outdir in parallel, each writes its own CSV files.
+#
+# Setting: the Gaussian toy of kbr-gaussian-toy.R (gauss_toy(4, 400 + s,
+# cov = "paper") of common.R: x, y in R^4, (X, Y) ~ N((0, 1), A'A + 2I), A
+# 8 x 8 with N(0, 1) entries, prior N(0, Sigma_XX / 2)); n = 1200 joint
+# draws, l = 1200 prior draws (set.seed(1000 s + 7) before the data), 200
+# test observations y from p(y | x), x from the prior; error = mean over the
+# test points of the squared distance between the KBR posterior mean and the
+# exact one. Per toy: one fit at (eps, delta) = (0.01, 0.001) timed before
+# and after the searches (their mean is "one fixed fit"); kbr() with its
+# defaults (timed, its pick recorded); the exhaustive kbr_cv() on all n
+# (regression criterion, 5 folds, the default 3 x 8 grid; timed); the
+# default's own table (the same subsamples and folds, regression criterion
+# summed over them; also the first subsample's alone, the default before
+# three were used) and the marginal criterion summed over the subsamples; the error of every setting
+# of the grid (24 fits). Median bandwidths from all the data throughout.
+#
+# Writes kbr-cv-default-<seeds>.csv (one row per toy and setting: the
+# criteria and the error) and kbr-cv-default-times-<seeds>.csv (one row per
+# toy: seconds and picks); copied to inst/extdata/ from the package's source
+# directory.
+#
+# Results (the run of record: 4 processes over toys 1-2, 3-4, 5-6, 7-8 on
+# 2 cores shared with other jobs, niced, one thread, reference BLAS; about
+# 21 min wall, 10 min per toy): default / one fixed fit 4.6x on average
+# (3.2-5.8), exhaustive kbr_cv() 19.1x (16.0-21.5); posterior-mean error of
+# the default's pick over the exhaustive pick's, ratio of the means 0.98 on
+# toys 1-5 (where three subsamples were chosen), 1.28 on toys 6-8, 1.13 over
+# all (per toy 0.77-2.46, median 0.995); over the best of the grid known
+# from the truth: exhaustive 1.27, default 1.45, the marginal criterion on
+# the subsamples 1.20 (means of per-toy ratios). Tables in
+# vignette("kernel-bayes-rule").
+local({  # the shared helpers, next to this script (or installed)
+  f <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
+  source(file.path(if (length(f)) dirname(f[1L]) else
+    system.file("experiments", package = "kernbayes"), "common.R"))
+})
+out <- exp_start(exp_args(out = "kbr-cv-default-output")$out)
+say <- exp_logger()
+seeds <- as.integer(strsplit(Sys.getenv("KBR_CVD_SEEDS", "1,2,3,4,5,6,7,8"), ",")[[1]])
+n <- 1200L
+d <- 4L
+grid <- kernbayes:::kbr_default_grid()
+el <- function(expr) system.time(expr)[["elapsed"]]
+rows <- times <- list()
+for (s in seeds) {
+  toy <- gauss_toy(d, 100 * d + s)
+  set.seed(1000 * s + 7)
+  dat <- toy$joint(n)
+  U <- toy$prior(n)
+  yt <- toy$lik(toy$prior(200))
+  ex <- toy$post_mean(yt)
+  err_of <- function(f) mean(rowSums((posterior_mean(f, yt) - ex)^2))
+  t_fix1 <- el(kbr(dat$x, dat$y, U, eps = 0.01, delta = 1e-3, progress = FALSE))
+  t_def <- el(fd <- suppressMessages(kbr(dat$x, dat$y, U, progress = FALSE)))
+  say("toy %d: default %.1f s, fixed %.1f s", s, t_def, t_fix1)
+  t_exh <- el(cv <- kbr_cv(dat$x, dat$y, grid = grid, criterion = "regression",
+                           refit = FALSE, progress = FALSE))
+  t_fix2 <- el(kbr(dat$x, dat$y, U, eps = 0.01, delta = 1e-3, progress = FALSE))
+  say("toy %d: exhaustive %.1f s, fixed %.1f s", s, t_exh, t_fix2)
+  # the default's own table: its subsample, the fit's bandwidths
+  sx <- kernbayes:::median_bandwidth(gaussian_kernel(), dat$x, "kernel_x", "x")
+  sy <- kernbayes:::median_bandwidth(gaussian_kernel(), dat$y, "kernel_y", "y")
+  draws <- kernbayes:::KBR_TUNE_DRAWS
+  ii <- kernbayes:::with_seed(1L, lapply(seq_len(draws), function(k)
+    sort(sample.int(n, 400L))))
+  g2 <- cbind(grid, sigma_x = sx, sigma_y = sy)
+  sub_r <- sub_m <- sub_r1 <- 0
+  for (i in ii) {
+    cr <- kbr_cv(dat$x[i, ], dat$y[i, ], grid = g2, criterion = "regression",
+                 refit = FALSE, progress = FALSE)$table$criterion
+    if (identical(i, ii[[1]])) sub_r1 <- cr
+    sub_r <- sub_r + cr
+    sub_m <- sub_m + kbr_cv(dat$x[i, ], dat$y[i, ], grid = g2,
+                            criterion = "marginal", refit = FALSE,
+                            progress = FALSE)$table$criterion
+  }
+  err <- vapply(seq_len(nrow(grid)), function(g) {
+    err_of(kbr(dat$x, dat$y, U, eps = grid$eps[g], delta = grid$delta[g],
+               progress = FALSE))
+  }, 0)
+  rows[[length(rows) + 1L]] <- data.frame(
+    toy = s, grid, cv_exhaustive = signif(cv$table$criterion, 8),
+    cv_default = signif(sub_r, 8), cv_one_subsample = signif(sub_r1, 8),
+    cv_default_marginal = signif(sub_m, 8),
+    error = signif(err, 6))
+  kd <- which(grid$eps == fd$eps & grid$delta == fd$delta)
+  ke <- which.min(cv$table$criterion)
+  times[[length(times) + 1L]] <- data.frame(
+    toy = s, fixed_s = (t_fix1 + t_fix2) / 2, default_s = t_def,
+    exhaustive_s = t_exh, default_eps = fd$eps, default_delta = fd$delta,
+    exhaustive_eps = grid$eps[ke], exhaustive_delta = grid$delta[ke],
+    error_default = err[kd], error_exhaustive = err[ke], error_best = min(err),
+    best_eps = grid$eps[which.min(err)], best_delta = grid$delta[which.min(err)],
+    default_is_its_table = which.min(sub_r) == kd)
+  say("toy %d done: %s", s, paste(capture.output(print(times[[length(times)]])), collapse = "\n"))
+  tag <- paste(seeds, collapse = "-")
+  tabs <- list(do.call(rbind, rows), do.call(rbind, times))
+  names(tabs) <- sprintf(c("kbr-cv-default-%s.csv", "kbr-cv-default-times-%s.csv"), tag)
+  invisible(exp_write(tabs, out, extdata = names(tabs)))
+}
+tm <- do.call(rbind, times)
+say("default / fixed fit: %s (mean %.2f)", paste(sprintf("%.2f", tm$default_s / tm$fixed_s), collapse = ", "),
+    mean(tm$default_s / tm$fixed_s))
+say("exhaustive / fixed fit: %s", paste(sprintf("%.1f", tm$exhaustive_s / tm$fixed_s), collapse = ", "))
+say("error default / exhaustive: %s (ratio of means %.3f)",
+    paste(sprintf("%.3f", tm$error_default / tm$error_exhaustive), collapse = ", "),
+    mean(tm$error_default) / mean(tm$error_exhaustive))
+say("error exhaustive / best: %s", paste(sprintf("%.3f", tm$error_exhaustive / tm$error_best), collapse = ", "))
