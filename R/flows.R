@@ -1060,6 +1060,11 @@ mied_objective <- function(x, target, s = NULL, mollifier_scale = 1e-8,
 #' colMeans(fit$x)
 #' cov(fit$x)
 #'
+#' # the Gaussian mollifier needs a scale of about the particles' spacing
+#' fg <- mied(matrix(rnorm(200), 100), tg, n_iter = 300, step_size = 0.05,
+#'            mollifier = "gaussian", mollifier_scale = 0.5, progress = FALSE)
+#' sqrt(diag(cov(fg$x)))   # target: 1 and 0.5
+#'
 #' # von Mises-Fisher on the unit circle: exp(2 x_1) restricted to |x| = 1
 #' vmf <- kb_target(function(x) 2 * x[, 1],
 #'                  function(x) cbind(2, 0 * x[, 2]), dim = 2,
