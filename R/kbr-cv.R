@@ -18,8 +18,12 @@
 #' tends to choose small regularisers. `criterion = "regression"` is the
 #' held-out loss of the conditional embedding instead, the RKHS distance of
 #' each held-out posterior to its own point, \eqn{\sum_a \sum_{j \in T_a}
-#' \| \hat m^{[-a]}_{X|y=Y_j} - k_X(\cdot, X_j) \|^2 / n}; it is the
-#' criterion [kbr()] uses when it chooses `eps` or `delta` itself. Both
+#' \| \hat m^{[-a]}_{X|y=Y_j} - k_X(\cdot, X_j) \|^2 / n}. It is nearly
+#' flat in `eps` (on the 16 toys of `inst/experiments/kbr-cv-default.R`,
+#' at the `delta` it picks, its values across the grid's `eps` differ by
+#' 0.06-0.5%, the marginal criterion's by 5-13%), so [kbr()],
+#' when it chooses the regularisers itself, takes `delta` from it and
+#' `eps` from the marginal criterion at that `delta`. Both
 #' criteria assume the prior is the marginal of \eqn{X}; for a much
 #' narrower prior, larger `eps` and `delta` than chosen may do better
 #' (`vignette("kernel-bayes-rule")`; measurements in the package's NEWS).
@@ -123,11 +127,41 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   if (!is.null(seed)) seed <- check_count(seed, "seed", min = -.Machine$integer.max)
   if (refit) check_kbr_dots(list(...), x)
   nthreads <- resolve_nthreads(list(...)$nthreads)
+  grid <- kbr_cv_table(x, y, grid, folds, method, criterion, seed, nthreads,
+                       progress)
+  crit <- grid$criterion
+  best <- grid[which.min(crit), , drop = FALSE]
+  if (!refit) {
+    return(structure(list(table = grid, best = best, fit = NULL,
+                          folds = folds, criterion = criterion),
+                     class = "kb_kbr_cv"))
+  }
+  kx <- if (is.na(best$sigma_x)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_x)
+  ky <- if (is.na(best$sigma_y)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_y)
+  fit <- kbr(x, y, kernel_x = kx, kernel_y = ky, eps = best$eps,
+             delta = best$delta, method = method, ...)
+  # the fit's settings came from this search, not from the user
+  fit$tuning <- kbr_tuning_record(
+    c(eps = length(unique(grid$eps)) > 1L,
+      delta = length(unique(grid$delta)) > 1L),
+    structure(best, how = sprintf("%d-fold kbr_cv(), %s criterion", folds,
+                                  criterion)))
+  structure(list(table = grid, best = best, fit = fit, folds = folds,
+                 criterion = criterion), class = "kb_kbr_cv")
+}
+
+# kbr_cv()'s search: `grid` (checked, with columns sigma_x and sigma_y)
+# with the criterion of every row in column `criterion`, or for
+# criterion "both" (kbr()'s tuning) in columns `regression` and
+# `marginal`, from the same folds and factorisations.
+kbr_cv_table <- function(x, y, grid, folds, method, criterion, seed,
+                         nthreads, progress) {
+  n <- nrow(x)
   # G_X and G_Y, every fold's factors at once and each thread's work arrays
   check_memory(8 * (4 * folds + 9 * nthreads + 2) * n^2, "x",
                sprintf("cross-validation with %d points", n))
   fold <- with_seed(seed, sample(rep_len(seq_len(folds), n)))
-  crit <- numeric(nrow(grid))
+  crit <- matrix(0, nrow(grid), if (criterion == "both") 2L else 1L)
   bw_key <- paste(grid$sigma_x, grid$sigma_y)
   keys <- unique(bw_key)
   # every bandwidth setting's kernels, resolved before any work (a median
@@ -155,28 +189,16 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
     gy <- gram(rky, y, y, nthreads)
     label <- sprintf("KBR cross-validation, bandwidths %d of %d: fold",
                      match(key, keys), length(keys))
-    crit[rows] <- kbr_cv_grid(gx, gy, fold, folds, grid[rows, ], criterion,
-                              method, nthreads, label, progress)
+    crit[rows, ] <- kbr_cv_grid(gx, gy, fold, folds, grid[rows, ],
+                                criterion, method, nthreads, label, progress)
   }
-  grid$criterion <- crit
-  best <- grid[which.min(crit), , drop = FALSE]
-  if (!refit) {
-    return(structure(list(table = grid, best = best, fit = NULL,
-                          folds = folds, criterion = criterion),
-                     class = "kb_kbr_cv"))
+  if (criterion == "both") {
+    grid$regression <- crit[, 1L]
+    grid$marginal <- crit[, 2L]
+  } else {
+    grid$criterion <- crit[, 1L]
   }
-  kx <- if (is.na(best$sigma_x)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_x)
-  ky <- if (is.na(best$sigma_y)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_y)
-  fit <- kbr(x, y, kernel_x = kx, kernel_y = ky, eps = best$eps,
-             delta = best$delta, method = method, ...)
-  # the fit's settings came from this search, not from the user
-  fit$tuning <- kbr_tuning_record(
-    c(eps = length(unique(grid$eps)) > 1L,
-      delta = length(unique(grid$delta)) > 1L),
-    structure(best, how = sprintf("%d-fold kbr_cv(), %s criterion", folds,
-                                  criterion)))
-  structure(list(table = grid, best = best, fit = fit, folds = folds,
-                 criterion = criterion), class = "kb_kbr_cv")
+  grid
 }
 
 # kbr_cv()'s criterion on one bandwidth setting (method "kbr" or "iw"; the
@@ -191,17 +213,24 @@ kbr_cv_grid <- function(gx, gy, fold, folds, grid, criterion, method,
   ue <- unique(grid$eps)
   ud <- unique(grid$delta)
   idx <- cbind(match(grid$eps, ue), match(grid$delta, ud))
-  marginal <- criterion == "marginal"
   n <- length(fold)
+  # each criterion's terms of fold a plus the fold's constants; for
+  # "both" a matrix, columns regression and marginal
   finish <- function(tab, a) {
     te <- fold == a
-    terms <- tab[cbind(idx, a)]
-    if (marginal) terms + mean(gx[te, te, drop = FALSE]) else
-      (terms + sum(te)) / n
+    one <- function(terms, marginal) {
+      if (marginal) terms + mean(gx[te, te, drop = FALSE]) else
+        (terms + sum(te)) / n
+    }
+    if (criterion != "both") {
+      return(one(tab[cbind(idx, a)], criterion == "marginal"))
+    }
+    cbind(regression = one(tab[cbind(idx, a, 1L)], FALSE),
+          marginal = one(tab[cbind(idx, a, 2L)], TRUE))
   }
   run <- function(only, nt, cb) {
     .Call(C_kb_kbr_cv, gx, gy, as.integer(fold), as.integer(folds),
-          as.integer(only), as.double(ue), as.double(ud), marginal, method,
+          as.integer(only), as.double(ue), as.double(ud), criterion, method,
           as.integer(nt), cb)
   }
   futures <- requireNamespace("future.apply", quietly = TRUE) &&
@@ -295,15 +324,16 @@ kernel_bandwidth <- function(kernel, arg = "kernel") {
 }
 
 # The tuning kbr() runs when eps or delta is NULL (the other is kept): 5-fold
-# kbr_cv() with the regression criterion over the default grid, for the
-# bandwidths of the user's kernels (median heuristics resolved on all of x
-# and y, as the fit resolves them), with a message giving the cost.  Above
-# `points` rows it runs on `draws` random subsamples of `points` rows
-# (drawn under `seed`, the global RNG left alone) and picks the setting of
-# the smallest criterion summed over them: each (fold, eps) costs an
-# eigen-decomposition of size 0.8 points instead of 0.8 n (issue 33;
-# measurements in inst/bench/bench-kbr.R and NEWS).  Returns the best row
-# of the grid.
+# cross-validation over the default grid with both criteria from one pass
+# (kbr_cv_table(criterion = "both")), for the bandwidths of the user's
+# kernels (median heuristics resolved on all of x and y, as the fit
+# resolves them), with a message giving the cost; the pick by
+# kbr_tune_pick().  Above `points` rows it runs on `draws` random
+# subsamples of `points` rows (drawn under `seed`, the global RNG left
+# alone), each criterion summed over them: each (fold, eps) costs an
+# eigen-decomposition of size 0.8 points instead of 0.8 n (measurements in
+# inst/bench/bench-kbr.R and NEWS).  Returns the best row of the grid
+# with both criteria and attribute "how".
 kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y,
                      progress = FALSE, nthreads = NULL, points = 400,
                      draws = KBR_TUNE_DRAWS, seed = 1L) {
@@ -342,26 +372,42 @@ kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y,
   grid$sigma_y <- sigma_y
   rows <- if (sub) with_seed(seed, lapply(seq_len(draws), function(k) sort(sample.int(n, m)))) else
     list(seq_len(n))
-  crit <- 0
+  nthreads <- resolve_nthreads(nthreads)
+  reg <- marg <- 0
   for (i in rows) {
-    tab <- kbr_cv(x[i, , drop = FALSE], y[i, , drop = FALSE], grid = grid,
-                  folds = 5, method = method, criterion = "regression",
-                  refit = FALSE, progress = progress, nthreads = nthreads)$table
-    crit <- crit + tab$criterion
+    tab <- kbr_cv_table(x[i, , drop = FALSE], y[i, , drop = FALSE], grid,
+                        folds = 5L, method = method, criterion = "both",
+                        seed = 1L, nthreads = nthreads, progress = progress)
+    reg <- reg + tab$regression
+    marg <- marg + tab$marginal
   }
-  tab$criterion <- crit
-  best <- tab[which.min(crit), , drop = FALSE]
-  attr(best, "how") <- if (sub) {
-    sprintf("5-fold CV on %d subsamples of %d of the %d points, regression criterion",
-            draws, m, n)
-  } else "5-fold kbr_cv() on all points, regression criterion"
+  best <- kbr_tune_pick(tab[c("eps", "delta", "sigma_x", "sigma_y")], reg, marg)
+  attr(best, "how") <- sprintf(paste0(
+    "5-fold CV %s: delta by the regression criterion, eps by the ",
+    "marginal criterion at that delta"),
+    if (sub) sprintf("on %d subsamples of %d of the %d points", draws, m, n) else
+      "on all points")
   best
 }
 
-# Subsamples the default cross-validation sums its criterion over: on the
-# toys of inst/experiments/kbr-cv-default.R (n = 1200, d = 4) one subsample
-# of 400 gave picks whose error was 1.10x the exhaustive pick's on average
-# (0.95x to 1.25x per toy), three 0.98x, at about 1.1 and 3.4 fixed fits.
+# kbr()'s rule on the criteria of a grid (summed over the subsamples): delta
+# the regression criterion's pick (it barely depends on eps: on the 16 toys
+# of inst/experiments/kbr-cv-default.R, at its delta, its values across eps
+# differ by 0.06-0.5%, the marginal criterion's by 5-13%, and its own eps
+# pick cost 2.5x the error on one toy); eps the marginal criterion's pick
+# among the rows of that delta.  Returns the chosen row with both criteria.
+kbr_tune_pick <- function(grid, regression, marginal) {
+  grid$regression <- regression
+  grid$marginal <- marginal
+  at <- which(grid$delta == grid$delta[which.min(regression)])
+  grid[at[which.min(marginal[at])], , drop = FALSE]
+}
+
+# Subsamples the default cross-validation sums its criteria over: on toys
+# 1-5 of inst/experiments/kbr-cv-default.R (n = 1200, d = 4), with the
+# regression criterion alone, one subsample of 400 gave picks whose error
+# was 1.10x the exhaustive pick's on average (0.95x to 1.25x per toy),
+# three 0.98x, at about 1.1 and 3.4 fixed fits.
 KBR_TUNE_DRAWS <- 3L
 
 # The median-heuristic bandwidth a Gaussian kernel resolves to on data.

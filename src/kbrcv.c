@@ -69,11 +69,13 @@ typedef struct {
     const int *fold;     /* 1..K */
     kcv_fold *f;
     const double *eps, *delta;
-    int ne, nd, marginal;
+    int ne, nd;
+    int crit;            /* 0: regression, 1: marginal, 2: both (out's
+                          * last dimension: regression, then marginal) */
     int iw;              /* 0: method "kbr"; 1: "iw", each fold's variant
                           * by its cost; 2: "iw" on the factor, 3: by the
                           * n x n eigen-decomposition (2, 3 for tests) */
-    double *out;         /* ne x nd x K */
+    double *out;         /* ne x nd x K (x 2 for both criteria) */
     int *status;         /* per item: 0, or a failure code */
     int lwork, liwork;   /* dsyevr workspace for the largest rank */
     int lqr;             /* kb_qr's workspace ("iw" on the factor) */
@@ -227,10 +229,21 @@ static size_t kcv_item_size(int n, int q, int lwork, int liwork)
 /* Item (fold a, eps e), i = a ne + e: the criterion terms of every delta,
  * out[e + ne k + ne nd a] = sum_j W_j' G_X W_j - 2 sum_j W_j' k_X(., x_j)
  * (regression), or wbar' G_X wbar - 2 wbar' cbar with wbar, cbar the
- * means over the held-out columns (marginal).  Method "kbr", and "iw" by
- * the n x n eigen-decomposition (r = n then); "iw" on the factor goes to
+ * means over the held-out columns (marginal), or both.  Method "kbr", and
+ * "iw" by the n x n eigen-decomposition (r = n then); "iw" on the factor
+ * goes to
  * kcv_item_iw_low. */
 static void kcv_item_iw_low(kcv_ctx *c, R_xlen_t i, double *w);
+
+/* Where item i's value of criterion m (0: regression, 1: marginal) at the
+ * first delta goes; the next delta is ne further. */
+static double *kcv_out(const kcv_ctx *c, R_xlen_t i, int m)
+{
+    int a = c->sel[i / c->ne], e = (int) (i % c->ne);
+    size_t plane = (size_t) c->ne * c->nd * c->K;
+    return c->out + e + (size_t) c->ne * c->nd * a +
+        (c->crit == 2 && m ? plane : 0);
+}
 
 static void kcv_item(void *ctx, R_xlen_t i, double *w)
 {
@@ -303,48 +316,51 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
     double *H = T;
     /* V' K_X and Z = V' K_Y in one product (kx, ky adjacent: n x 2q) */
     kb_matmul(r, 2 * q, n, 1.0, Vt, f->kx, X);
-    if (c->marginal) {
-        /* wbar = V D zbar with zbar = Z 1 / q, and V' cbar = X 1 / q */
-        for (int b = 0; b < r; b++) {
-            double sz = 0.0, sx = 0.0;
-            for (int j = 0; j < q; j++) {
-                sz += Z[b + (size_t) j * r];
-                sx += X[b + (size_t) j * r];
+    for (int m = c->crit == 1; m <= (c->crit != 0); m++) {
+        if (m) {
+            /* wbar = V D zbar with zbar = Z 1 / q, and V' cbar = X 1 / q */
+            for (int b = 0; b < r; b++) {
+                double sz = 0.0, sx = 0.0;
+                for (int j = 0; j < q; j++) {
+                    sz += Z[b + (size_t) j * r];
+                    sx += X[b + (size_t) j * r];
+                }
+                zb[b] = sz / q;
+                cr[b] = zb[b] * (sx / q);
             }
-            zb[b] = sz / q;
-            cr[b] = zb[b] * (sx / q);
+            for (int b = 0; b < r; b++)
+                for (int j = 0; j < r; j++)
+                    S[j + (size_t) b * r] = zb[j] * zb[b];
+        } else {
+            kb_syrk_n(r, q, Z, 1.0, 0, S);   /* S = Z Z' */
+            kb_sym_fill(r, S);
+            for (int b = 0; b < r; b++) {
+                double s = 0.0;
+                for (int j = 0; j < q; j++)
+                    s += Z[b + (size_t) j * r] * X[b + (size_t) j * r];
+                cr[b] = s;
+            }
         }
-        for (int b = 0; b < r; b++)
-            for (int j = 0; j < r; j++)
-                S[j + (size_t) b * r] = zb[j] * zb[b];
-    } else {
-        kb_syrk_n(r, q, Z, 1.0, 0, S);   /* S = Z Z' */
-        kb_sym_fill(r, S);
-        for (int b = 0; b < r; b++) {
-            double s = 0.0;
-            for (int j = 0; j < q; j++)
-                s += Z[b + (size_t) j * r] * X[b + (size_t) j * r];
-            cr[b] = s;
+        /* every delta: O(r^2) */
+        double *out = kcv_out(c, i, m);
+        for (int k = 0; k < c->nd; k++) {
+            double cc = (iw ? (double) n : (double) n * n) * c->delta[k],
+                quad = 0.0, lin = 0.0;
+            for (int b = 0; b < r; b++)
+                dd[b] = iw ? 1.0 / (cc + (th[b] > 0.0 ? th[b] : 0.0)) :
+                    1.0 / (cc + th[b] * th[b]);
+            for (int b = 0; b < r; b++) {
+                double s = 0.0;
+                for (int j = 0; j < r; j++)
+                    s += dd[j] * H[j + (size_t) b * r] * S[j + (size_t) b * r];
+                quad += dd[b] * s;
+                lin += dd[b] * cr[b];
+            }
+            double v = quad - 2.0 * lin;
+            out[(size_t) c->ne * k] = v;
+            if (!R_FINITE(v))
+                c->status[i] = KCV_CRIT;
         }
-    }
-    /* every delta: O(r^2) */
-    for (int k = 0; k < c->nd; k++) {
-        double cc = (iw ? (double) n : (double) n * n) * c->delta[k],
-            quad = 0.0, lin = 0.0;
-        for (int b = 0; b < r; b++)
-            dd[b] = iw ? 1.0 / (cc + (th[b] > 0.0 ? th[b] : 0.0)) :
-                1.0 / (cc + th[b] * th[b]);
-        for (int b = 0; b < r; b++) {
-            double s = 0.0;
-            for (int j = 0; j < r; j++)
-                s += dd[j] * H[j + (size_t) b * r] * S[j + (size_t) b * r];
-            quad += dd[b] * s;
-            lin += dd[b] * cr[b];
-        }
-        double v = quad - 2.0 * lin;
-        c->out[e + (size_t) c->ne * k + (size_t) c->ne * c->nd * a] = v;
-        if (!R_FINITE(v))
-            c->status[i] = KCV_CRIT;
     }
 }
 
@@ -364,7 +380,7 @@ static void kcv_item(void *ctx, R_xlen_t i, double *w)
  * instead of c / (c + theta); the second leaves macheps |Y_perp|), and no
  * term is a difference that c makes cancel: the result is as accurate as
  * the n x n eigen-decomposition's.  Scratch doubles (qq = q, or 1 for the
- * marginal criterion): */
+ * marginal criterion alone): */
 static size_t kcv_iw_low_size(int n, int r, int rx, int qq, int lwork,
                               int liwork, int lqr)
 {
@@ -386,19 +402,18 @@ static void kcv_item_iw_low(kcv_ctx *c, R_xlen_t i, double *w)
 {
     int a = c->sel[i / c->ne], e = (int) (i % c->ne);
     const kcv_fold *f = c->f + a;
-    int n = f->n, r = f->ry, rx = f->rx, q = f->q,
-        qq = c->marginal ? 1 : q;
-    size_t nr = (size_t) n * r, rr = (size_t) r * r, nq = (size_t) n * qq,
-        rq = (size_t) r * qq;
+    int n = f->n, r = f->ry, rx = f->rx, q = f->q;
+    size_t nr = (size_t) n * r, rr = (size_t) r * r;
+    /* the arrays of one criterion (qq columns) last, sized by the caller
+     * for the largest qq (kcv_iw_low_size) */
     double *C = w, *Om = C + (size_t) n * n + n, *N = Om + nr, *Nt = N + nr,
         *M = Nt + nr, *Qt = M + rr, *E1 = Qt + rr, *E2 = E1 + rr,
-        *Pxt = E2 + rr, *A = Pxt + (size_t) rx * n, *Y = A + (size_t) rx * r,
-        *Y0 = Y + nq, *NG = Y0 + nq, *X = NG + nq, *G = X + rq,
-        *G2 = G + rq, *Bp = G2 + rq, *B = Bp + (size_t) rx * qq,
-        *mu = B + (size_t) rx * qq, *t = mu + n, *sv = t + n, *th = sv + n,
+        *Pxt = E2 + rr, *A = Pxt + (size_t) rx * n,
+        *mu = A + (size_t) rx * r, *t = mu + n, *sv = t + n, *th = sv + n,
         *cr = th + r, *dd = cr + r, *tau = dd + r, *work = tau + r,
         *wqr = work + c->lwork;
     int *iwork = (int *) (wqr + c->lqr), *isuppz = iwork + c->liwork;
+    double *var = (double *) iwork + (c->liwork + 2 * r + 1) / 2 + 1;
     if (!kcv_item_mu(c, i, f, c->eps[e], C, t, mu))
         return;
     kcv_iw_factor(f, mu, sv, Om);                     /* U, then Omega R */
@@ -420,64 +435,71 @@ static void kcv_item_iw_low(kcv_ctx *c, R_xlen_t i, double *w)
         for (int k = 0; k < rx; k++)
             Pxt[k + (size_t) j * rx] = sv[j] * f->Px[j + (size_t) k * n];
     kb_matmul(rx, r, n, 1.0, Pxt, N, A);              /* A = Px' S N */
-    /* Y = S K_X, Y0 = S K_Y, or their held-out means */
-    if (c->marginal) {
-        for (int j = 0; j < n; j++) {
-            double sx = 0.0, sy = 0.0;
-            for (int b = 0; b < q; b++) {
-                sx += f->kx[j + (size_t) b * n];
-                sy += f->ky[j + (size_t) b * n];
+    for (int m = c->crit == 1; m <= (c->crit != 0); m++) {
+        int qq = m ? 1 : q;
+        size_t nq = (size_t) n * qq, rq = (size_t) r * qq;
+        double *Y = var, *Y0 = Y + nq, *NG = Y0 + nq, *X = NG + nq,
+            *G = X + rq, *G2 = G + rq, *Bp = G2 + rq,
+            *B = Bp + (size_t) rx * qq;
+        /* Y = S K_X, Y0 = S K_Y, or their held-out means */
+        if (m) {
+            for (int j = 0; j < n; j++) {
+                double sx = 0.0, sy = 0.0;
+                for (int b = 0; b < q; b++) {
+                    sx += f->kx[j + (size_t) b * n];
+                    sy += f->ky[j + (size_t) b * n];
+                }
+                Y[j] = sv[j] * (sx / q);
+                Y0[j] = sv[j] * (sy / q);
             }
-            Y[j] = sv[j] * (sx / q);
-            Y0[j] = sv[j] * (sy / q);
+        } else {
+            for (int b = 0; b < 2 * q; b++)
+                for (int j = 0; j < n; j++)
+                    Y[j + (size_t) b * n] = sv[j] * f->kx[j + (size_t) b * n];
         }
-    } else {
-        for (int b = 0; b < 2 * q; b++)
-            for (int j = 0; j < n; j++)
-                Y[j + (size_t) b * n] = sv[j] * f->kx[j + (size_t) b * n];
-    }
-    kb_matmul(r, 2 * qq, n, 1.0, Nt, Y, X);           /* [X, G] = N' [Y, Y0] */
-    /* Y_perp = Y0 - N G, twice (G += the second pass's coefficients) */
-    for (int pass = 0; pass < 2; pass++) {
-        double *Gp = pass == 0 ? G : G2;
-        if (pass == 1)
-            kb_matmul(r, qq, n, 1.0, Nt, Y0, G2);
-        kb_matmul(n, qq, r, 1.0, N, Gp, NG);
+        kb_matmul(r, 2 * qq, n, 1.0, Nt, Y, X);       /* [X, G] = N' [Y, Y0] */
+        /* Y_perp = Y0 - N G, twice (G += the second pass's coefficients) */
+        for (int pass = 0; pass < 2; pass++) {
+            double *Gp = pass == 0 ? G : G2;
+            if (pass == 1)
+                kb_matmul(r, qq, n, 1.0, Nt, Y0, G2);
+            kb_matmul(n, qq, r, 1.0, N, Gp, NG);
+            for (size_t k = 0; k < nq; k++)
+                Y0[k] -= NG[k];
+        }
+        for (size_t k = 0; k < rq; k++)
+            G[k] += G2[k];
+        double *Yp = Y0;
+        kb_matmul(rx, qq, n, 1.0, Pxt, Yp, Bp);       /* B_perp */
+        double Lp = 0.0;
         for (size_t k = 0; k < nq; k++)
-            Y0[k] -= NG[k];
-    }
-    for (size_t k = 0; k < rq; k++)
-        G[k] += G2[k];
-    double *Yp = Y0;
-    kb_matmul(rx, qq, n, 1.0, Pxt, Yp, Bp);           /* B_perp */
-    double Lp = 0.0;
-    for (size_t k = 0; k < nq; k++)
-        Lp += Yp[k] * Y[k];
-    for (int b = 0; b < r; b++) {
-        double s = 0.0;
-        for (int j = 0; j < qq; j++)
-            s += G[b + (size_t) j * r] * X[b + (size_t) j * r];
-        cr[b] = s;
-    }
-    double *DG = G2;
-    for (int k = 0; k < c->nd; k++) {
-        double cc = (double) n * c->delta[k], lin = Lp, quad = 0.0;
+            Lp += Yp[k] * Y[k];
         for (int b = 0; b < r; b++) {
-            dd[b] = cc / (cc + (th[b] > 0.0 ? th[b] : 0.0));
-            lin += dd[b] * cr[b];
+            double s = 0.0;
+            for (int j = 0; j < qq; j++)
+                s += G[b + (size_t) j * r] * X[b + (size_t) j * r];
+            cr[b] = s;
         }
-        for (int j = 0; j < qq; j++)
-            for (int b = 0; b < r; b++)
-                DG[b + (size_t) j * r] = dd[b] * G[b + (size_t) j * r];
-        kb_matmul(rx, qq, r, 1.0, A, DG, B);
-        for (size_t m = 0; m < (size_t) rx * qq; m++) {
-            double v = B[m] + Bp[m];
-            quad += v * v;
+        double *DG = G2, *out = kcv_out(c, i, m);
+        for (int k = 0; k < c->nd; k++) {
+            double cc = (double) n * c->delta[k], lin = Lp, quad = 0.0;
+            for (int b = 0; b < r; b++) {
+                dd[b] = cc / (cc + (th[b] > 0.0 ? th[b] : 0.0));
+                lin += dd[b] * cr[b];
+            }
+            for (int j = 0; j < qq; j++)
+                for (int b = 0; b < r; b++)
+                    DG[b + (size_t) j * r] = dd[b] * G[b + (size_t) j * r];
+            kb_matmul(rx, qq, r, 1.0, A, DG, B);
+            for (size_t mm = 0; mm < (size_t) rx * qq; mm++) {
+                double v = B[mm] + Bp[mm];
+                quad += v * v;
+            }
+            double v = (quad / cc - 2.0 * lin) / cc;
+            out[(size_t) c->ne * k] = v;
+            if (!R_FINITE(v))
+                c->status[i] = KCV_CRIT;
         }
-        double v = (quad / cc - 2.0 * lin) / cc;
-        c->out[e + (size_t) c->ne * k + (size_t) c->ne * c->nd * a] = v;
-        if (!R_FINITE(v))
-            c->status[i] = KCV_CRIT;
     }
 }
 
@@ -536,19 +558,23 @@ static void NORET kcv_fail(int code, int a, double eps)
 /* .Call entry: kbr_cv()'s folds.  gx, gy: the N x N Gram matrices; fold:
  * the fold (1..K) of each point; only: the folds to evaluate (1-based;
  * empty: all); eps, delta: the grid's values (their product is
- * evaluated); marginal: the criterion; method: "kbr", "iw" (each fold's
+ * evaluated); criterion: "regression", "marginal" or "both"; method:
+ * "kbr", "iw" (each fold's
  * form by its cost), or, for the tests, "iw_factor" / "iw_eigen" (one
  * form for every fold); progress: a function
  * (i, size, ksd) or NULL, told the (fold, eps) pairs done.  Returns the
  * ne x nd x K criterion terms (kcv_item; R adds each fold's constants; NA
- * for the folds not evaluated). */
+ * for the folds not evaluated), ne x nd x K x 2 for both (regression,
+ * then marginal). */
 SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
-               SEXP delta_, SEXP marginal_, SEXP method_, SEXP nthreads,
+               SEXP delta_, SEXP criterion_, SEXP method_, SEXP nthreads,
                SEXP progress)
 {
     static const char *const methods[] = {"kbr", "iw", "iw_factor",
-                                          "iw_eigen", NULL};
-    int iw = kb_arg_choice(method_, "method", methods);
+                                          "iw_eigen", NULL},
+        *const criteria[] = {"regression", "marginal", "both", NULL};
+    int iw = kb_arg_choice(method_, "method", methods),
+        crit = kb_arg_choice(criterion_, "criterion", criteria);
     int N = kb_arg_square(gx, "G_X");
     kb_arg_matrix(gy, "G_Y", N, N);
     int K = kb_scalar_int(K_, "folds");
@@ -592,8 +618,8 @@ SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
             kb_error_class("kb_error_arg", _("'delta' must be positive"));
     int nt = kb_nthreads(nthreads);
     kcv_ctx c = {REAL(gx), REAL(gy), N, K, sel, nsel, fold, NULL,
-                 REAL(eps_), REAL(delta_), ne, nd,
-                 Rf_asLogical(marginal_) == TRUE, iw, NULL, NULL, 0, 0, 0};
+                 REAL(eps_), REAL(delta_), ne, nd, crit, iw, NULL, NULL, 0, 0,
+                 0};
     c.f = (kcv_fold *) R_alloc((size_t) K, sizeof(kcv_fold));
     for (int i = 0; i < N; i++)
         if (fold[i] < 1 || fold[i] > K)
@@ -624,7 +650,16 @@ SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
     }
     int nitem = nsel * ne;
     c.status = (int *) R_alloc((size_t) nitem, sizeof(int));
-    SEXP ans = PROTECT(Rf_alloc3DArray(REALSXP, ne, nd, K));
+    SEXP ans;
+    if (crit == 2) {
+        SEXP dim = PROTECT(Rf_allocVector(INTSXP, 4));
+        INTEGER(dim)[0] = ne, INTEGER(dim)[1] = nd, INTEGER(dim)[2] = K,
+            INTEGER(dim)[3] = 2;
+        ans = Rf_allocArray(REALSXP, dim);
+        UNPROTECT(1);
+        PROTECT(ans);
+    } else
+        ans = PROTECT(Rf_alloc3DArray(REALSXP, ne, nd, K));
     c.out = REAL(ans);
     for (R_xlen_t k = 0; k < XLENGTH(ans); k++)
         c.out[k] = NA_REAL;
@@ -646,7 +681,7 @@ SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
     for (int s = 0; s < nsel; s++) {
         kcv_fold *f = c.f + sel[s];
         double n = f->n, r = f->ry, rx = f->rx,
-            qq = c.marginal ? 1.0 : f->q,
+            qq = c.crit == 1 ? 1.0 : f->q + (c.crit == 2),
             low = 6.0 * n * r * r + 3.3 * r * r * r + 2.0 * n * r * rx +
                 2.0 * n * rx * qq + 10.0 * n * r * qq +
                 2.0 * nd * rx * r * qq,
@@ -669,7 +704,7 @@ SEXP kb_kbr_cv(SEXP gx, SEXP gy, SEXP fold_, SEXP K_, SEXP only_, SEXP eps_,
         kcv_fold *f = c.f + sel[s];
         if (c.iw && f->low) {
             size_t lo = kcv_iw_low_size(f->n, f->ry, f->rx,
-                                        c.marginal ? 1 : f->q, c.lwork,
+                                        c.crit == 1 ? 1 : f->q, c.lwork,
                                         c.liwork, c.lqr);
             per = lo > per ? lo : per;
         }

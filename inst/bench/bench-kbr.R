@@ -224,18 +224,26 @@ local({
     err <- function(f) mean(rowSums((posterior_mean(f, yt) - ex)^2))
     t1 <- elapsed(kbr(dat$x, dat$y, U, eps = 0.01, delta = 1e-3, progress = FALSE))
     t_def <- elapsed(fd <- suppressMessages(kbr(dat$x, dat$y, U, progress = FALSE)))
-    t_exh <- elapsed(fe <- suppressMessages(kbr(dat$x, dat$y, U, cv_points = Inf,
-                                                progress = FALSE)))
+    # the exhaustive searches on all n: kbr_cv() with the regression
+    # criterion (timed) and with its own default, the marginal one
+    t_exh <- elapsed(br <- kbr_cv(dat$x, dat$y, criterion = "regression",
+                                  refit = FALSE, progress = FALSE)$best)
+    bm <- kbr_cv(dat$x, dat$y, refit = FALSE, progress = FALSE)$best
     t2 <- elapsed(kbr(dat$x, dat$y, U, eps = 0.01, delta = 1e-3, progress = FALSE))
+    fit_at <- function(b) kbr(dat$x, dat$y, U, eps = b$eps, delta = b$delta,
+                              progress = FALSE)
     r <- c(def = t_def / ((t1 + t2) / 2), exh = t_exh / ((t1 + t2) / 2),
-           e_def = err(fd), e_exh = err(fe))
+           e_def = err(fd), e_exh = err(fit_at(br)), e_marg = err(fit_at(bm)))
     res <- rbind(res, r)
-    cat(sprintf(paste0("  toy %d: default %.1fx one fit (goal <= 8), exhaustive %.1fx; ",
-                       "error %.3g vs %.3g: ratio %.2f; picks (%g, %g) vs (%g, %g)\n"),
+    cat(sprintf(paste0("  toy %d: default %.1fx one fit (goal <= 8), exhaustive regression CV %.1fx; ",
+                       "error %.3g vs %.3g (ratio %.2f), marginal CV's %.3g; picks (%g, %g) vs (%g, %g), (%g, %g)\n"),
                 s, r[["def"]], r[["exh"]], r[["e_def"]], r[["e_exh"]],
-                r[["e_def"]] / r[["e_exh"]], fd$eps, fd$delta, fe$eps, fe$delta))
+                r[["e_def"]] / r[["e_exh"]], r[["e_marg"]], fd$eps, fd$delta,
+                br$eps, br$delta, bm$eps, bm$delta))
   }
-  cat(sprintf("  mean over %d toys: default %.2fx one fit, exhaustive %.1fx; error ratio (mean / mean) %.3f (goal <= 1.1)\n",
+  cat(sprintf(paste0("  mean over %d toys: default %.2fx one fit, exhaustive %.1fx; error ratio (mean / mean) ",
+                     "%.3f against the exhaustive regression pick, %.3f against kbr_cv()'s default (goal <= 1.1)\n"),
               nrow(res), mean(res[, "def"]), mean(res[, "exh"]),
-              mean(res[, "e_def"]) / mean(res[, "e_exh"])))
+              mean(res[, "e_def"]) / mean(res[, "e_exh"]),
+              mean(res[, "e_def"]) / mean(res[, "e_marg"])))
 })

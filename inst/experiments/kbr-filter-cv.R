@@ -34,8 +34,11 @@
 #             "kbr"); the pick ($best) is run through kbr_filter() as is
 #             (also when outside the 3 x 3 grid)
 #   cv_iw     the same with method = "iw" (the filter's form)
-#   cv_reg    the same with criterion = "regression" (the criterion kbr()
-#             uses for its own default tuning), method "kbr"
+#   cv_reg    the same with criterion = "regression", method "kbr"
+#   kbr_default  the (eps, delta) kbr(x_train, y_train, method = "iw")
+#             chooses with its defaults (issue 33: delta by the regression
+#             criterion, eps by the marginal one at that delta, on three
+#             subsamples of 400 of the 401 pairs)
 #   kalman    kalman_filter() with the true A, C, Q, R and x_1 ~ N(0, P_inf)
 # Writes kbr-filter-cv.csv (one row per seed and setting: seed, setting,
 # eps, delta, in3x3, rmse, na_steps, ratio_kalman = rmse / Kalman's; rmse
@@ -121,9 +124,13 @@ for (s in seeds) {
   }
   cvs <- list(cv = list(), cv_iw = list(method = "iw"),
               cv_reg = list(criterion = "regression"))
-  for (nm in names(cvs)) {
-    b <- do.call(kbr_cv, c(list(tr$x, tr$y, refit = FALSE, progress = FALSE),
-                           cvs[[nm]]))$best
+  for (nm in c(names(cvs), "kbr_default")) {
+    b <- if (nm == "kbr_default") {
+      suppressMessages(kbr(tr$x, tr$y, method = "iw", progress = FALSE))[c("eps", "delta")]
+    } else {
+      do.call(kbr_cv, c(list(tr$x, tr$y, refit = FALSE, progress = FALSE),
+                        cvs[[nm]]))$best
+    }
     r <- filt(b$eps, b$delta)
     res <- rbind(res, data.frame(seed = s, setting = nm, eps = b$eps,
                                  delta = b$delta,
@@ -162,6 +169,9 @@ summ <- do.call(rbind, lapply(split(res, res$seed), function(v) {
              cv_iw_ratio = pick("cv_iw")$rmse / g$rmse[k],
              cv_reg = sprintf("%g,%g", pick("cv_reg")$eps, pick("cv_reg")$delta),
              cv_reg_ratio = pick("cv_reg")$rmse / g$rmse[k],
+             kbr_default = sprintf("%g,%g", pick("kbr_default")$eps,
+                                   pick("kbr_default")$delta),
+             kbr_default_ratio = pick("kbr_default")$rmse / g$rmse[k],
              best_over_kalman = g$rmse[k] / v$rmse[v$setting == "kalman"],
              best24 = sprintf("%g,%g", g8$eps[k8], g8$delta[k8]),
              best24_ratio = g8$rmse[k8] / g$rmse[k],

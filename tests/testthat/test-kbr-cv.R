@@ -211,6 +211,18 @@ test_that("kbr_cv(method = \"iw\") equals the direct solves on both of its paths
         expect_identical(which.min(got), which.min(ref))
       }
     }
+    # both criteria from one pass (kbr()'s tuning): each against its
+    # reference, on every path and on method "kbr"
+    for (path in c("kbr", "iw", "iw_factor", "iw_eigen")) {
+      rm <- if (path == "kbr") "kbr" else "iw"
+      got <- kernbayes:::kbr_cv_grid(Gx, Gy, fold, 3L, grid, "both", path,
+                                     1L, "cv", FALSE)
+      expect_identical(colnames(got), c("regression", "marginal"))
+      expect_lt(rel_err(got[, "regression"],
+                        cv_direct_ref(Gx, Gy, fold, grid, "regression", rm)), 1e-8)
+      expect_lt(rel_err(got[, "marginal"],
+                        cv_direct_ref(Gx, Gy, fold, grid, "marginal", rm)), 1e-8)
+    }
     cv <- kbr_cv(x, y, grid = grid, folds = 3, seed = 5, method = "iw",
                  criterion = "regression", refit = FALSE)
     expect_lt(rel_err(cv$table$criterion,
@@ -278,12 +290,22 @@ test_that("kbr() with eps/delta = NULL tunes them for the kernels it is given", 
   grid <- expand.grid(eps = 10^(-3:-1), delta = 10^(-7:0))
   grid$sigma_x <- 0.3
   grid$sigma_y <- 0.3
-  best <- kbr_cv(d$x, d$y, grid = grid, folds = 5, criterion = "regression",
-                 refit = FALSE)$best
+  # kbr()'s rule: delta by the regression criterion, then eps by the
+  # marginal criterion among the rows of that delta
+  reg <- kbr_cv(d$x, d$y, grid = grid, folds = 5, criterion = "regression",
+                refit = FALSE)$table
+  marg <- kbr_cv(d$x, d$y, grid = grid, folds = 5, criterion = "marginal",
+                 refit = FALSE)$table
+  rows <- reg$delta == reg$delta[which.min(reg$criterion)]
+  want <- marg[rows, ][which.min(marg$criterion[rows]), ]
   fit <- suppressMessages(kbr(d$x, d$y,
                               kernel_x = gaussian_kernel(bandwidth = 0.3),
                               kernel_y = gaussian_kernel(bandwidth = 0.3)))
-  expect_identical(c(fit$eps, fit$delta), c(best$eps, best$delta))
+  expect_identical(c(fit$eps, fit$delta), c(want$eps, want$delta))
+  # the record keeps both criteria of the chosen row
+  expect_equal(fit$tuning$best$regression, reg$criterion[as.integer(rownames(want))],
+               tolerance = 1e-12)
+  expect_equal(fit$tuning$best$marginal, want$criterion, tolerance = 1e-12)
 })
 
 test_that("kbr() checks its arguments before the default cross-validation", {

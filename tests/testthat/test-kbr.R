@@ -58,13 +58,18 @@ test_that("kbr() defaults: prior = x with equal weights, median bandwidths; expl
   d <- kbr_toy_1d(50, 103)
   yn <- c(-1.5, 0, 0.3, 2)
   for (method in c("kbr", "iw")) {
-    # eps = delta = NULL: chosen by 5-fold kbr_cv() (regression criterion)
-    # over the default grid, with a message giving the cost
+    # eps = delta = NULL: chosen by 5-fold cross-validation over the
+    # default grid (delta by the regression criterion, eps by the marginal
+    # one at that delta), with a message giving the cost
     expect_message(fit <- kbr(d$x, d$y, method = method),
                    "5-fold cross-validation over 24 settings")
-    cv <- kbr_cv(d$x, d$y, folds = 5, method = method,
-                 criterion = "regression", refit = FALSE)
-    expect_identical(c(fit$eps, fit$delta), c(cv$best$eps, cv$best$delta))
+    cr <- kbr_cv(d$x, d$y, folds = 5, method = method,
+                 criterion = "regression", refit = FALSE)$table
+    cm <- kbr_cv(d$x, d$y, folds = 5, method = method,
+                 criterion = "marginal", refit = FALSE)$table
+    at <- cm[cm$delta == cr$delta[which.min(cr$criterion)], ]
+    expect_identical(c(fit$eps, fit$delta),
+                     c(at$eps[which.min(at$criterion)], at$delta[1]))
     ref <- ref_kbr(d$x, d$y, yn, sx = ref_med_bw(d$x), sy = ref_med_bw(d$y),
                    eps = fit$eps, delta = fit$delta, method = method)
     expect_lt(rel_err(predict(fit, yn), ref$W), 1e-10)
@@ -686,7 +691,9 @@ test_that("summary() of a KBR fit: settings, how chosen, Kish sizes and negative
   fc <- suppressMessages(kbr(d$x, d$y, delta = 1e-4))
   sc <- summary(fc)
   expect_identical(sc$tuning$chosen, c(eps = TRUE, delta = FALSE))
-  expect_output(print(sc), "eps = [^ ]+ \\(chosen\\), delta = 1e-04 \\(given\\); chosen by .*kbr_cv")
+  expect_output(print(sc), paste0("eps = [^ ]+ \\(chosen\\), delta = 1e-04 \\(given\\); ",
+                                  "chosen by 5-fold CV on all points: delta by the ",
+                                  "regression criterion, eps by the marginal"))
   # a far observation is counted
   s2 <- suppressWarnings(summary(fit, newdata = c(0, 100)))
   expect_identical(s2$n_far, 1L)
