@@ -180,19 +180,32 @@ fssd_test <- function(x, score, n_locations = 10,
   ev <- sort(pmax(sym_eigen(mom$cov, "feature covariance")$values, 0),
              decreasing = TRUE)
   null <- fssd_simulate_null(ev, n_simulate)
-  J <- nrow(V)
   colnames(V) <- colnames(smp$x)
+  new_fssd_test(list(stat = stat, est = est, n = nt), null, ev, V, dname,
+                list(bandwidth = h, train = train, criterion = crit,
+                     convergence = conv, reg = reg, choice = mode))
+}
+
+# The one constructor of kb_fssd_test: `value`, the statistic n FSSD^2
+# (`stat`), the estimate FSSD^2 (`est`) and the number of test rows (`n`);
+# the simulated null and the eigenvalues it came from; the locations; the
+# data's name; `fit`, how the locations and bandwidth were chosen
+# (bandwidth, train, criterion, convergence, reg, choice).
+new_fssd_test <- function(value, null, eigenvalues, locations, dname, fit) {
+  J <- nrow(locations)
+  stat <- value[["stat"]]
   structure(list(
     statistic = c("n FSSD^2" = stat),
     parameter = c(J = J),
-    p.value = (1 + sum(null >= stat)) / (n_simulate + 1),
-    estimate = c("FSSD^2" = est),
+    p.value = (1 + sum(null >= stat)) / (length(null) + 1),
+    estimate = c("FSSD^2" = value[["est"]]),
     method = sprintf("FSSD goodness-of-fit test (%s locations, J = %d)",
-                     switch(mode, opt = "optimised", rand = "random",
+                     switch(fit$choice, opt = "optimised", rand = "random",
                             given = "given"), J),
-    data.name = dname, locations = V, bandwidth = h, null = null,
-    eigenvalues = ev, n = nt, train = train, criterion = crit,
-    convergence = conv, reg = reg, choice = mode),
+    data.name = dname, locations = locations, bandwidth = fit$bandwidth,
+    null = null, eigenvalues = eigenvalues, n = value[["n"]],
+    train = fit$train, criterion = fit$criterion,
+    convergence = fit$convergence, reg = fit$reg, choice = fit$choice),
     class = c("kb_fssd_test", "htest"))
 }
 

@@ -453,10 +453,18 @@ ksd_by_chain <- function(st, smp, weights, type, nthreads, n_boot) {
     out$null_95 <- c(res[1L, ], pooled[1L])
     out$p_value <- c(res[2L, ], pooled[2L])
   }
+  new_ksd_by_chain(out, st, type, if (test) n_boot else 0L,
+                   !is.null(weights))
+}
+
+# The one constructor of kb_ksd_by_chain: the table `out` (a data frame, a
+# row per chain and one for all), with the Stein setup's kernel and
+# standardisation, the statistic's type, the bootstrap replicates (0: no
+# test) and whether the KSDs are weighted as attributes.
+new_ksd_by_chain <- function(out, st, type, n_boot, weighted) {
   structure(out, class = c("kb_ksd_by_chain", "data.frame"),
             kernel = st$kernel, standardize = !is.null(st$scale),
-            type = type, n_boot = if (test) n_boot else 0L,
-            weighted = !is.null(weights))
+            type = type, n_boot = n_boot, weighted = weighted)
 }
 
 #' @export
@@ -535,6 +543,12 @@ ksd_path <- function(x, score, kernel = imq_kernel(), standardize = TRUE,
     path[r] <- sqrt(pmax(check_total(cumsum(sums$sums)), 0)) /
       seq_along(r)
   }
+  new_ksd_path(path, st, smp)
+}
+
+# The one constructor of kb_ksd_path: the running KSD of each row, the
+# Stein setup (sizes, kernel, scale) and the sample's chain labels.
+new_ksd_path <- function(path, st, smp) {
   structure(list(ksd = path, n = st$n, d = st$d, kernel = st$kernel,
                  standardize = !is.null(st$scale), scale = st$scale,
                  chain = smp$chain, iteration = smp$iteration),

@@ -196,7 +196,7 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
     extra$weights <- wt
     extra$ksd_weighted <- sqrt(max(drop(crossprod(v, Ku %*% v)), 0))
   }
-  out <- new_thin(index, x, path, "ksd", "Stein kernel thinning", st,
+  out <- new_thin(index, x, list(ksd = path), "Stein kernel thinning", st,
            c(list(standardize = !is.null(st$scale), unique = FALSE), extra,
              sample_labels(smp, index)))
   warn_distortion(out, "stein_kernel_thin")

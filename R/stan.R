@@ -170,11 +170,14 @@ stan_target <- function(fit) {
     }
     g
   }
-  tg <- new_target(log_density, score, d, TRUE, FALSE, NULL,
-                   paste("Stan model", sf@model_name), names = nm)
-  # its closures work only in this process (check_target_futures())
-  class(tg) <- c("kb_stan_target", class(tg))
-  tg
+  new_stan_target(new_target(log_density, score, d, TRUE, FALSE, NULL,
+                             paste("Stan model", sf@model_name), names = nm))
+}
+
+# The one constructor of kb_stan_target: a kb_target (new_target()) whose
+# closures work only in this process (check_target_futures()).
+new_stan_target <- function(target) {
+  structure(target, class = c("kb_stan_target", class(target)))
 }
 
 #' Move Stan draws between the constrained and unconstrained scales
