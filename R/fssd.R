@@ -241,6 +241,17 @@ gaussian_fit_draw <- function(x, J) {
   sweep(z %*% (t(e$vectors) * sd), 2L, mu, "+")
 }
 
+# The Gaussian kernel of squared bandwidth w between the rows of x and one
+# location v, and its Stein feature: with U = x - v (a row per point) and
+# r2 = |U|^2, k = exp(-r2 / (2 w)) and xi = k s + grad_x k = k E, E = s -
+# U / w. The features and the power criterion's gradient both take k and E
+# from here.
+fssd_kernel_at <- function(x, s, v, w) {
+  U <- x - rep(v, each = nrow(x))
+  r2 <- rowSums(U * U)
+  list(U = U, r2 = r2, k = exp(-r2 / (2 * w)), E = s - U / w)
+}
+
 # The n x dJ feature matrix: block j (columns (j-1)d + 1..jd) holds
 # xi(x_i, v_j) / sqrt(dJ), xi = k s + grad_x k, k Gaussian of bandwidth h.
 fssd_features <- function(x, s, V, h) {
@@ -249,9 +260,8 @@ fssd_features <- function(x, s, V, h) {
   w <- h^2
   out <- matrix(0, nrow(x), d * J)
   for (j in seq_len(J)) {
-    U <- x - rep(V[j, ], each = nrow(x))
-    k <- exp(-rowSums(U * U) / (2 * w))
-    out[, (j - 1L) * d + seq_len(d)] <- k * (s - U / w)
+    kj <- fssd_kernel_at(x, s, V[j, ], w)
+    out[, (j - 1L) * d + seq_len(d)] <- kj$k * kj$E
   }
   out / sqrt(d * J)
 }
@@ -303,13 +313,12 @@ fssd_criterion <- function(x, s, V, h, reg, gradient = FALSE) {
   gw <- 0
   for (j in seq_len(J)) {
     g <- G[, (j - 1L) * d + seq_len(d), drop = FALSE]
-    U <- x - rep(V[j, ], each = n)
-    r2 <- rowSums(U * U)
-    k <- exp(-r2 / (2 * w))
-    E <- s - U / w
-    eg <- rowSums(E * g)
+    kj <- fssd_kernel_at(x, s, V[j, ], w)
+    U <- kj$U
+    k <- kj$k
+    eg <- rowSums(kj$E * g)
     gV[j, ] <- (crossprod(U, k * eg) + colSums(k * g)) / w
-    gw <- gw + sum(k * (r2 / (2 * w^2) * eg + rowSums(U * g) / w^2))
+    gw <- gw + sum(k * (kj$r2 / (2 * w^2) * eg + rowSums(U * g) / w^2))
   }
   list(value = value, gV = gV, gh = gw * 2 * h)
 }
