@@ -17,16 +17,23 @@ check_score <- function(score, x, arg = "score") {
   }
   if (is.function(score)) return(invisible(score))
   if (is.data.frame(score) || is.matrix(score) || is.numeric(score)) {
-    s <- as_points(score, arg, ncol(x))
-    if (any(dim(s) != dim(x))) {
-      stop_arg(arg, sprintf(paste0("must have the same dimensions as x ",
-                                   "(%d x %d); it is %d x %d"),
-                            nrow(x), ncol(x), nrow(s), ncol(s)))
-    }
+    score_points(score, x, arg)
     return(invisible(score))
   }
   stop_arg(arg, "must be a numeric matrix of gradients, a function or a ",
            "kb_target")
+}
+
+# A score given as points (a matrix, data frame or vector: as_points()),
+# which must have the dimensions of x; the one check of them.
+score_points <- function(score, x, arg) {
+  s <- as_points(score, arg, ncol(x))
+  if (any(dim(s) != dim(x))) {
+    stop_arg(arg, sprintf(paste0("must have the same dimensions as x ",
+                                 "(%d x %d); it is %d x %d"),
+                          nrow(x), ncol(x), nrow(s), ncol(s)))
+  }
+  s
 }
 
 # Scores at the rows of x from a matrix, a one-point function or a kb_target.
