@@ -149,7 +149,9 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
                      st$s[seq_rows, , drop = FALSE], st$kernel, nthreads)
     u <- stats::runif(g * N / 2)
     # KT-SPLIT only: a KT-SWAP within the multiset as well lowered the KSD
-    # but worsened every KSD-free yardstick (NEWS, issue 17)
+    # but worsened every KSD-free yardstick (W2, errors of means and
+    # covariances; NEWS, "Kernel thinning, Compress++ and Stein kernel
+    # thinning")
     res <- .Call(C_kb_kernel_thin, Ks, g, delta, u, NULL, FALSE)
     cs <- res$coresets
     if (ncol(cs) > 1L) {
