@@ -591,10 +591,23 @@ summary.kb_ksd_path <- function(object, ...) {
   n <- object$n
   at <- unique(pmin(n, c(1L, 10L, 100L, 1000L, 10000L, 100000L, n)))
   at <- at[at <= n]
-  structure(list(n = n, d = object$d, at = at, ksd = object$ksd[at],
-                 min = min(object$ksd), which_min = which.min(object$ksd),
-                 kernel = describe_ksd_kernel(object$kernel, object[["scale"]]),
-                 standardize = object$standardize),
+  new_summary_ksd_path(object, describe_ksd_kernel(object$kernel,
+                                                   object[["scale"]]),
+                       list(at = at, ksd = object$ksd[at],
+                            min = min(object$ksd),
+                            which_min = which.min(object$ksd)))
+}
+
+# The one constructor of summary.kb_ksd_path: the path's sizes and
+# standardisation, the kernel's description, and either `points` (one
+# path: at, the sizes shown; ksd, its values there; min, which_min) or
+# `chains` (a table, a row per chain). The fields of the other are NULL.
+new_summary_ksd_path <- function(object, kernel, points = list(),
+                                 chains = NULL) {
+  structure(list(n = object$n, d = object$d, at = points$at,
+                 ksd = points$ksd, min = points$min,
+                 which_min = points$which_min, chains = chains,
+                 kernel = kernel, standardize = object$standardize),
             class = "summary.kb_ksd_path")
 }
 
@@ -624,10 +637,8 @@ summary_chain_paths <- function(object) {
                     final = vapply(rows, function(r) object$ksd[r[length(r)]], 0),
                     min = vapply(rows, function(r) min(object$ksd[r]), 0),
                     at = vapply(rows, function(r) which.min(object$ksd[r]), 1L))
-  structure(list(n = object$n, d = object$d, chains = tab,
-                 kernel = describe_resolved(object$kernel),
-                 standardize = object$standardize),
-            class = "summary.kb_ksd_path")
+  new_summary_ksd_path(object, describe_resolved(object$kernel),
+                       chains = tab)
 }
 
 #' @export
