@@ -205,8 +205,9 @@ ksdt_chains <- function(target, x0, n_iter, ...,
   # merged dictionary, with a warning
   merged <- if (merge == "none") NULL else if (length(ok) == 1L) ok[[1L]] else
     tryCatch(merge_dicts(ok, how = merge, size = merge_size,
-                         nthreads = nthreads, how_arg = "merge",
-                         size_arg = "merge_size", quiet_scales = TRUE),
+                         nthreads = nthreads,
+                         arg_names = list(how = "merge", size = "merge_size"),
+                         quiet_scales = TRUE),
              kb_error = function(e) {
                warning(sprintf(paste0(
                  "the chains' dictionaries were not merged (%s); the ",
@@ -219,14 +220,21 @@ ksdt_chains <- function(target, x0, n_iter, ...,
     merged$chain <- merged$source$dictionary
     merged$iteration <- merged$source$index
   }
-  out <- structure(list(chains = chains, errors = errors, merged = merged,
-                        merge = merge, n_iter = n_iter, x0 = x0,
-                        elapsed = elapsed,
-                        workers = if (requireNamespace("future", quietly = TRUE))
-                          future::nbrOfWorkers() else 1L),
-                   class = "kb_ksdt_chains")
+  out <- new_ksdt_chains(chains, errors, merged, merge, n_iter, x0, elapsed)
   if (!is.null(merged)) warn_distortion(merged, "ksdt_chains")
   out
+}
+
+# The one constructor of kb_ksdt_chains: each chain's dictionary (NULL for
+# a chain that failed), the errors, the merged dictionary (NULL: none),
+# the merge rule, the run's settings and time, and the futures' workers.
+new_ksdt_chains <- function(chains, errors, merged, merge, n_iter, x0,
+                            elapsed) {
+  structure(list(chains = chains, errors = errors, merged = merged,
+                 merge = merge, n_iter = n_iter, x0 = x0, elapsed = elapsed,
+                 workers = if (requireNamespace("future", quietly = TRUE))
+                   future::nbrOfWorkers() else 1L),
+            class = "kb_ksdt_chains")
 }
 
 final_ksd <- function(z) if (is.null(z)) NA_real_ else z$ksd[length(z$ksd)]

@@ -155,12 +155,7 @@ match_score <- function(score, x, lab, arg) {
   if (!(is.data.frame(score) || is.matrix(score) || is.numeric(score))) {
     return(score)   # check_score() words the error
   }
-  s <- as_points(score, arg, ncol(x))
-  if (any(dim(s) != dim(x))) {
-    stop_arg(arg, sprintf(paste0("must have the same dimensions as x ",
-                                 "(%d x %d); it is %d x %d"),
-                          nrow(x), ncol(x), nrow(s), ncol(s)))
-  }
+  s <- score_points(score, x, arg)
   if (!is.null(colnames(s)) && !is.null(colnames(x)) &&
       !identical(colnames(s), colnames(x))) {
     stop_arg(arg, "has columns named ", paste(colnames(s), collapse = ", "),

@@ -225,17 +225,32 @@ kbr_filter <- function(x_train, y_train, y_obs, kernel_x = gaussian_kernel(),
   sd <- posterior_spread(nonnegative_weights(W), X)
   sd[is.na(mean)] <- NA_real_
   colnames(sd) <- colnames(X)
-  structure(list(mean = mean, sd = sd, weights = W,
-                 n_trajectories = tr$n_traj,
-                 method = sprintf("KBR filter (%s, %s)", method,
-                                  if (full) "full path" else
-                                    sprintf("low rank %d/%d", ncol(Lx), ncol(Ly))),
-                 eps = eps, delta = delta, T_train = T,
-                 path = if (full) "full" else "lowrank",
-                 rank_x = if (full) NULL else ncol(Lx),
-                 rank_y = if (full) NULL else ncol(Ly),
-                 residual = if (full) NULL else
-                   c(x = attr(Lx, "residual"), y = attr(Ly, "residual"))),
+  new_filter(mean, sd, sprintf("KBR filter (%s, %s)", method,
+                                if (full) "full path" else
+                                  sprintf("low rank %d/%d", ncol(Lx), ncol(Ly))),
+             weights = W,
+             kbr = list(n_trajectories = tr$n_traj, eps = eps, delta = delta,
+                        T_train = T, path = if (full) "full" else "lowrank",
+                        rank_x = if (full) NULL else ncol(Lx),
+                        rank_y = if (full) NULL else ncol(Ly),
+                        residual = if (full) NULL else
+                          c(x = attr(Lx, "residual"), y = attr(Ly, "residual"))))
+}
+
+# The one constructor of kb_filter, for kbr_filter() and kalman_filter():
+# the filtered means and sds (a row per time step) and the filter's name;
+# `weights` (the KBR filter's posterior weights, a column per step), `cov`
+# (the Kalman filter's covariances) and `kbr`, the KBR filter's settings
+# (n_trajectories, eps, delta, T_train, path, rank_x, rank_y, residual).
+# Every result has every field, NULL where its filter has none.
+new_filter <- function(mean, sd, method, weights = NULL, cov = NULL,
+                       kbr = list()) {
+  kbr_fields <- c("n_trajectories", "eps", "delta", "T_train", "path",
+                  "rank_x", "rank_y", "residual")
+  structure(c(list(mean = mean, sd = sd, weights = weights, cov = cov,
+                   method = method),
+              lapply(stats::setNames(kbr_fields, kbr_fields),
+                     function(f) kbr[[f]])),
             class = "kb_filter")
 }
 
@@ -429,8 +444,7 @@ kalman_filter <- function(y, A, C, Q, R, m0 = NULL, P0 = NULL) {
   }
   sd <- t(vapply(covs, function(P) sqrt(pmax(diag(P), 0)), numeric(d)))
   if (d == 1L) sd <- matrix(sd, ncol = 1L)
-  structure(list(mean = mean, sd = sd, cov = covs, method = "Kalman filter"),
-            class = "kb_filter")
+  new_filter(mean, sd, "Kalman filter", cov = covs)
 }
 
 # A covariance matrix: symmetric and positive semi-definite.

@@ -180,19 +180,32 @@ fssd_test <- function(x, score, n_locations = 10,
   ev <- sort(pmax(sym_eigen(mom$cov, "feature covariance")$values, 0),
              decreasing = TRUE)
   null <- fssd_simulate_null(ev, n_simulate)
-  J <- nrow(V)
   colnames(V) <- colnames(smp$x)
+  new_fssd_test(list(stat = stat, est = est, n = nt), null, ev, V, dname,
+                list(bandwidth = h, train = train, criterion = crit,
+                     convergence = conv, reg = reg, choice = mode))
+}
+
+# The one constructor of kb_fssd_test: `value`, the statistic n FSSD^2
+# (`stat`), the estimate FSSD^2 (`est`) and the number of test rows (`n`);
+# the simulated null and the eigenvalues it came from; the locations; the
+# data's name; `fit`, how the locations and bandwidth were chosen
+# (bandwidth, train, criterion, convergence, reg, choice).
+new_fssd_test <- function(value, null, eigenvalues, locations, dname, fit) {
+  J <- nrow(locations)
+  stat <- value[["stat"]]
   structure(list(
     statistic = c("n FSSD^2" = stat),
     parameter = c(J = J),
-    p.value = (1 + sum(null >= stat)) / (n_simulate + 1),
-    estimate = c("FSSD^2" = est),
+    p.value = (1 + sum(null >= stat)) / (length(null) + 1),
+    estimate = c("FSSD^2" = value[["est"]]),
     method = sprintf("FSSD goodness-of-fit test (%s locations, J = %d)",
-                     switch(mode, opt = "optimised", rand = "random",
+                     switch(fit$choice, opt = "optimised", rand = "random",
                             given = "given"), J),
-    data.name = dname, locations = V, bandwidth = h, null = null,
-    eigenvalues = ev, n = nt, train = train, criterion = crit,
-    convergence = conv, reg = reg, choice = mode),
+    data.name = dname, locations = locations, bandwidth = fit$bandwidth,
+    null = null, eigenvalues = eigenvalues, n = value[["n"]],
+    train = fit$train, criterion = fit$criterion,
+    convergence = fit$convergence, reg = fit$reg, choice = fit$choice),
     class = c("kb_fssd_test", "htest"))
 }
 
@@ -228,6 +241,17 @@ gaussian_fit_draw <- function(x, J) {
   sweep(z %*% (t(e$vectors) * sd), 2L, mu, "+")
 }
 
+# The Gaussian kernel of squared bandwidth w between the rows of x and one
+# location v, and its Stein feature: with U = x - v (a row per point) and
+# r2 = |U|^2, k = exp(-r2 / (2 w)) and xi = k s + grad_x k = k E, E = s -
+# U / w. The features and the power criterion's gradient both take k and E
+# from here.
+fssd_kernel_at <- function(x, s, v, w) {
+  U <- x - rep(v, each = nrow(x))
+  r2 <- rowSums(U * U)
+  list(U = U, r2 = r2, k = exp(-r2 / (2 * w)), E = s - U / w)
+}
+
 # The n x dJ feature matrix: block j (columns (j-1)d + 1..jd) holds
 # xi(x_i, v_j) / sqrt(dJ), xi = k s + grad_x k, k Gaussian of bandwidth h.
 fssd_features <- function(x, s, V, h) {
@@ -236,9 +260,8 @@ fssd_features <- function(x, s, V, h) {
   w <- h^2
   out <- matrix(0, nrow(x), d * J)
   for (j in seq_len(J)) {
-    U <- x - rep(V[j, ], each = nrow(x))
-    k <- exp(-rowSums(U * U) / (2 * w))
-    out[, (j - 1L) * d + seq_len(d)] <- k * (s - U / w)
+    kj <- fssd_kernel_at(x, s, V[j, ], w)
+    out[, (j - 1L) * d + seq_len(d)] <- kj$k * kj$E
   }
   out / sqrt(d * J)
 }
@@ -290,13 +313,12 @@ fssd_criterion <- function(x, s, V, h, reg, gradient = FALSE) {
   gw <- 0
   for (j in seq_len(J)) {
     g <- G[, (j - 1L) * d + seq_len(d), drop = FALSE]
-    U <- x - rep(V[j, ], each = n)
-    r2 <- rowSums(U * U)
-    k <- exp(-r2 / (2 * w))
-    E <- s - U / w
-    eg <- rowSums(E * g)
+    kj <- fssd_kernel_at(x, s, V[j, ], w)
+    U <- kj$U
+    k <- kj$k
+    eg <- rowSums(kj$E * g)
     gV[j, ] <- (crossprod(U, k * eg) + colSums(k * g)) / w
-    gw <- gw + sum(k * (r2 / (2 * w^2) * eg + rowSums(U * g) / w^2))
+    gw <- gw + sum(k * (kj$r2 / (2 * w^2) * eg + rowSums(U * g) / w^2))
   }
   list(value = value, gV = gV, gh = gw * 2 * h)
 }

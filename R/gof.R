@@ -234,8 +234,15 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                  standardize)
   })
   names(per) <- names(rows)
-  structure(list(pooled = res, chains = per, type = type,
-                 kernel = st$kernel, standardize = standardize),
+  new_ksd_test_by_chain(res, per, type, st$kernel, standardize)
+}
+
+# The one constructor of kb_ksd_test_by_chain: the pooled test, the test of
+# each chain (named by chain), the statistic's type, the resolved kernel
+# and the standardisation.
+new_ksd_test_by_chain <- function(pooled, chains, type, kernel, standardize) {
+  structure(list(pooled = pooled, chains = chains, type = type,
+                 kernel = kernel, standardize = standardize),
             class = "kb_ksd_test_by_chain")
 }
 
@@ -404,6 +411,9 @@ gof_run <- function(st, rows, type, plan, n_boot, nthreads, progress) {
        p.value = (1 + sum(boot >= stat)) / (n_boot + 1))
 }
 
+# The one constructor of kb_ksd_test: gof_run()'s result `out`, the
+# bootstrap plan, the statistic's type, the number of replicates, the
+# data's name and the Stein setup (its kernel and scale).
 new_ksd_test <- function(out, plan, type, n_boot, dname, st, standardize) {
   boot_name <- if (plan$bootstrap == "wild") {
     paste(if (plan$wild == "markov") "Markov" else "Rademacher", "wild")

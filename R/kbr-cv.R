@@ -127,14 +127,14 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
   if (!is.null(seed)) seed <- check_count(seed, "seed", min = -.Machine$integer.max)
   if (refit) check_kbr_dots(list(...), x)
   nthreads <- resolve_nthreads(list(...)$nthreads)
-  grid <- kbr_cv_table(x, y, grid, folds, method, criterion, seed, nthreads,
-                       progress)
+  grid <- kbr_cv_table(x, y, grid, list(folds = folds, method = method,
+                                        criterion = criterion, seed = seed,
+                                        nthreads = nthreads,
+                                        progress = progress))
   crit <- grid$criterion
   best <- grid[which.min(crit), , drop = FALSE]
   if (!refit) {
-    return(structure(list(table = grid, best = best, fit = NULL,
-                          folds = folds, criterion = criterion),
-                     class = "kb_kbr_cv"))
+    return(new_kbr_cv(grid, best, NULL, folds, criterion))
   }
   kx <- if (is.na(best$sigma_x)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_x)
   ky <- if (is.na(best$sigma_y)) gaussian_kernel() else gaussian_kernel(bandwidth = best$sigma_y)
@@ -146,21 +146,32 @@ kbr_cv <- function(x, y, grid = NULL, folds = 5, method = c("kbr", "iw"),
       delta = length(unique(grid$delta)) > 1L),
     structure(best, how = sprintf("%d-fold kbr_cv(), %s criterion", folds,
                                   criterion)))
-  structure(list(table = grid, best = best, fit = fit, folds = folds,
+  new_kbr_cv(grid, best, fit, folds, criterion)
+}
+
+# The one constructor of kb_kbr_cv: the grid with its criterion, its best
+# row, the refit on all data (NULL when refit = FALSE), the number of folds
+# and the criterion's name.
+new_kbr_cv <- function(table, best, fit, folds, criterion) {
+  structure(list(table = table, best = best, fit = fit, folds = folds,
                  criterion = criterion), class = "kb_kbr_cv")
 }
 
 # kbr_cv()'s search: `grid` (checked, with columns sigma_x and sigma_y)
 # with the criterion of every row in column `criterion`, or for
 # criterion "both" (kbr()'s tuning) in columns `regression` and
-# `marginal`, from the same folds and factorisations.
-kbr_cv_table <- function(x, y, grid, folds, method, criterion, seed,
-                         nthreads, progress) {
+# `marginal`, from the same folds and factorisations.  `cv`, the search's
+# settings: folds, method, criterion, seed (of the fold assignment),
+# nthreads, progress.
+kbr_cv_table <- function(x, y, grid, cv) {
+  folds <- cv$folds
+  criterion <- cv$criterion
+  nthreads <- cv$nthreads
   n <- nrow(x)
   # G_X and G_Y, every fold's factors at once and each thread's work arrays
   check_memory(8 * (4 * folds + 9 * nthreads + 2) * n^2, "x",
                sprintf("cross-validation with %d points", n))
-  fold <- with_seed(seed, sample(rep_len(seq_len(folds), n)))
+  fold <- with_seed(cv$seed, sample(rep_len(seq_len(folds), n)))
   crit <- matrix(0, nrow(grid), if (criterion == "both") 2L else 1L)
   bw_key <- paste(grid$sigma_x, grid$sigma_y)
   keys <- unique(bw_key)
@@ -189,8 +200,7 @@ kbr_cv_table <- function(x, y, grid, folds, method, criterion, seed,
     gy <- gram(rky, y, y, nthreads)
     label <- sprintf("KBR cross-validation, bandwidths %d of %d: fold",
                      match(key, keys), length(keys))
-    crit[rows, ] <- kbr_cv_grid(gx, gy, fold, folds, grid[rows, ],
-                                criterion, method, nthreads, label, progress)
+    crit[rows, ] <- kbr_cv_grid(gx, gy, fold, grid[rows, ], cv, label)
   }
   if (criterion == "both") {
     grid$regression <- crit[, 1L]
@@ -207,9 +217,14 @@ kbr_cv_table <- function(x, y, grid, folds, method, criterion, seed,
 # fold and every (eps, delta) of `grid` from kb_kbr_cv (src/kbrcv.c: the
 # folds' (fold, eps) pairs on `nthreads` threads), plus each fold's
 # constants.  Under a parallel future plan each fold is a future instead
-# (one thread each).
-kbr_cv_grid <- function(gx, gy, fold, folds, grid, criterion, method,
-                        nthreads, label, progress) {
+# (one thread each).  `cv`: folds, criterion, method, nthreads and progress
+# (kbr_cv_table()'s settings); `label`, the progress line's.
+kbr_cv_grid <- function(gx, gy, fold, grid, cv, label) {
+  folds <- cv$folds
+  criterion <- cv$criterion
+  method <- cv$method
+  nthreads <- cv$nthreads
+  progress <- cv$progress
   ue <- unique(grid$eps)
   ud <- unique(grid$delta)
   idx <- cbind(match(grid$eps, ue), match(grid$delta, ud))
@@ -332,11 +347,20 @@ kernel_bandwidth <- function(kernel, arg = "kernel") {
 # subsamples of `points` rows (drawn under `seed`, the global RNG left
 # alone), each criterion summed over them: each (fold, eps) costs an
 # eigen-decomposition of size 0.8 points instead of 0.8 n (measurements in
-# inst/bench/bench-kbr.R and NEWS).  Returns the best row of the grid
-# with both criteria and attribute "how".
-kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y,
-                     progress = FALSE, nthreads = NULL, points = 400,
-                     draws = KBR_TUNE_DRAWS, seed = 1L) {
+# inst/bench/bench-kbr.R and NEWS).  `fit`: the fit's eps and delta
+# (NULL: chosen here), method, kernel_x and kernel_y; `tune`: progress,
+# nthreads, points, draws and seed, each defaulting to the value below.
+# Returns the best row of the grid with both criteria and attribute "how".
+kbr_tune <- function(x, y, fit, tune = list()) {
+  tune <- utils::modifyList(list(progress = FALSE, nthreads = NULL,
+                                 points = 400, draws = KBR_TUNE_DRAWS,
+                                 seed = 1L), tune)
+  eps <- fit$eps
+  delta <- fit$delta
+  kernel_x <- fit$kernel_x
+  kernel_y <- fit$kernel_y
+  points <- tune$points
+  draws <- tune$draws
   n <- nrow(x)
   if (n < 5L) {
     miss <- c("eps", "delta")[c(is.null(eps), is.null(delta))]
@@ -370,14 +394,14 @@ kbr_tune <- function(x, y, eps, delta, method, kernel_x, kernel_y,
                   cost, as.integer(0.8 * m)))
   grid$sigma_x <- sigma_x
   grid$sigma_y <- sigma_y
-  rows <- if (sub) with_seed(seed, lapply(seq_len(draws), function(k) sort(sample.int(n, m)))) else
+  rows <- if (sub) with_seed(tune$seed, lapply(seq_len(draws), function(k) sort(sample.int(n, m)))) else
     list(seq_len(n))
-  nthreads <- resolve_nthreads(nthreads)
+  cv <- list(folds = 5L, method = fit$method, criterion = "both", seed = 1L,
+             nthreads = resolve_nthreads(tune$nthreads),
+             progress = tune$progress)
   reg <- marg <- 0
   for (i in rows) {
-    tab <- kbr_cv_table(x[i, , drop = FALSE], y[i, , drop = FALSE], grid,
-                        folds = 5L, method = method, criterion = "both",
-                        seed = 1L, nthreads = nthreads, progress = progress)
+    tab <- kbr_cv_table(x[i, , drop = FALSE], y[i, , drop = FALSE], grid, cv)
     reg <- reg + tab$regression
     marg <- marg + tab$marginal
   }

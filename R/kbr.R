@@ -252,8 +252,10 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
   rkx <- resolve_data_kernel(kernel_x, x, "kernel_x", "x")
   rky <- resolve_data_kernel(kernel_y, y, "kernel_y", "y")
   if (is.null(eps) || is.null(delta)) {
-    best <- kbr_tune(x, y, eps, delta, method, kernel_x, kernel_y, progress,
-                     nthreads, points = cv_points)
+    best <- kbr_tune(x, y, list(eps = eps, delta = delta, method = method,
+                                kernel_x = kernel_x, kernel_y = kernel_y),
+                     list(progress = progress, nthreads = nthreads,
+                          points = cv_points))
     eps <- best$eps
     delta <- best$delta
   }
@@ -274,10 +276,7 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     check_prior_reach(m)
     prog$tick(1, "solves")
     res <- .Call(C_kb_kbr_fit, gx, m, gy, eps, delta, method)
-    fit$mu <- res$mu
-    fit$gy <- gy
-    fit$factor <- res$F
-    fit$ipiv <- res$ipiv
+    route <- list(mu = res$mu, gy = gy, factor = res$F, ipiv = res$ipiv)
   } else {
     prog$tick(0, "incomplete Cholesky factors")
     Lx <- incomplete_cholesky(rkx, x, tol, rank)
@@ -288,20 +287,31 @@ kbr <- function(x, y, prior = NULL, prior_weights = NULL,
     b <- if (is.null(prior)) crossprod(Lx, gam) else
       lowrank_features(rkx, x, Lx, U, nthreads) %*% gam
     check_prior_reach(drop(Lx %*% b))
-    fit$mu <- drop(n * lowrank_ridge(Lx, n * eps, b))
-    fit$Ly <- Ly
-    fit$B <- lowrank_operator(Ly, fit$mu, delta, method)
-    fit$rank_x <- ncol(Lx)
-    fit$rank_y <- ncol(Ly)
-    # largest residual diagonal left by the factorisations (0 = exact)
-    fit$residual <- c(x = attr(Lx, "residual"), y = attr(Ly, "residual"))
-    warn_coarse(fit$residual, c(fit$rank_x, fit$rank_y))
+    mu <- drop(n * lowrank_ridge(Lx, n * eps, b))
+    route <- list(mu = mu, Ly = Ly, B = lowrank_operator(Ly, mu, delta, method),
+                  rank_x = ncol(Lx), rank_y = ncol(Ly),
+                  # largest residual diagonal left by the factorisations
+                  # (0 = exact)
+                  residual = c(x = attr(Lx, "residual"),
+                               y = attr(Ly, "residual")))
+    warn_coarse(route$residual, c(route$rank_x, route$rank_y))
   }
   prog$tick(3, "done")
-  if (!all(is.finite(fit$mu))) {
+  if (!all(is.finite(route$mu))) {
     stop_numeric("the prior-to-joint weights mu are not finite; increase 'eps'")
   }
-  structure(fit, class = "kb_kbr")
+  new_kbr(fit, route)
+}
+
+# The one constructor of kb_kbr: `fit`, the data, settings, kernels,
+# tuning record and prior; `route`, the operator of the full path (mu, gy,
+# factor, ipiv) or of the low-rank path (mu, Ly, B, rank_x, rank_y,
+# residual). Every fit has every field, NULL where its path has none.
+new_kbr <- function(fit, route) {
+  f <- c("mu", "gy", "factor", "ipiv", "Ly", "B", "rank_x", "rank_y",
+         "residual")
+  structure(c(fit, lapply(stats::setNames(f, f), function(k) route[[k]])),
+            class = "kb_kbr")
 }
 
 # resolve_kernel() for a kernel argument of kbr(): a median heuristic that

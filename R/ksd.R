@@ -17,16 +17,23 @@ check_score <- function(score, x, arg = "score") {
   }
   if (is.function(score)) return(invisible(score))
   if (is.data.frame(score) || is.matrix(score) || is.numeric(score)) {
-    s <- as_points(score, arg, ncol(x))
-    if (any(dim(s) != dim(x))) {
-      stop_arg(arg, sprintf(paste0("must have the same dimensions as x ",
-                                   "(%d x %d); it is %d x %d"),
-                            nrow(x), ncol(x), nrow(s), ncol(s)))
-    }
+    score_points(score, x, arg)
     return(invisible(score))
   }
   stop_arg(arg, "must be a numeric matrix of gradients, a function or a ",
            "kb_target")
+}
+
+# A score given as points (a matrix, data frame or vector: as_points()),
+# which must have the dimensions of x; the one check of them.
+score_points <- function(score, x, arg) {
+  s <- as_points(score, arg, ncol(x))
+  if (any(dim(s) != dim(x))) {
+    stop_arg(arg, sprintf(paste0("must have the same dimensions as x ",
+                                 "(%d x %d); it is %d x %d"),
+                          nrow(x), ncol(x), nrow(s), ncol(s)))
+  }
+  s
 }
 
 # Scores at the rows of x from a matrix, a one-point function or a kb_target.
@@ -453,10 +460,18 @@ ksd_by_chain <- function(st, smp, weights, type, nthreads, n_boot) {
     out$null_95 <- c(res[1L, ], pooled[1L])
     out$p_value <- c(res[2L, ], pooled[2L])
   }
+  new_ksd_by_chain(out, st, type, if (test) n_boot else 0L,
+                   !is.null(weights))
+}
+
+# The one constructor of kb_ksd_by_chain: the table `out` (a data frame, a
+# row per chain and one for all), with the Stein setup's kernel and
+# standardisation, the statistic's type, the bootstrap replicates (0: no
+# test) and whether the KSDs are weighted as attributes.
+new_ksd_by_chain <- function(out, st, type, n_boot, weighted) {
   structure(out, class = c("kb_ksd_by_chain", "data.frame"),
             kernel = st$kernel, standardize = !is.null(st$scale),
-            type = type, n_boot = if (test) n_boot else 0L,
-            weighted = !is.null(weights))
+            type = type, n_boot = n_boot, weighted = weighted)
 }
 
 #' @export
@@ -535,6 +550,12 @@ ksd_path <- function(x, score, kernel = imq_kernel(), standardize = TRUE,
     path[r] <- sqrt(pmax(check_total(cumsum(sums$sums)), 0)) /
       seq_along(r)
   }
+  new_ksd_path(path, st, smp)
+}
+
+# The one constructor of kb_ksd_path: the running KSD of each row, the
+# Stein setup (sizes, kernel, scale) and the sample's chain labels.
+new_ksd_path <- function(path, st, smp) {
   structure(list(ksd = path, n = st$n, d = st$d, kernel = st$kernel,
                  standardize = !is.null(st$scale), scale = st$scale,
                  chain = smp$chain, iteration = smp$iteration),
@@ -570,10 +591,23 @@ summary.kb_ksd_path <- function(object, ...) {
   n <- object$n
   at <- unique(pmin(n, c(1L, 10L, 100L, 1000L, 10000L, 100000L, n)))
   at <- at[at <= n]
-  structure(list(n = n, d = object$d, at = at, ksd = object$ksd[at],
-                 min = min(object$ksd), which_min = which.min(object$ksd),
-                 kernel = describe_ksd_kernel(object$kernel, object[["scale"]]),
-                 standardize = object$standardize),
+  new_summary_ksd_path(object, describe_ksd_kernel(object$kernel,
+                                                   object[["scale"]]),
+                       list(at = at, ksd = object$ksd[at],
+                            min = min(object$ksd),
+                            which_min = which.min(object$ksd)))
+}
+
+# The one constructor of summary.kb_ksd_path: the path's sizes and
+# standardisation, the kernel's description, and either `points` (one
+# path: at, the sizes shown; ksd, its values there; min, which_min) or
+# `chains` (a table, a row per chain). The fields of the other are NULL.
+new_summary_ksd_path <- function(object, kernel, points = list(),
+                                 chains = NULL) {
+  structure(list(n = object$n, d = object$d, at = points$at,
+                 ksd = points$ksd, min = points$min,
+                 which_min = points$which_min, chains = chains,
+                 kernel = kernel, standardize = object$standardize),
             class = "summary.kb_ksd_path")
 }
 
@@ -603,10 +637,8 @@ summary_chain_paths <- function(object) {
                     final = vapply(rows, function(r) object$ksd[r[length(r)]], 0),
                     min = vapply(rows, function(r) min(object$ksd[r]), 0),
                     at = vapply(rows, function(r) which.min(object$ksd[r]), 1L))
-  structure(list(n = object$n, d = object$d, chains = tab,
-                 kernel = describe_resolved(object$kernel),
-                 standardize = object$standardize),
-            class = "summary.kb_ksd_path")
+  new_summary_ksd_path(object, describe_resolved(object$kernel),
+                       chains = tab)
 }
 
 #' @export

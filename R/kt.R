@@ -226,7 +226,8 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
     extra$compress <- keep[res$compress]
     path <- kt_sel_path(setup, index, extra$compress, stein, nthreads)
   }
-  out <- new_thin(index, x, path, if (stein) "ksd" else "mmd",
+  out <- new_thin(index, x,
+           stats::setNames(list(path), if (stein) "ksd" else "mmd"),
            if (method == "kt") "kernel thinning" else "Compress++ (kernel thinning)",
            if (stein) setup else setup[c("kernel", "scale")],
            c(list(standardize = !is.null(setup$scale), unique = FALSE, swap = swap,

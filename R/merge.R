@@ -63,14 +63,16 @@ same_kernel <- function(a, b) {
 # the budget.  how = "stein_thin" instead picks `size` points greedily.
 # `quiet_scales`: no message when only the column scales differ (the
 # chains of ksdt_chains(), each standardised on its pilot, as documented
-# there).
+# there).  `arg_names`: the caller's names of the dictionaries (`dicts`,
+# default "..."), of `how` and of `size`, for the messages.
 merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
-                        budget = 0, nthreads = 1L, args = NULL,
-                        how_arg = "how", size_arg = "size",
+                        budget = 0, nthreads = 1L, arg_names = list(),
                         quiet_scales = FALSE) {
-  how <- check_choice(how, c("ksdt", "stein_thin"), how_arg)
-  check_dicts(dicts, args %||% rep("...", length(dicts)))
-  if (how == "stein_thin" && !is.null(size)) size <- check_count(size, size_arg)
+  how <- check_choice(how, c("ksdt", "stein_thin"), arg_names$how %||% "how")
+  check_dicts(dicts, arg_names$dicts %||% rep("...", length(dicts)))
+  if (how == "stein_thin" && !is.null(size)) {
+    size <- check_count(size, arg_names$size %||% "size")
+  }
   budget <- check_number(budget, "budget", lower = 0)
   rk <- dicts[[1L]]$kernel
   scale <- dicts[[1L]][["scale"]]
@@ -124,7 +126,7 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
     rows <- res$index
   } else {
     if (is.null(size)) size <- best_n
-    size <- check_count(size, size_arg, max = nrow(pts))
+    size <- check_count(size, arg_names$size %||% "size", max = nrow(pts))
     # judged below against the dictionaries' samples, not their union
     th <- suppressWarnings(
       stein_thin(pts, scr, size, kernel = rk$kernel,
@@ -353,5 +355,6 @@ merge.kb_ksdt <- function(x, y, ..., how = c("ksdt", "stein_thin"),
   dicts <- c(list(x, y), list(...))
   merge_dicts(dicts, how = how, size = size, budget = budget,
               nthreads = check_count(nthreads, "nthreads"),
-              args = c("x", "y", rep("...", length(dicts) - 2L)))
+              arg_names = list(dicts = c("x", "y",
+                                         rep("...", length(dicts) - 2L))))
 }

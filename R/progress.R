@@ -194,12 +194,16 @@ progress_lapply <- function(X, FUN, total, label, show, seed = FALSE) {
   if (requireNamespace("progressr", quietly = TRUE)) {
     p <- progressr::progressor(steps = total, label = label, enable = TRUE,
                                on_exit = FALSE)
-    id <- environment(p)$progressor_uuid
-    relay <- function(amount = 1) p(amount = amount)
+    # this call's updates, told from any other progressor's by a class of
+    # their own (progressr's public API: progression()'s `class`, which a
+    # progressor passes on); a condition that lost the class would only
+    # leave the line to advance at the end (rep$tick(total) below)
+    tag <- relay_class()
+    relay <- function(amount = 1) p(amount = amount, class = tag)
     res <- withCallingHandlers(
       kb_lapply(X, function(x) FUN(x, relay), seed = seed),
       progression = function(c) {
-        if (identical(c$progressor_uuid, id) && identical(c$type, "update")) {
+        if (inherits(c, tag) && identical(c$type, "update")) {
           rep$add(c$amount %||% 1)
         }
       })
@@ -212,3 +216,12 @@ progress_lapply <- function(X, FUN, total, label, show, seed = FALSE) {
   rep$tick(total)
   res
 }
+
+# A condition class unique to one progress_lapply() call in this session
+# (a counter, so that no random number is drawn).
+relay_class <- function() {
+  relay_state$n <- relay_state$n + 1
+  sprintf("kb_progress_relay_%.0f", relay_state$n)
+}
+relay_state <- new.env(parent = emptyenv())
+relay_state$n <- 0

@@ -694,9 +694,15 @@ ksd_result <- function(x, score, reference, args, own) {
   RS <- if (!is.null(R$score)) R$score else resolve_score(score, R$x)
   R <- R$x
   ref <- ksd_under(R, RS, rk$kernel, rk$scale, NULL, "V", nthreads)
-  structure(list(ksd = value, reference = ref, m = nrow(P), n = nrow(R),
-                 kernel = describe_ksd_kernel(rk$kernel, rk$scale)),
-            class = "kb_ksd_compare")
+  new_ksd_compare(value, ref, nrow(P), nrow(R),
+                  describe_ksd_kernel(rk$kernel, rk$scale))
+}
+
+# The one constructor of kb_ksd_compare: a result's KSD, the reference
+# sample's, their sizes and the kernel's description.
+new_ksd_compare <- function(ksd, reference, m, n, kernel) {
+  structure(list(ksd = ksd, reference = reference, m = m, n = n,
+                 kernel = kernel), class = "kb_ksd_compare")
 }
 
 # The points of ksd()'s `reference` (and its own scores when it is a

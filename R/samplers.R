@@ -38,8 +38,12 @@ check_step <- function(step) {
   step
 }
 
-run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
-                     scores = TRUE, progress = FALSE) {
+# A chain of `sampler` ("rwm" or "mala") from x0. `chain`, the chain's
+# settings: step (NULL: adapted), warmup, target_accept, scores (whether
+# the scores of the states are kept) and progress.
+run_mcmc <- function(sampler, target, x0, n_iter, chain) {
+  step <- chain$step
+  warmup <- chain$warmup
   check_target(target)
   x0 <- check_x0(x0, target)
   n_iter <- check_count(n_iter, "n_iter")
@@ -57,15 +61,15 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
   if (adapt && warmup < 1L) {
     stop_arg("warmup", "must be at least 1 when the step size is adapted")
   }
-  target_accept <- check_number(target_accept, "target_accept", lower = 0,
+  target_accept <- check_number(chain$target_accept, "target_accept", lower = 0,
                                 upper = 1, lower_open = TRUE,
                                 upper_open = TRUE)
-  prog <- progress_reporter(warmup + n_iter, toupper(sampler), progress)
+  prog <- progress_reporter(warmup + n_iter, toupper(sampler), chain$progress)
   res <- .Call(C_kb_mcmc, closure_env(target),
                list(sampler = sampler, vectorized = target$vectorized,
                     x0 = x0, n_iter = n_iter, step = step, warmup = warmup,
                     adapt = adapt, target_accept = target_accept,
-                    scores = scores, progress = prog$callback()))
+                    scores = chain$scores, progress = prog$callback()))
   prog$done()
   colnames(res$x) <- names(x0)
   if (n_iter >= 100L && res$accept_rate < 0.01) {
@@ -75,11 +79,17 @@ run_mcmc <- function(sampler, target, x0, n_iter, step, warmup, target_accept,
                     toupper(sampler), 100 * res$accept_rate,
                     format(res$step, digits = 3)), call. = FALSE)
   }
+  new_chain(res, adapt, warmup, toupper(sampler), n_iter, target$dim)
+}
+
+# The one constructor of kb_chain: the states, scores and log densities,
+# acceptance rate and final step of `res` (src/samplers.c's result), and
+# the run's settings.
+new_chain <- function(res, adapted, warmup, sampler, n_iter, d) {
   structure(list(x = res$x, score = res$score, log_density = res$log_density,
                  accept_rate = res$accept_rate, step = res$step,
-                 adapted = adapt, warmup = warmup,
-                 sampler = toupper(sampler),
-                 n_iter = n_iter, d = target$dim),
+                 adapted = adapted, warmup = warmup, sampler = sampler,
+                 n_iter = n_iter, d = d),
             class = "kb_chain")
 }
 
@@ -127,8 +137,10 @@ rwm <- function(target, x0, n_iter, step_size = NULL, warmup = NULL,
     step_size <- deprecated_arg("step", "step_size", "rwm", step,
                                 missing(step_size))
   }
-  run_mcmc("rwm", target, x0, n_iter, step_size, warmup, target_accept,
-           progress = progress)
+  run_mcmc("rwm", target, x0, n_iter,
+           list(step = step_size, warmup = warmup,
+                target_accept = target_accept, scores = TRUE,
+                progress = progress))
 }
 
 #' @rdname rwm
@@ -139,8 +151,10 @@ mala <- function(target, x0, n_iter, step_size = NULL, warmup = NULL,
     step_size <- deprecated_arg("step", "step_size", "mala", step,
                                 missing(step_size))
   }
-  run_mcmc("mala", target, x0, n_iter, step_size, warmup, target_accept,
-           progress = progress)
+  run_mcmc("mala", target, x0, n_iter,
+           list(step = step_size, warmup = warmup,
+                target_accept = target_accept, scores = TRUE,
+                progress = progress))
 }
 
 #' @export

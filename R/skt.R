@@ -149,7 +149,9 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
                      st$s[seq_rows, , drop = FALSE], st$kernel, nthreads)
     u <- stats::runif(g * N / 2)
     # KT-SPLIT only: a KT-SWAP within the multiset as well lowered the KSD
-    # but worsened every KSD-free yardstick (NEWS, issue 17)
+    # but worsened every KSD-free yardstick (W2, errors of means and
+    # covariances; NEWS, "Kernel thinning, Compress++ and Stein kernel
+    # thinning")
     res <- .Call(C_kb_kernel_thin, Ks, g, delta, u, NULL, FALSE)
     cs <- res$coresets
     if (ncol(cs) > 1L) {
@@ -196,7 +198,7 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
     extra$weights <- wt
     extra$ksd_weighted <- sqrt(max(drop(crossprod(v, Ku %*% v)), 0))
   }
-  out <- new_thin(index, x, path, "ksd", "Stein kernel thinning", st,
+  out <- new_thin(index, x, list(ksd = path), "Stein kernel thinning", st,
            c(list(standardize = !is.null(st$scale), unique = FALSE), extra,
              sample_labels(smp, index)))
   warn_distortion(out, "stein_kernel_thin")

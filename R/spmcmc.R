@@ -71,8 +71,10 @@ run_ksdt_sampler <- function(target, x0, n_iter, stream, run) {
     # pilot chain: adapts the step (when not given) and supplies the sample
     # that the column scales (standardize = TRUE) and preconditioner
     # heuristics are resolved on; it is not returned
-    pilot <- run_mcmc(a$sampler, target, x0, a$warmup, step, a$warmup,
-                      a$target_accept, scores = FALSE)
+    pilot <- run_mcmc(a$sampler, target, x0, a$warmup,
+                      list(step = step, warmup = a$warmup,
+                           target_accept = a$target_accept, scores = FALSE,
+                           progress = FALSE))
     step <- pilot$step
     x0 <- pilot$x[a$warmup, ]
   }

@@ -170,11 +170,14 @@ stan_target <- function(fit) {
     }
     g
   }
-  tg <- new_target(log_density, score, d, TRUE, FALSE, NULL,
-                   paste("Stan model", sf@model_name), names = nm)
-  # its closures work only in this process (check_target_futures())
-  class(tg) <- c("kb_stan_target", class(tg))
-  tg
+  new_stan_target(new_target(log_density, score, d, TRUE, FALSE, NULL,
+                             paste("Stan model", sf@model_name), names = nm))
+}
+
+# The one constructor of kb_stan_target: a kb_target (new_target()) whose
+# closures work only in this process (check_target_futures()).
+new_stan_target <- function(target) {
+  structure(target, class = c("kb_stan_target", class(target)))
 }
 
 #' Move Stan draws between the constrained and unconstrained scales
@@ -325,11 +328,11 @@ constrain_draws <- function(fit, upars) {
 }
 
 # Internal: what the functions that take x and score make of a Stan fit (the
-# kb_sample fields of the issue 14 spec).  x: unconstrained post-warmup
-# draws, chain-major as posterior::as_draws_df() orders them; score: the
-# gradients there (Jacobian included); chain, iteration: integer labels per
-# row; draws: posterior::as_draws_df() of the stanfit (the fit's names,
-# lp__ kept), one row per row of x; target: stan_target().  All of it is
+# fields of a kb_sample, as_sample()'s result in draws.R).  x: unconstrained
+# post-warmup draws, chain-major as posterior::as_draws_df() orders them;
+# score: the gradients there (Jacobian included); chain, iteration: integer
+# labels per row; draws: posterior::as_draws_df() of the stanfit (the fit's
+# names, lp__ kept), one row per row of x; target: stan_target().  All of it is
 # kept in stan_memo (below) and reused while the fit is the same, so that
 # ksd(fit), stein_thin(fit), ... on one fit evaluate its gradients once.
 stan_sample <- function(fit, progress = NULL, gradients = TRUE) {
@@ -374,7 +377,7 @@ stan_gradients <- function(sf, x, progress) {
   score
 }
 
-# ---- the fits' samples, kept (issue 30) --------------------------------------
+# ---- the fits' samples, kept: gradients are evaluated once per fit -----------
 
 # The samples of the last few fits (LRU, most recent first; option
 # kernbayes.stan_cache, default 4, 0 keeps none).  An entry is valid for a

@@ -178,24 +178,33 @@ stein_points <- function(target, n, method = c("greedy", "herding"),
   res <- if (optimizer == "grid") sp_grid(run, prog) else
     sp_search(run, optimizer, prog)
   prog$done()
-  out <- new_thin(seq_len(n), res$x, sqrt(pmax(cumsum(res$gain), 0)) /
-                    seq_len(n), "ksd",
+  out <- new_thin(seq_len(n), res$x,
+                  list(ksd = sqrt(pmax(cumsum(res$gain), 0)) / seq_len(n)),
                   sprintf("Stein Points (%s, %s)", method, switch(optimizer,
                     mc = "Monte Carlo", nm = "Nelder-Mead", grid = "grid")),
                   list(kernel = rk, scale = NULL, s = in_basis(res$s, rk)),
                   list(standardize = FALSE, unique = FALSE), reference = NULL)
-  out$criterion <- res$criterion
-  out$criterion_start <- res$criterion_start
-  out$n_eval <- res$n_eval
-  out$radius2 <- radius2
-  out$criterion_type <- method
-  out$optimizer <- optimizer
-  out$truncation <- if (truncation == "none") NULL else
-    list(rule = truncation, c2 = c2)
-  out$control <- ctl
-  out$candidates <- res$candidates
-  class(out) <- c("kb_stein_points", class(out))
-  out
+  new_stein_points(out, res, list(
+    radius2 = radius2, criterion_type = method, optimizer = optimizer,
+    truncation = if (truncation == "none") NULL else
+      list(rule = truncation, c2 = c2),
+    control = ctl))
+}
+
+# The one constructor of kb_stein_points: the kb_thin of the points
+# (new_thin()) with the search's record (`res`: criterion,
+# criterion_start, n_eval, candidates) and its settings (radius2,
+# criterion_type, optimizer, truncation, NULL for none, and control).
+new_stein_points <- function(thin, res, settings) {
+  out <- c(unclass(thin),
+           list(criterion = res$criterion,
+                criterion_start = res$criterion_start, n_eval = res$n_eval,
+                radius2 = settings$radius2,
+                criterion_type = settings$criterion_type,
+                optimizer = settings$optimizer,
+                truncation = settings$truncation,
+                control = settings$control, candidates = res$candidates))
+  structure(out, class = c("kb_stein_points", class(thin)))
 }
 
 # The kernel of a Stein Points run, resolved without a sample: heuristics

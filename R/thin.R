@@ -10,7 +10,9 @@ check_m <- function(m, n, unique) {
   m
 }
 
-# The one constructor of kb_thin. `setup`: the stein_setup() of the sample
+# The one constructor of kb_thin. `path`: the discrepancy after each
+# selected point, a one-element list named by the discrepancy (ksd or
+# mmd), which names its field. `setup`: the stein_setup() of the sample
 # (Stein thinning), or list(kernel, scale) (the resolved kernel and column
 # scales of MMD thinning, no scores). Kept for ksd(th)
 # to recompute the printed KSD exactly: the resolved kernel, the
@@ -20,7 +22,7 @@ check_m <- function(m, n, unique) {
 # weighted selection) become fields.  `reference`: the moments the
 # selection is judged against (moments.R; NULL: no report, for Stein
 # Points, which select from no sample), described by `against`.
-new_thin <- function(index, x, path, path_name, method, setup, settings,
+new_thin <- function(index, x, path, method, setup, settings,
                      reference = sample_moments(x),
                      against = sprintf("the sample (%d points)", nrow(x))) {
   score <- NULL
@@ -35,7 +37,7 @@ new_thin <- function(index, x, path, path_name, method, setup, settings,
   }
   structure(c(list(index = index, points = x[index, , drop = FALSE],
                    score = score),
-              stats::setNames(list(path), path_name),
+              path,
               list(method = method, n = nrow(x), d = ncol(x), m = length(index),
                    kernel = kernel, scale = scale, sample = x),
               settings,
@@ -167,7 +169,7 @@ stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
                nthreads, prog$callback())
   prog$done()
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
-  out <- new_thin(res$index, x, path, "ksd", if (is.null(lambda)) "Stein thinning"
+  out <- new_thin(res$index, x, list(ksd = path), if (is.null(lambda)) "Stein thinning"
            else "regularised Stein thinning", st,
            c(list(standardize = !is.null(st$scale), unique = unique,
                   regularize = if (is.null(lambda)) FALSE else ctl$lambda),
@@ -409,7 +411,7 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
   path <- sqrt(pmax(thin_path_sums(res$gain), 0)) / seq_len(m)
   # judged against the sample from the proxy q: moving its moments towards
   # p is the method's purpose, so a shift is reported but not warned of
-  out <- new_thin(res$index, x, path, "ksd", "gradient-free Stein thinning",
+  out <- new_thin(res$index, x, list(ksd = path), "gradient-free Stein thinning",
                   st, c(list(standardize = !is.null(st$scale), unique = unique),
                         sample_labels(smp, res$index)),
                   against = sprintf("the sample from the proxy q (%d points)",
@@ -478,7 +480,7 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
   j <- seq_len(m)
   mmd2 <- cumsum(res$gain) / j^2 - 2 * cumsum(res$mu[res$index]) / j +
     mean(res$mu[rows])
-  out <- new_thin(res$index, x, sqrt(pmax(mmd2, 0)), "mmd", "MMD thinning",
+  out <- new_thin(res$index, x, list(mmd = sqrt(pmax(mmd2, 0))), "MMD thinning",
            list(kernel = rk, scale = scale),
            c(list(standardize = !is.null(scale), unique = unique,
                   embed_size = length(rows)), sample_labels(smp, res$index)))

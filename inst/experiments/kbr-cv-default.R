@@ -74,8 +74,9 @@ for (s in seeds) {
   g2 <- cbind(grid, sigma_x = sx, sigma_y = sy)
   sub_r <- sub_m <- sub_r1 <- 0
   for (i in ii) {
-    tab <- kernbayes:::kbr_cv_table(dat$x[i, ], dat$y[i, ], g2, 5L, "kbr",
-                                    "both", 1L, 1L, NULL)
+    tab <- kernbayes:::kbr_cv_table(dat$x[i, ], dat$y[i, ], g2, list(
+      folds = 5L, method = "kbr", criterion = "both", seed = 1L,
+      nthreads = 1L, progress = NULL))
     if (identical(i, ii[[1]])) sub_r1 <- tab$regression
     sub_r <- sub_r + tab$regression
     sub_m <- sub_m + tab$marginal

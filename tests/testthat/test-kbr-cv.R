@@ -183,6 +183,12 @@ test_that("kbr_cv(method = \"kbr\") equals the direct solves when G_Y has rank 1
 })
 
 test_that("kbr_cv(method = \"iw\") equals the direct solves on both of its paths, at every rank", {
+  # kbr_cv()'s search on one bandwidth setting, 3 folds, 1 thread
+  cv_grid <- function(Gx, Gy, fold, grid, crit, path) {
+    kernbayes:::kbr_cv_grid(Gx, Gy, fold, grid, list(
+      folds = 3L, criterion = crit, method = path, nthreads = 1L,
+      progress = FALSE), "cv")
+  }
   # src/kbrcv.c evaluates a fold's grid for "iw" either on the factor (thin
   # QR of S P, an r x r eigen-decomposition, the held-out columns split
   # into N's span and its complement) or by the eigen-decomposition of the
@@ -205,8 +211,7 @@ test_that("kbr_cv(method = \"iw\") equals the direct solves on both of its paths
     for (crit in c("regression", "marginal")) {
       ref <- cv_direct_ref(Gx, Gy, fold, grid, crit, "iw")
       for (path in c("iw", "iw_factor", "iw_eigen")) {
-        got <- kernbayes:::kbr_cv_grid(Gx, Gy, fold, 3L, grid, crit, path,
-                                       1L, "cv", FALSE)
+        got <- cv_grid(Gx, Gy, fold, grid, crit, path)
         expect_lt(rel_err(got, ref), 1e-8)
         expect_identical(which.min(got), which.min(ref))
       }
@@ -215,8 +220,7 @@ test_that("kbr_cv(method = \"iw\") equals the direct solves on both of its paths
     # reference, on every path and on method "kbr"
     for (path in c("kbr", "iw", "iw_factor", "iw_eigen")) {
       rm <- if (path == "kbr") "kbr" else "iw"
-      got <- kernbayes:::kbr_cv_grid(Gx, Gy, fold, 3L, grid, "both", path,
-                                     1L, "cv", FALSE)
+      got <- cv_grid(Gx, Gy, fold, grid, "both", path)
       expect_identical(colnames(got), c("regression", "marginal"))
       expect_lt(rel_err(got[, "regression"],
                         cv_direct_ref(Gx, Gy, fold, grid, "regression", rm)), 1e-8)
@@ -242,14 +246,11 @@ test_that("kbr_cv(method = \"iw\") equals the direct solves on both of its paths
     for (crit in c("regression", "marginal")) {
       ref <- cv_direct_ref(Gx, Gy, fold, grid, crit, "iw")
       for (path in c("iw_factor", "iw_eigen")) {
-        expect_lt(rel_err(kernbayes:::kbr_cv_grid(Gx, Gy, fold, 3L, grid,
-                                                  crit, path, 1L, "cv",
-                                                  FALSE), ref), 1e-9)
+        expect_lt(rel_err(cv_grid(Gx, Gy, fold, grid, crit, path), ref), 1e-9)
       }
     }
   }
-  expect_error(kernbayes:::kbr_cv_grid(Gx, Gy, fold, 3L, grid, "marginal",
-                                       "iw_fast", 1L, "cv", FALSE), "method")
+  expect_error(cv_grid(Gx, Gy, fold, grid, "marginal", "iw_fast"), "method")
 })
 
 test_that("kbr_cv(method = \"iw\") gives the same table on 1 and 2 threads", {
