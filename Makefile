@@ -37,7 +37,7 @@ BOOST     = if (!nzchar(system.file("include", package = "BH")) && \
                 stop("setup: BH headers still missing after installing BH into ", lib); \
             }
 
-.PHONY: setup install demo check test valgrind bench document clean
+.PHONY: setup install demo check lint test valgrind bench document clean
 
 # Debian's prebuilt packages install in seconds; CRAN is the fallback.
 setup:
@@ -81,6 +81,11 @@ check: $(TARBALL)
 	  if [ $$status -ne 0 ]; then exit $$status; fi; \
 	  if grep -qE '^Status:.*(ERROR|WARNING)' $(PKG).Rcheck/00check.log; then \
 	    echo "check: R CMD check reported a WARNING or ERROR"; exit 1; fi
+
+# ARCHITECTURE.md's rules, checked by tools/lint.R (base R only; no
+# install): one line per violation, non-zero exit when there is any.
+lint:
+	$(RSCRIPT) tools/lint.R
 
 # tests against the installed package, without the full check
 test: install

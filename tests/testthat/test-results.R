@@ -256,7 +256,7 @@ test_that("posterior reports no R-hat or ESS of a selection's order", {
     expect_s3_class(r, "draws_summary")
     expect_identical(names(r), c("variable", "mean", "median", "sd", "mad",
                                  "q5", "q95"))
-    p <- kernbayes:::result_points(obj)
+    p <- if (inherits(obj, "kb_particles")) obj$x else obj$points
     ref <- posterior::summarise_draws(posterior::as_draws_df(obj),
                                       "mean", "median", "sd", "mad",
                                       "quantile2")
