@@ -244,9 +244,11 @@ kbr_cv_grid <- function(gx, gy, fold, grid, cv, label) {
           marginal = one(tab[cbind(idx, a, 2L)], TRUE))
   }
   run <- function(only, nt, cb) {
-    .Call(C_kb_kbr_cv, gx, gy, as.integer(fold), as.integer(folds),
-          as.integer(only), as.double(ue), as.double(ud), criterion, method,
-          as.integer(nt), cb)
+    .Call(C_kb_kbr_cv, gx, gy, as.integer(fold),
+          list(folds = as.integer(folds), only = as.integer(only),
+               eps = as.double(ue), delta = as.double(ud),
+               criterion = criterion, method = method,
+               nthreads = as.integer(nt), progress = cb))
   }
   futures <- requireNamespace("future.apply", quietly = TRUE) &&
     !inherits(future::plan(), "sequential")

@@ -1,7 +1,7 @@
 /* The argument layer of the C floor (args.h). */
 #include "args.h"
 
-#define ARG_ERROR(...) kb_error_class("kb_error_arg", __VA_ARGS__)
+#define ARG_ERROR(...) kb_error_arg(__VA_ARGS__)
 
 int kb_arg_matrix(SEXP x, const char *what, int nrow, int ncol)
 {

@@ -44,7 +44,7 @@ SEXP kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
         KB_INTERNAL("rho is not an environment");
     SEXP sym = Rf_install(what);
     if (!Rf_isFunction(Rf_findVarInFrame(rho, sym)))
-        kb_error_class("kb_error_arg", _("'%s' must be a function"), what);
+        kb_error_arg(_("'%s' must be a function"), what);
     cl->row_matrix = 0;
     cl->arg = PROTECT(Rf_allocVector(REALSXP, d));
     cl->call = Rf_lang2(sym, cl->arg);

@@ -36,8 +36,7 @@ SEXP kb_kbr_filter(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_kbr_mu(SEXP, SEXP, SEXP);
 SEXP kb_kbr_apply(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_kbr_weights(SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_kbr_cv(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP,
-               SEXP);
+SEXP kb_kbr_cv(SEXP, SEXP, SEXP, SEXP);
 
 /* kernels.c */
 SEXP kb_gram(SEXP, SEXP, SEXP, SEXP);

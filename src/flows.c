@@ -366,19 +366,6 @@ static double svgd_median_h(const double *X, R_xlen_t n, int d, int nt)
 
 /* ---- SVGD: the direction ---------------------------------------------- */
 
-/* Tile number -> (I, J), I <= J, row-major over the upper triangle of T x T
- * tiles. */
-static void upper_tile(R_xlen_t T, R_xlen_t tile, R_xlen_t *I, R_xlen_t *J)
-{
-    R_xlen_t i = 0, rem = tile;
-    while (rem >= T - i) {
-        rem -= T - i;
-        i++;
-    }
-    *I = i;
-    *J = i + rem;
-}
-
 /* The n^2 pairs are visited in tiles of the upper triangle, each kernel
  * value computed once and added to both of its rows.  The tiles are dealt
  * to G = svgd_lanes(n, d) lanes (tile t to lane t mod G); a lane adds its
@@ -463,7 +450,7 @@ static void svgd_lane(void *ctx, R_xlen_t g, double *tb)
         R_xlen_t tile = g + k * q->G, I, J;
         if (tile >= q->ntile)
             break;
-        upper_tile(q->T, tile, &I, &J);
+        kb_tile_upper(q->T, tile, &I, &J);
         R_xlen_t i0 = I * SVGD_TILE, j0 = J * SVGD_TILE,
             i1 = i0 + SVGD_TILE < q->n ? i0 + SVGD_TILE : q->n,
             j1 = j0 + SVGD_TILE < q->n ? j0 + SVGD_TILE : q->n;
@@ -539,7 +526,7 @@ static double svgd_direction(svgd_ctx *q, int nt, double h, double *phi)
                            "rescale the problem"), h);
     kb_kernel K;
     kb_kernel_gaussian(&K, q->d, &lam);
-    R_xlen_t n = q->n, T = (n + SVGD_TILE - 1) / SVGD_TILE;
+    R_xlen_t n = q->n, T = kb_tiles_side(n, SVGD_TILE);
     q->K = &K;
     q->T = T;
     q->ntile = T * (T + 1) / 2;
@@ -580,7 +567,7 @@ SEXP kb_svgd_phi(SEXP x, SEXP s, SEXP h_, SEXP nthreads)
     int nt = kb_nthreads(nthreads);
     double h = kb_scalar_real(h_, "h");
     if (n < 2)
-        kb_error_class("kb_error_arg", _("SVGD needs at least 2 particles"));
+        kb_error_arg(_("SVGD needs at least 2 particles"));
     kb_check_interrupt();
     svgd_ctx q = {.X = REAL(x), .S = REAL(s), .n = n, .d = d};
     if (!(h > 0.0))
@@ -605,12 +592,12 @@ SEXP kb_svgd_median(SEXP x, SEXP cap, SEXP bracket, SEXP nthreads)
     int n = kb_arg_matrix(x, "x", -1, -1), d = Rf_ncols(x);
     int nt = kb_nthreads(nthreads);
     if (n < 2)
-        kb_error_class("kb_error_arg", _("'x' must have at least 2 rows"));
+        kb_error_arg(_("'x' must have at least 2 rows"));
     const double *br = NULL;
     if (!Rf_isNull(bracket)) {
         if (TYPEOF(bracket) != REALSXP || XLENGTH(bracket) != 2)
-            kb_error_class("kb_error_arg", _("'bracket' must be NULL or two "
-                                             "numbers"));
+            kb_error_arg(_("'bracket' must be NULL or two "
+                           "numbers"));
         br = REAL(bracket);
     }
     kb_check_interrupt();
@@ -710,10 +697,10 @@ SEXP kb_cross_kernel(SEXP z, SEXP x, SEXP w, SEXP kern, SEXP nthreads)
 
 /* kb_cross_kernel() with z = x, each pair's phi and phi' computed once: the
  * pairs are visited in SELF_TILE x SELF_TILE tiles (I, J), I <= J, of the
- * upper triangle.  A tile writes its row sums (block I) and column sums
- * (block J) to its own slot of a batch buffer; after each batch the slots
- * are added to the totals in tile order, so the sums do not depend on the
- * number of threads or the schedule.  Per point the sums are the value
+ * upper triangle (kb_tile_upper).  A tile writes its row sums (block I)
+ * and column sums (block J) to its own slot (kb_slots); after each batch
+ * the slots are added to the totals in tile order, so the sums do not
+ * depend on the number of threads or the schedule.  Per point the sums are the value
  * sum_j w_j phi, c1 = sum_j w_j c_ij and cx_k = sum_j w_j c_ij x_jk with
  * c = 2 lam phi'; the gradient is x_i c1 - cx (as cross_row). */
 #define SELF_TILE 64
@@ -722,9 +709,10 @@ SEXP kb_cross_kernel(SEXP z, SEXP x, SEXP w, SEXP kern, SEXP nthreads)
 typedef struct {
     const kb_kernel *K;
     const double *X, *W;
-    R_xlen_t n, T, t0;        /* points, tiles per side, the batch's first */
-    double *slots;            /* per tile: 2 SELF_TILE SELF_NS sums */
+    R_xlen_t n, T;            /* points, tiles per side */
+    kb_slots S;               /* per tile: 2 SELF_TILE SELF_NS sums */
     double phi00;             /* phi(0) */
+    double *tot;              /* SELF_NS x n totals, one sum after another */
 } self_ctx;
 
 /* One tile into its slot: rows (layout: sum s of row a at s SELF_TILE + a)
@@ -737,12 +725,11 @@ static void self_tile(void *ctx, R_xlen_t tile, double *buf)
     const double lam = q->K->lam[0], *W = q->W, *X = q->X;
     const R_xlen_t n = q->n;
     R_xlen_t I, J;
-    upper_tile(q->T, tile, &I, &J);
+    kb_tile_upper(q->T, tile, &I, &J);
     R_xlen_t i0 = I * SELF_TILE, j0 = J * SELF_TILE,
         i1 = i0 + SELF_TILE < n ? i0 + SELF_TILE : n,
         j1 = j0 + SELF_TILE < n ? j0 + SELF_TILE : n;
-    double *rows = q->slots + (size_t) (tile - q->t0) * 2 * ns * SELF_TILE,
-        *cols = rows + ns * SELF_TILE;
+    double *rows = kb_slot(&q->S, tile), *cols = rows + ns * SELF_TILE;
     memset(rows, 0, 2 * ns * SELF_TILE * sizeof(double));
     double *r = buf, *p0 = r + SELF_TILE, *p1 = p0 + SELF_TILE,
         *p2 = p1 + SELF_TILE, *xi = p2 + SELF_TILE;
@@ -784,6 +771,52 @@ static void self_tile(void *ctx, R_xlen_t tile, double *buf)
     }
 }
 
+/* A tile's slot added to the totals. */
+static void self_merge(void *ctx, R_xlen_t tile, const double *slot)
+{
+    const self_ctx *q = (const self_ctx *) ctx;
+    const R_xlen_t n = q->n;
+    const size_t ns = SELF_NS(q->K->d);
+    R_xlen_t I, J;
+    kb_tile_upper(q->T, tile, &I, &J);
+    const double *rows = slot, *cols = rows + ns * SELF_TILE;
+    R_xlen_t i0 = I * SELF_TILE, j0 = J * SELF_TILE;
+    int mi = (int) (n - i0 < SELF_TILE ? n - i0 : SELF_TILE),
+        mj = (int) (n - j0 < SELF_TILE ? n - j0 : SELF_TILE);
+    for (size_t s = 0; s < ns; s++) {
+        double *ts = q->tot + s * (size_t) n;
+        for (int a = 0; a < mi; a++)
+            ts[i0 + a] += rows[s * SELF_TILE + a];
+        for (int a = 0; a < mj; a++)
+            ts[j0 + a] += cols[s * SELF_TILE + a];
+    }
+}
+
+/* The totals over every tile, in batches of slots of about 4 MB (at least
+ * 4 tiles a thread). */
+static void self_sums(self_ctx *q, int nt)
+{
+    const int d = q->K->d;
+    const size_t ns = SELF_NS(d), per_tile = 2 * ns * SELF_TILE;
+    R_xlen_t ntile = q->T * (q->T + 1) / 2,
+        batch = (R_xlen_t) ((1 << 19) / per_tile);
+    if (batch < 4 * nt)
+        batch = 4 * nt;
+    if (batch > ntile)
+        batch = ntile;
+    q->tot = (double *) R_alloc(ns * (size_t) q->n, sizeof(double));
+    memset(q->tot, 0, ns * (size_t) q->n * sizeof(double));
+    q->S.merge = self_merge;
+    kb_slots_alloc(&q->S, per_tile, batch);
+    kb_check_interrupt();
+    kb_loop L = {.nt = nt, .dynamic = 1,
+                 .cost0 = (double) SELF_TILE * SELF_TILE *
+                     (KB_KERNEL_WORK(d) + 2.0 * d),
+                 .scratch = kb_scratch_alloc((size_t) d + 4 * SELF_TILE, nt),
+                 .item = self_tile, .ctx = q};
+    kb_slot_loop_run(&L, &q->S, 0, ntile);
+}
+
 /* .Call entry: kb_cross_kernel(x, x, w, kern, nthreads) by symmetry (the
  * same list(value, grad); sums in another order). */
 SEXP kb_self_kernel(SEXP x, SEXP w, SEXP kern, SEXP nthreads)
@@ -795,51 +828,15 @@ SEXP kb_self_kernel(SEXP x, SEXP w, SEXP kern, SEXP nthreads)
     flow_iso_kernel(kern, d, &K);
     SEXP ans = PROTECT(value_grad_list(n, d)),
         val = VECTOR_ELT(ans, 0), grad = VECTOR_ELT(ans, 1);
-    const size_t ns = SELF_NS(d), per_tile = 2 * ns * SELF_TILE;
-    R_xlen_t T = ((R_xlen_t) n + SELF_TILE - 1) / SELF_TILE,
-        ntile = T * (T + 1) / 2;
-    /* a batch's slots: about 4 MB */
-    R_xlen_t batch = (R_xlen_t) ((1 << 19) / per_tile);
-    if (batch < 4 * nt)
-        batch = 4 * nt;
-    if (batch > ntile)
-        batch = ntile;
-    double *tot = (double *) R_alloc(ns * (size_t) n, sizeof(double));
-    memset(tot, 0, ns * (size_t) n * sizeof(double));
-    self_ctx q = {&K, REAL(x), W, n, T, 0,
-                  (double *) R_alloc(per_tile * (size_t) batch, sizeof(double)),
-                  kb_phi_zero(&K)};
-    kb_check_interrupt();
-    kb_loop L = {.nt = nt, .dynamic = 1,
-                 .cost0 = (double) SELF_TILE * SELF_TILE * (KB_KERNEL_WORK(d) + 2.0 * d),
-                 .scratch = kb_scratch_alloc((size_t) d + 4 * SELF_TILE, nt),
-                 .item = self_tile, .ctx = &q};
-    for (R_xlen_t t0 = 0; t0 < ntile; t0 += batch) {
-        R_xlen_t t1 = t0 + batch < ntile ? t0 + batch : ntile;
-        q.t0 = t0;
-        kb_loop_run(&L, t0, t1);
-        for (R_xlen_t tile = t0; tile < t1; tile++) {
-            R_xlen_t I, J;
-            upper_tile(T, tile, &I, &J);
-            const double *rows = q.slots + (size_t) (tile - t0) * per_tile,
-                *cols = rows + ns * SELF_TILE;
-            R_xlen_t i0 = I * SELF_TILE, j0 = J * SELF_TILE;
-            int mi = (int) (n - i0 < SELF_TILE ? n - i0 : SELF_TILE),
-                mj = (int) (n - j0 < SELF_TILE ? n - j0 : SELF_TILE);
-            for (size_t s = 0; s < ns; s++) {
-                double *ts = tot + s * (size_t) n;
-                for (int a = 0; a < mi; a++)
-                    ts[i0 + a] += rows[s * SELF_TILE + a];
-                for (int a = 0; a < mj; a++)
-                    ts[j0 + a] += cols[s * SELF_TILE + a];
-            }
-        }
-    }
+    self_ctx q = {.K = &K, .X = REAL(x), .W = W, .n = n,
+                  .T = kb_tiles_side(n, SELF_TILE), .phi00 = kb_phi_zero(&K)};
+    self_sums(&q, nt);
     double *V = REAL(val), *G = REAL(grad);
-    const double *c1 = tot + (size_t) n, *X = REAL(x);
-    memcpy(V, tot, (size_t) n * sizeof(double));
+    const double *c1 = q.tot + (size_t) n, *X = REAL(x);
+    memcpy(V, q.tot, (size_t) n * sizeof(double));
     for (int k = 0; k < d; k++) {
-        const double *cx = tot + (2 + (size_t) k) * n, *xk = X + (size_t) k * n;
+        const double *cx = q.tot + (2 + (size_t) k) * n,
+            *xk = X + (size_t) k * n;
         double *gk = G + (size_t) k * n;
         for (R_xlen_t i = 0; i < n; i++)
             gk[i] = xk[i] * c1[i] - cx[i];
@@ -1092,7 +1089,7 @@ SEXP kb_mied_grad(SEXP x, SEXP V_, SEXP s, SEXP mollifier, SEXP sexp_,
     int nt = kb_nthreads(nthreads);
     const double *V = kb_arg_vector(V_, "V", n);
     if (n < 2)
-        kb_error_class("kb_error_arg", _("MIED needs at least 2 particles"));
+        kb_error_arg(_("MIED needs at least 2 particles"));
     double se = kb_scalar_real(sexp_, "s"), eps = kb_scalar_real(eps_, "eps");
     const char *nms[] = {"value", "grad", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));

@@ -10,6 +10,7 @@
  * is large. */
 #include "args.h"
 #include "runtime.h"
+#include "kernels.h"
 #include "entries.h"
 
 #define FSSD_ROWS 128
@@ -17,9 +18,9 @@
 /* A block's summary, and the running total, laid out as
  * [count, sumsq, sum (q), M2 (packed upper triangle, q (q + 1) / 2)]. */
 typedef struct {
-    const double *X, *S, *V;
-    int n, d, J, q;
-    double w, scale;      /* h^2 and 1 / sqrt(d J) */
+    const double *X, *S;
+    int n, q;
+    kb_gauss_feat G;      /* locations, bandwidth^2, scale 1 / sqrt(d J) */
     size_t per;           /* doubles per summary */
     R_xlen_t cap;         /* summaries kept: at least the items of a chunk */
     double *part, *tot, *delta;
@@ -30,12 +31,12 @@ static inline size_t upper_at(int q, int c)
     return (size_t) c * (size_t) q - (size_t) c * (size_t) (c - 1) / 2;
 }
 
-/* Block b: features xi(x_i, v_j) / sqrt(d J), xi = k (s - (x - v) / h^2),
- * k = exp(-|x - v|^2 / (2 h^2)), row by row into F (m x q, row-major). */
+/* Block b: features xi(x_i, v_j) / sqrt(d J) (kernels.c's Gaussian Stein
+ * features), row by row into F (m x q, row-major). */
 static void fssd_block(void *vctx, R_xlen_t b, double *F)
 {
     fssd_ctx *g = vctx;
-    const int d = g->d, q = g->q, n = g->n;
+    const int q = g->q, n = g->n;
     const R_xlen_t r0 = b * FSSD_ROWS;
     const int m = (int) (n - r0 < FSSD_ROWS ? n - r0 : FSSD_ROWS);
     double *out = g->part + (size_t) (b % g->cap) * g->per;
@@ -44,20 +45,7 @@ static void fssd_block(void *vctx, R_xlen_t b, double *F)
         out[k] = 0.0;
     for (int a = 0; a < m; a++) {
         double *f = F + (size_t) a * q;
-        for (int j = 0; j < g->J; j++) {
-            double r2 = 0.0;
-            for (int k = 0; k < d; k++) {
-                double u = g->X[(R_xlen_t) k * n + r0 + a] - g->V[k * g->J + j];
-                f[j * d + k] = u;
-                r2 += u * u;
-            }
-            /* a distance that overflows makes the features meaningless */
-            const double kv = isfinite(r2) ?
-                exp(-r2 / (2.0 * g->w)) * g->scale : NAN;
-            for (int k = 0; k < d; k++)
-                f[j * d + k] = kv * (g->S[(R_xlen_t) k * n + r0 + a] -
-                                     f[j * d + k] / g->w);
-        }
+        kb_gauss_stein_features(&g->G, g->X + r0 + a, g->S + r0 + a, n, f);
         for (int c = 0; c < q; c++) {
             sum[c] += f[c];
             out[1] += f[c] * f[c];
@@ -117,6 +105,57 @@ static R_xlen_t fssd_after(void *vctx, R_xlen_t i0, R_xlen_t i1)
     return -1;
 }
 
+/* The result list(sum, sumsq, cov) from the merged total. */
+static SEXP fssd_result(const fssd_ctx *g)
+{
+    const int q = g->q, n = g->n;
+    const char *nms[] = {"sum", "sumsq", "cov", ""};
+    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SEXP sv = Rf_allocVector(REALSXP, q);
+    SET_VECTOR_ELT(ans, 0, sv);
+    SET_VECTOR_ELT(ans, 1, Rf_ScalarReal(g->tot[1]));
+    SEXP cv = Rf_allocMatrix(REALSXP, q, q);
+    SET_VECTOR_ELT(ans, 2, cv);
+    double *so = REAL(sv), *co = REAL(cv);
+    const double *M2 = g->tot + 2 + q;
+    for (int a = 0; a < q; a++) {
+        so[a] = g->tot[2 + a];
+        const size_t at = upper_at(q, a) - a;
+        for (int e = a; e < q; e++)
+            co[a + (size_t) e * q] = co[e + (size_t) a * q] =
+                M2[at + e] / (n - 1);
+    }
+    UNPROTECT(1);
+    return ans;
+}
+
+/* One pass over the blocks of rows; the summaries kept are those of a
+ * chunk of the loop (kb_loop_chunk_items). */
+static void fssd_run(fssd_ctx *g, int nt)
+{
+    const int q = g->q, d = g->G.d, J = g->G.J;
+    const R_xlen_t nblock = ((R_xlen_t) g->n + FSSD_ROWS - 1) / FSSD_ROWS;
+    kb_loop L = {.nt = nt,
+                 .cost0 = (double) FSSD_ROWS *
+                     ((double) J * (3.0 * d + 20.0) + 3.0 * q +
+                      (double) q * (q + 1) / 2.0),
+                 .scratch = kb_scratch_alloc((size_t) FSSD_ROWS * q, nt),
+                 .item = fssd_block, .after = fssd_after, .ctx = g};
+    g->cap = kb_loop_chunk_items(&L, 0, nblock);
+    g->part = (double *) R_alloc((size_t) g->cap * g->per, sizeof(double));
+    g->tot = (double *) R_alloc(g->per, sizeof(double));
+    g->delta = (double *) R_alloc((size_t) q, sizeof(double));
+    for (size_t k = 0; k < g->per; k++)
+        g->tot[k] = 0.0;
+    R_xlen_t bad = kb_loop_run(&L, 0, nblock), n = g->n;
+    if (bad >= 0)
+        kb_error_numeric(_("a Stein feature is not finite in rows %g to %g: "
+                           "check the score there and scale the data"),
+                         (double) (bad * FSSD_ROWS + 1),
+                         (double) ((bad + 1) * FSSD_ROWS < n ?
+                                   (bad + 1) * FSSD_ROWS : n));
+}
+
 /* list(sum = the q feature sums, sumsq = the sum of squared features,
  * cov = the q x q covariance of the features, divisor n - 1) for points x,
  * scores s, locations V (J x d) and bandwidth h. */
@@ -127,52 +166,16 @@ SEXP kb_fssd_moments(SEXP x, SEXP s, SEXP V, SEXP h, SEXP nthreads)
     int J = kb_arg_matrix(V, "locations", -1, d);
     double bw = kb_scalar_real(h, "bandwidth");
     if (!(bw > 0))
-        kb_error_class("kb_error_arg", _("'bandwidth' must be positive"));
+        kb_error_arg(_("'bandwidth' must be positive"));
     if (n < 2 || J < 1)
-        kb_error_class("kb_error_arg", _("'x' needs at least two rows and "
-                                         "'locations' at least one"));
+        kb_error_arg(_("'x' needs at least two rows and "
+                       "'locations' at least one"));
     int nt = kb_nthreads(nthreads);
     const int q = d * J;
-    const size_t per = 2 + (size_t) q + (size_t) q * (q + 1) / 2;
-    const R_xlen_t nblock = ((R_xlen_t) n + FSSD_ROWS - 1) / FSSD_ROWS;
-    const double cost = (double) FSSD_ROWS *
-        ((double) J * (3.0 * d + 20.0) + 3.0 * q + (double) q * (q + 1) / 2.0);
-    /* items per chunk of kb_loop_run (cost1 = 0): see kb_chunk_end */
-    double c = KB_TICK_WORK / (cost > 1.0 ? cost : 1.0);
-    R_xlen_t cap = c < 1.0 ? 1 : c > (double) nblock ? nblock : (R_xlen_t) c;
-    fssd_ctx g = {REAL(x), REAL(s), REAL(V), n, d, J, q, bw * bw,
-                  1.0 / sqrt((double) q), per, cap,
-                  (double *) R_alloc((size_t) cap * per, sizeof(double)),
-                  (double *) R_alloc(per, sizeof(double)),
-                  (double *) R_alloc((size_t) q, sizeof(double))};
-    for (size_t k = 0; k < per; k++)
-        g.tot[k] = 0.0;
-    kb_loop L = {nt, cost, 0.0, 0,
-                 kb_scratch_alloc((size_t) FSSD_ROWS * q, nt),
-                 fssd_block, fssd_after, &g};
-    R_xlen_t bad = kb_loop_run(&L, 0, nblock);
-    if (bad >= 0)
-        kb_error_numeric(_("a Stein feature is not finite in rows %g to %g: "
-                           "check the score there and scale the data"),
-                         (double) (bad * FSSD_ROWS + 1),
-                         (double) ((bad + 1) * FSSD_ROWS < n ?
-                                   (bad + 1) * FSSD_ROWS : n));
-    const char *nms[] = {"sum", "sumsq", "cov", ""};
-    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
-    SEXP sv = Rf_allocVector(REALSXP, q);
-    SET_VECTOR_ELT(ans, 0, sv);
-    SET_VECTOR_ELT(ans, 1, Rf_ScalarReal(g.tot[1]));
-    SEXP cv = Rf_allocMatrix(REALSXP, q, q);
-    SET_VECTOR_ELT(ans, 2, cv);
-    double *so = REAL(sv), *co = REAL(cv);
-    const double *M2 = g.tot + 2 + q;
-    for (int a = 0; a < q; a++) {
-        so[a] = g.tot[2 + a];
-        const size_t at = upper_at(q, a) - a;
-        for (int e = a; e < q; e++)
-            co[a + (size_t) e * q] = co[e + (size_t) a * q] =
-                M2[at + e] / (n - 1);
-    }
-    UNPROTECT(1);
-    return ans;
+    fssd_ctx g = {.X = REAL(x), .S = REAL(s), .n = n, .q = q,
+                  .G = {.V = REAL(V), .J = J, .d = d, .w = bw * bw,
+                        .scale = 1.0 / sqrt((double) q)},
+                  .per = 2 + (size_t) q + (size_t) q * (q + 1) / 2};
+    fssd_run(&g, nt);
+    return fssd_result(&g);
 }

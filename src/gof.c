@@ -16,16 +16,16 @@
 
 /* Weights packed by replicate blocks: W[r + GOF_RB (j + n bb)] is the
  * weight of row j in replicate GOF_RB bb + r.  Items are the tiles (I, J),
- * J <= I, of the lower triangle numbered row after row: tile t is (I, J)
- * with t = I (I + 1) / 2 + J. */
+ * J <= I, of the lower triangle numbered row after row (the runtime's
+ * kb_tile_lower: t = I (I + 1) / 2 + J); R slices them by number. */
 typedef struct {
     const kb_kernel *K;
     kb_points P;
     R_xlen_t n;
     int nbb;              /* replicate blocks */
     const double *W;
-    double *part;         /* per tile: 2 GOF_RB nbb doubles (quad, diag) */
-    R_xlen_t first;       /* the first tile of this call */
+    kb_slots S;           /* per tile: 2 GOF_RB nbb doubles (quad, diag) */
+    double *quad, *diag;  /* the totals, GOF_RB nbb each */
 } gof_ctx;
 
 /* t[r] += f sum_{a < mi} W_{I0 + a, r} sum_{c < mj} T[a, c] W_{J0 + c, r}
@@ -59,24 +59,20 @@ static void tile_apply(const double *T, int mi, int mj, const double *WI,
 
 /* Tile t = (I, J): its Stein kernel values, applied to every replicate
  * block in turn, the off-diagonal tiles counted twice (K_p is symmetric);
- * its own partial sums, added up in tile order after the loop, so that the
- * result does not depend on the number of threads. */
+ * its own partial sums in its slot, merged in tile order (kb_slots), so
+ * that the result does not depend on the number of threads. */
 static void gof_tile(void *vctx, R_xlen_t t, double *scratch)
 {
     gof_ctx *g = vctx;
-    R_xlen_t I = (R_xlen_t) ((sqrt(8.0 * (double) t + 1.0) - 1.0) / 2.0);
-    while (I * (I + 1) / 2 > t)
-        I--;
-    while ((I + 1) * (I + 2) / 2 <= t)
-        I++;
-    const R_xlen_t J = t - I * (I + 1) / 2;
+    R_xlen_t I, J;
+    kb_tile_lower(t, &I, &J);
     const R_xlen_t n = g->n, i0 = I * GOF_TILE, j0 = J * GOF_TILE;
     const int mi = (int) (n - i0 < GOF_TILE ? n - i0 : GOF_TILE);
     const int mj = (int) (n - j0 < GOF_TILE ? n - j0 : GOF_TILE);
     const int d = g->K->d, nbb = g->nbb;
     double *T = scratch;             /* GOF_TILE x GOF_TILE, row-major */
     double *xi = scratch + GOF_TILE * GOF_TILE, *si = xi + d;
-    double *q = g->part + (t - g->first) * 2 * GOF_RB * nbb;
+    double *q = kb_slot(&g->S, t);
     double *dg = q + GOF_RB * nbb;
     for (int r = 0; r < 2 * GOF_RB * nbb; r++)
         q[r] = 0.0;
@@ -115,9 +111,53 @@ static R_xlen_t gof_after(void *vctx, R_xlen_t i0, R_xlen_t i1)
     gof_ctx *g = vctx;
     const R_xlen_t per = 2 * GOF_RB * (R_xlen_t) g->nbb;
     for (R_xlen_t t = i0; t < i1; t++)
-        if (kb_first_nonfinite(g->part + (t - g->first) * per, per) >= 0)
+        if (kb_first_nonfinite(kb_slot(&g->S, t), per) >= 0)
             return t;
     return -1;
+}
+
+static void gof_merge(void *vctx, R_xlen_t t, const double *slot)
+{
+    gof_ctx *g = vctx;
+    const R_xlen_t nr = GOF_RB * (R_xlen_t) g->nbb;
+    (void) t;
+    for (R_xlen_t r = 0; r < nr; r++) {
+        g->quad[r] += slot[r];
+        g->diag[r] += slot[nr + r];
+    }
+}
+
+/* The tile range [*a, *b) from first, last, checked against the tiles of
+ * n points. */
+static void gof_range(SEXP first_, SEXP last_, int n, R_xlen_t *a,
+                      R_xlen_t *b)
+{
+    double nrb = (double) kb_tiles_side(n, GOF_TILE);
+    double fa = kb_scalar_real(first_, "first"),
+        fb = kb_scalar_real(last_, "last"), ntile = nrb * (nrb + 1) / 2;
+    if (!(fa >= 0 && fa <= fb && fb <= ntile && fa == floor(fa) &&
+          fb == floor(fb)))
+        kb_error_arg(_("tiles [%g, %g) out of range for "
+                       "%g tiles"), fa, fb, ntile);
+    *a = (R_xlen_t) fa;
+    *b = (R_xlen_t) fb;
+}
+
+/* list(quad, diag), zeros, into g's totals. */
+static SEXP gof_result(gof_ctx *g)
+{
+    const char *nms[] = {"quad", "diag", ""};
+    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SEXP qv = Rf_allocVector(REALSXP, GOF_RB * (R_xlen_t) g->nbb);
+    SET_VECTOR_ELT(ans, 0, qv);
+    SEXP dv = Rf_allocVector(REALSXP, GOF_RB * (R_xlen_t) g->nbb);
+    SET_VECTOR_ELT(ans, 1, dv);
+    g->quad = REAL(qv);
+    g->diag = REAL(dv);
+    for (R_xlen_t r = 0; r < GOF_RB * (R_xlen_t) g->nbb; r++)
+        g->quad[r] = g->diag[r] = 0.0;
+    UNPROTECT(1);
+    return ans;
 }
 
 /* Tiles first..last-1 (numbered as in gof_ctx): list(quad, diag), each of
@@ -133,49 +173,28 @@ SEXP kb_gof_quad(SEXP x, SEXP s, SEXP kern, SEXP W, SEXP first_,
     kb_kernel_from_sexp(kern, d, &K);
     int nt = kb_nthreads(nthreads);
     const double *w = kb_arg_vector(W, "weights", -1);
-    R_xlen_t len = XLENGTH(W), per = (R_xlen_t) GOF_RB * n;
+    R_xlen_t len = XLENGTH(W), per = (R_xlen_t) GOF_RB * n, a, b;
     if (len == 0 || len % per != 0)
-        kb_error_class("kb_error_arg", _("'weights' must be packed in "
-                                         "blocks of %d x %d"), GOF_RB, n);
-    int nbb = (int) (len / per);
-    double nrb = (double) (((R_xlen_t) n + GOF_TILE - 1) / GOF_TILE);
-    double fa = kb_scalar_real(first_, "first"),
-        fb = kb_scalar_real(last_, "last"), ntile = nrb * (nrb + 1) / 2;
-    if (!(fa >= 0 && fa <= fb && fb <= ntile && fa == floor(fa) &&
-          fb == floor(fb)))
-        kb_error_class("kb_error_arg", _("tiles [%g, %g) out of range for "
-                                         "%g tiles"), fa, fb, ntile);
-    R_xlen_t a = (R_xlen_t) fa, b = (R_xlen_t) fb;
-    kb_points P = {REAL(x), REAL(s), n};
-    double *part = (double *) R_alloc((size_t) (b - a) * 2 * GOF_RB * nbb + 1,
-                                      sizeof(double));
-    gof_ctx g = {&K, P, n, nbb, w, part, a};
-    double tile = (double) GOF_TILE * GOF_TILE *
-        (KB_STEIN_WORK(d) + 2.0 * GOF_RB * nbb);
-    kb_loop L = {nt, tile, 0.0, 1,
-                 kb_scratch_alloc(GOF_TILE * GOF_TILE + 2 * (size_t) d, nt),
-                 gof_tile, gof_after, &g};
-    R_xlen_t bad = kb_loop_run(&L, a, b);
+        kb_error_arg(_("'weights' must be packed in "
+                       "blocks of %d x %d"), GOF_RB, n);
+    gof_range(first_, last_, n, &a, &b);
+    gof_ctx g = {.K = &K, .P = {REAL(x), REAL(s), n}, .n = n,
+                 .nbb = (int) (len / per), .W = w,
+                 .S = {.merge = gof_merge}};
+    kb_slots_alloc(&g.S, 2 * GOF_RB * (size_t) g.nbb, b - a);
+    SEXP ans = PROTECT(gof_result(&g));
+    kb_loop L = {.nt = nt, .dynamic = 1,
+                 .cost0 = (double) GOF_TILE * GOF_TILE *
+                     (KB_STEIN_WORK(d) + 2.0 * GOF_RB * g.nbb),
+                 .scratch = kb_scratch_alloc(GOF_TILE * GOF_TILE +
+                                             2 * (size_t) d, nt),
+                 .item = gof_tile, .after = gof_after, .ctx = &g};
+    R_xlen_t bad = kb_slot_loop_run(&L, &g.S, a, b);
     if (bad >= 0)
         kb_error_numeric(_("the bootstrap quadratic forms overflow in tile "
                            "%g (a Stein kernel value or a sum of them is not "
                            "finite): scale the data or the kernel"),
                          (double) bad);
-    const char *nms[] = {"quad", "diag", ""};
-    SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
-    SEXP qv = Rf_allocVector(REALSXP, GOF_RB * (R_xlen_t) nbb);
-    SET_VECTOR_ELT(ans, 0, qv);
-    SEXP dv = Rf_allocVector(REALSXP, GOF_RB * (R_xlen_t) nbb);
-    SET_VECTOR_ELT(ans, 1, dv);
-    double *qo = REAL(qv), *dout = REAL(dv);
-    const R_xlen_t pr = 2 * GOF_RB * (R_xlen_t) nbb;
-    for (R_xlen_t r = 0; r < GOF_RB * (R_xlen_t) nbb; r++)
-        qo[r] = dout[r] = 0.0;
-    for (R_xlen_t I = 0; I < b - a; I++)
-        for (R_xlen_t r = 0; r < GOF_RB * (R_xlen_t) nbb; r++) {
-            qo[r] += part[I * pr + r];
-            dout[r] += part[I * pr + GOF_RB * nbb + r];
-        }
     UNPROTECT(1);
     return ans;
 }

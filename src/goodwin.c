@@ -252,14 +252,12 @@ static const double *checked_times(SEXP times, int *nt)
 {
     if (TYPEOF(times) != REALSXP || XLENGTH(times) < 1 ||
         XLENGTH(times) > INT_MAX / 8)
-        kb_error_class("kb_error_arg",
-                       _("'times' must be a non-empty double vector"));
+        kb_error_arg(_("'times' must be a non-empty double vector"));
     const double *tt = REAL(times);
     *nt = (int) XLENGTH(times);
     for (int i = 0; i < *nt; i++)
         if (!R_FINITE(tt[i]) || tt[i] < 0.0 || (i > 0 && tt[i] < tt[i - 1]))
-            kb_error_class("kb_error_arg",
-                           _("'times' must be finite, non-negative and "
+            kb_error_arg(_("'times' must be finite, non-negative and "
                              "non-decreasing"));
     return tt;
 }
@@ -272,7 +270,7 @@ static gw_problem checked_problem(SEXP times, SEXP rtol, SEXP atol)
     P.rtol = kb_scalar_real(rtol, "rtol");
     P.atol = kb_scalar_real(atol, "atol");
     if (!(P.rtol > 0.0) || !(P.atol > 0.0))
-        kb_error_class("kb_error_arg", _("'rtol' and 'atol' must be positive"));
+        kb_error_arg(_("'rtol' and 'atol' must be positive"));
     return P;
 }
 
@@ -293,14 +291,12 @@ static const double *checked_real(SEXP v, R_xlen_t len, int positive,
                                   const char *what)
 {
     if (TYPEOF(v) != REALSXP || XLENGTH(v) != len)
-        kb_error_class("kb_error_arg",
-                       _("'%s' must be a double vector of length %d"), what,
-                       (int) len);
+        kb_error_arg(_("'%s' must be a double vector of length %d"), what,
+                     (int) len);
     const double *p = REAL(v);
     for (R_xlen_t i = 0; i < len; i++)
         if (!R_FINITE(p[i]) || (positive && !(p[i] > 0.0)))
-            kb_error_class("kb_error_arg",
-                           positive ? _("'%s' must be finite and positive")
+            kb_error_arg(positive ? _("'%s' must be finite and positive")
                                     : _("'%s' must be finite"), what);
     return p;
 }
@@ -313,8 +309,7 @@ SEXP kb_goodwin_solve(SEXP theta, SEXP times, SEXP rtol, SEXP atol)
     const double *th = checked_real(theta, GW_NPAR, 0, "theta");
     for (int j = 0; j < GW_NPAR; j++)
         if (th[j] < 0.0)
-            kb_error_class("kb_error_arg",
-                           _("'theta' must be non-negative"));
+            kb_error_arg(_("'theta' must be non-negative"));
     gw_problem P = checked_problem(times, rtol, atol);
     SEXP x = PROTECT(Rf_allocMatrix(REALSXP, P.nt, 2));
     SEXP sens = PROTECT(Rf_alloc3DArray(REALSXP, P.nt, 2, GW_NPAR));
@@ -385,8 +380,7 @@ static void goodwin_logpost_rows(const double *Q, int n, const gw_problem *P,
         for (int j = 0; j < GW_NPAR; j++) {
             q[j] = Q[r + (size_t) n * j];
             if (!R_FINITE(q[j]))
-                kb_error_class("kb_error_arg",
-                               _("'x' must be finite (row %d)"), r + 1);
+                kb_error_arg(_("'x' must be finite (row %d)"), r + 1);
         }
         if (goodwin_logpost_one(q, P, D, ld + r, g) != GW_OK) {
             /* stiff parameters far out in the tails: a point of zero

@@ -23,7 +23,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_kbr_mu, 3),
     CALLDEF(kb_kbr_apply, 6),
     CALLDEF(kb_kbr_weights, 5),
-    CALLDEF(kb_kbr_cv, 11),
+    CALLDEF(kb_kbr_cv, 4),
     CALLDEF(kb_eval_rows, 5),
     CALLDEF(kb_eigen_sym, 2),
     CALLDEF(kb_stein_thin, 8),

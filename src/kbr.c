@@ -32,7 +32,7 @@ static double kbr_reg(SEXP x, const char *what)
 {
     double v = kb_scalar_real(x, what);
     if (!(v > 0.0))
-        kb_error_class("kb_error_arg", _("'%s' must be positive"), what);
+        kb_error_arg(_("'%s' must be positive"), what);
     return v;
 }
 
@@ -181,6 +181,9 @@ SEXP kb_kbr_fit(SEXP gx, SEXP m, SEXP gy, SEXP eps_, SEXP delta_,
     SET_VECTOR_ELT(ans, 1, F);
     SEXP ipiv = Rf_allocVector(INTSXP, n);
     SET_VECTOR_ELT(ans, 2, ipiv);
+    /* method "iw" (a Cholesky factor) leaves the pivots unused: zeros
+     * rather than whatever the allocation held */
+    memset(INTEGER(ipiv), 0, (size_t) n * sizeof(int));
     kbr_mu(n, REAL(gx), pm, eps, REAL(mu));
     kbr_op op = {n, method, REAL(gy), REAL(mu), REAL(F), INTEGER(ipiv)};
     kbr_factor(&op, delta);
@@ -195,8 +198,7 @@ SEXP kb_kbr_apply(SEXP gy, SEXP mu, SEXP F, SEXP ipiv, SEXP method_, SEXP K)
     kb_arg_matrix(F, "F", n, n);
     kb_arg_matrix(K, "K", n, -1);
     if (TYPEOF(ipiv) != INTSXP || XLENGTH(ipiv) != n)
-        kb_error_class("kb_error_arg",
-                       _("'ipiv' must be an integer vector of length %d"), n);
+        kb_error_arg(_("'ipiv' must be an integer vector of length %d"), n);
     const double *pmu = kb_arg_vector(mu, "mu", n);
     int method = kb_arg_choice(method_, "method", kbr_methods);
     kbr_op op = {n, method, REAL(gy), pmu, REAL(F), INTEGER(ipiv)};

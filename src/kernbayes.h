@@ -21,6 +21,7 @@
  * these do not return. */
 void NORET kb_error_numeric(const char *fmt, ...);   /* "kb_error_numeric" */
 void NORET kb_error_class(const char *cls, const char *fmt, ...);
+void NORET kb_error_arg(const char *fmt, ...);       /* "kb_error_arg" */
 
 /* Internal errors: conditions the R layer is supposed to rule out; the
  * message names the C function that met it. */

@@ -283,6 +283,26 @@ void kb_mollifier_block(const kb_mollifier *M, int m, const double *r,
     }
 }
 
+/* ---- Gaussian Stein features (FSSD) ------------------------------------ */
+
+void kb_gauss_stein_features(const kb_gauss_feat *G, const double *x,
+                             const double *s, R_xlen_t ld, double *f)
+{
+    const int d = G->d;
+    for (int j = 0; j < G->J; j++) {
+        double r2 = 0.0;
+        for (int k = 0; k < d; k++) {
+            double u = x[(R_xlen_t) k * ld] - G->V[k * G->J + j];
+            f[j * d + k] = u;
+            r2 += u * u;
+        }
+        const double kv = isfinite(r2) ?
+            exp(-r2 / (2.0 * G->w)) * G->scale : NAN;
+        for (int k = 0; k < d; k++)
+            f[j * d + k] = kv * (s[(R_xlen_t) k * ld] - f[j * d + k] / G->w);
+    }
+}
+
 double kb_phi_zero(const kb_kernel *K)
 {
     double zero = 0.0, p0;
@@ -415,7 +435,7 @@ SEXP kb_simd(SEXP level)
     if (!Rf_isNull(level)) {
         int v = kb_scalar_int(level, "level");
         if (v < 0 || v > 2)
-            kb_error_class("kb_error_arg", _("'%s' must be 0, 1 or 2"), "level");
+            kb_error_arg(_("'%s' must be 0, 1 or 2"), "level");
 #if KB_AVX2
         kb_simd_cap = v;
 #else

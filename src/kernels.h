@@ -197,6 +197,22 @@ typedef struct {
 
 void kb_kernel_rows_run(const kb_kernel_rows *q, int nt);
 
+/* The Gaussian kernel k(x, v) = exp(-|x - v|^2 / (2 w)) of bandwidth h
+ * (w = h^2) at J locations V (J x d, column-major), for the FSSD test's
+ * Stein features (Jitkrittum et al. 2017, eq. 2):
+ *   f[j d + k] = scale (k(x, v_j) s_k + d k(x, v_j) / d x_k)
+ *              = scale k(x, v_j) (s_k - (x_k - v_jk) / w)
+ * at one point x with score s (coordinate k at x[k ld], s[k ld]); all d
+ * features of a location NaN when its squared distance overflows. */
+typedef struct {
+    const double *V;
+    int J, d;
+    double w, scale;
+} kb_gauss_feat;
+
+void kb_gauss_stein_features(const kb_gauss_feat *G, const double *x,
+                             const double *s, R_xlen_t ld, double *f);
+
 /* Gather row i of a column-major matrix into a length-d vector. */
 static inline void kb_get_row(const double *X, R_xlen_t ld, R_xlen_t i, int d,
                               double *out)

@@ -74,9 +74,9 @@ static SEXP ksdt_tag(void)
 ksdt_state *kb_ksdt_state(SEXP ptr)
 {
     if (TYPEOF(ptr) != EXTPTRSXP || R_ExternalPtrTag(ptr) != ksdt_tag())
-        kb_error_class("kb_error_arg", _("'stream' must be a KSDT stream from "
-                                         "ksdt_stream(); its state has been "
-                                         "replaced by something else"));
+        kb_error_arg(_("'stream' must be a KSDT stream from "
+                       "ksdt_stream(); its state has been "
+                       "replaced by something else"));
     ksdt_state *st = (ksdt_state *) R_ExternalPtrAddr(ptr);
     if (!st)
         kb_error_class("kb_error_state",
@@ -205,7 +205,7 @@ static double stein_work(const ksdt_state *st, int n)
  * the cores), and the 2e6-state stream (dictionary up to 5387 points)
  * 1.10x; so passes stay serial until they are larger than the streams of
  * the benchmarks ever make them.  Two designs without a region per pass
- * were built and measured, and dropped (NEWS, issue 19): one region per
+ * were built and measured, and dropped (NEWS): one region per
  * chunk of steps with each pass split by a spinning hand-off (1.15x on
  * the 2e6 stream, 0.9x at 5e5 states), and a pipeline computing the next
  * state's row on the second thread (0.97x: the row's cache lines crossing
@@ -351,25 +351,31 @@ KB_TARGET_AVX2 static int scan_body_avx2(double *r, const double *kd,
 }
 #endif
 
+/* The lanes' running sums and minima. */
+typedef struct {
+    double acc[SCAN_LANES], mn[SCAN_LANES];
+} scan_lanes;
+
 /* The lanes from position t on, one position at a time. */
 static inline void scan_tail(double *r, const double *kd, const double *row,
                              int t, int m, double sign, const int apply,
-                             double *acc, double *mn)
+                             scan_lanes *L)
 {
     for (int j = 0; t < m; t++, j = (j + 1) % SCAN_LANES) {
         double rt = r[t] + sign * row[t];
         if (apply)
             r[t] = rt;
-        acc[j] += row[t];
+        L->acc[j] += row[t];
         double v = kd[t] - 2.0 * rt;
-        mn[j] = v < mn[j] ? v : mn[j];
+        L->mn[j] = v < L->mn[j] ? v : L->mn[j];
     }
 }
 
 static inline void scan_block(ksdt_state *st, int b, int i0, int m,
                               const double *row, double sign, int apply)
 {
-    double acc[SCAN_LANES], mn[SCAN_LANES], *r = st->r + i0;
+    scan_lanes L;
+    double *acc = L.acc, *mn = L.mn, *r = st->r + i0;
     const double *kd = st->kd + i0;
     int t;
 #if KB_AVX2
@@ -380,7 +386,7 @@ static inline void scan_block(ksdt_state *st, int b, int i0, int m,
 #endif
         t = apply ? scan_body(r, kd, row, m, sign, 1, acc, mn)
             : scan_body(r, kd, row, m, sign, 0, acc, mn);
-    scan_tail(r, kd, row, t, m, sign, apply, acc, mn);
+    scan_tail(r, kd, row, t, m, sign, apply, &L);
     for (int j = 0; j < SCAN_LANES / 2; j++) {
         acc[j] += acc[j + SCAN_LANES / 2];
         mn[j] = mn[j + SCAN_LANES / 2] < mn[j] ? mn[j + SCAN_LANES / 2] : mn[j];
@@ -827,7 +833,7 @@ void kb_ksdt_feed_ctl(kb_ksdt_feed *f, SEXP ctl, R_xlen_t steps)
     } else if (lambda != R_NilValue) {
         f->lambda = kb_scalar_real(lambda, "lambda");
         if (!(f->lambda > 0))
-            kb_error_class("kb_error_arg", _("'lambda' must be positive"));
+            kb_error_arg(_("'lambda' must be positive"));
         f->reg = KB_REG_LAMBDA;
     }
 }
@@ -1019,7 +1025,7 @@ SEXP kb_ksdt_push(SEXP ptr, SEXP rows, SEXP ctl)
         A.logp = kb_arg_vector(kb_list_elt(ctl, "logp"), "logp", m);
         if (kb_first_nonfinite(A.lap, m) >= 0 ||
             kb_first_nonfinite(A.logp, m) >= 0)
-            kb_error_class("kb_error_arg", _("'lap' and 'logp' must be finite"));
+            kb_error_arg(_("'lap' and 'logp' must be finite"));
     }
     f->what = "row";
     f->count_diag = 1;

@@ -47,8 +47,7 @@ SEXP kb_eigen_sym(SEXP A, SEXP what)
     const char *nm = Rf_isString(what) ? CHAR(STRING_ELT(what, 0)) : "A";
     int d = kb_arg_square(A, nm);
     if (kb_first_nonfinite(REAL(A), (R_xlen_t) d * d) >= 0)
-        kb_error_class("kb_error_arg",
-                       _("'%s' must not contain NA, NaN or Inf"), nm);
+        kb_error_arg(_("'%s' must not contain NA, NaN or Inf"), nm);
     const char *nms[] = {"values", "vectors", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SET_VECTOR_ELT(ans, 0, Rf_allocVector(REALSXP, d));
@@ -190,9 +189,11 @@ static void eigen_transpose(int d, const double *Q, double *Qt)
 }
 
 int kb_eigen_rrr_t(int d, double *A, double *w, double *Qt, double *Z,
-                   double *save, int *isuppz, double *work, int lwork,
-                   int *iwork, int liwork)
+                   double *save, const kb_eigen_ws *ws)
 {
+    double *work = ws->work;
+    int lwork = ws->lwork, liwork = ws->liwork, *iwork = ws->iwork,
+        *isuppz = ws->isuppz;
     size_t dd = (size_t) d * d;
     double amax = 0.0;
     for (int j = 0; j < d; j++)
@@ -224,19 +225,21 @@ int kb_eigen_rrr_t(int d, double *A, double *w, double *Qt, double *Z,
          * iteration */
         memcpy(A, save, dd * sizeof(double));
     }
-    int info = kb_eigen_rrr(d, A, w, Z, isuppz, work, lwork, iwork, liwork);
+    int info = kb_eigen_rrr(d, A, w, Z, ws);
     if (info == 0)
         eigen_transpose(d, Z, Qt);
     return info;
 }
 
-int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,
-                 double *work, int lwork, int *iwork, int liwork)
+int kb_eigen_rrr(int d, double *A, double *w, double *Q,
+                 const kb_eigen_ws *ws)
 {
-    int info = 0, m = 0, il = 1, iu = d;
+    int info = 0, m = 0, il = 1, iu = d, lwork = ws->lwork,
+        liwork = ws->liwork;
     double vl = 0.0, vu = 0.0, abstol = 0.0;
     F77_CALL(dsyevr)("V", "A", "U", &d, A, &d, &vl, &vu, &il, &iu, &abstol,
-                     &m, w, Q, &d, isuppz, work, &lwork, iwork, &liwork, &info
+                     &m, w, Q, &d, ws->isuppz, ws->work, &lwork, ws->iwork,
+                     &liwork, &info
                      FCONE FCONE FCONE);
     return info != 0 ? info : (m != d ? -1 : 0);
 }

@@ -53,12 +53,21 @@ void kb_matmul_nt(int m, int n, int k, const double *A, const double *B,
  * Workspace: isuppz 2 d ints, work lwork doubles, iwork liwork ints, the
  * sizes from kb_eigen_rrr_query(d, ...) (they grow with d). */
 void kb_eigen_rrr_query(int d, int *lwork, int *liwork);
+
+/* That workspace, handed to the eigensolvers as one. */
+typedef struct {
+    double *work;
+    int lwork;
+    int *iwork;
+    int liwork;
+    int *isuppz;        /* 2 d ints */
+} kb_eigen_ws;
 /* Cholesky factor (upper) in place; returns dpotrf's info (0: done). */
 int kb_chol_info(int n, double *A);
 /* kb_chol_solve returning dpotrs's info instead of raising an error. */
 int kb_chol_solve_info(int n, int nrhs, const double *U, double *B);
-int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,
-                 double *work, int lwork, int *iwork, int liwork);
+int kb_eigen_rrr(int d, double *A, double *w, double *Q,
+                 const kb_eigen_ws *ws);
 /* The same decomposition with the vectors as the rows of Qt (Qt = Q'):
  * dsyevr's steps (dsytrd, dstemr) with the back-transformation applied
  * from the right to Z' (dormtr "R": "N","N" / "N","T" products in the
@@ -68,8 +77,7 @@ int kb_eigen_rrr(int d, double *A, double *w, double *Q, int *isuppz,
  * scratch: Z and save, d x d each; the other workspace as kb_eigen_rrr's
  * (kb_eigen_rrr_query covers both).  Returns 0 or LAPACK's info. */
 int kb_eigen_rrr_t(int d, double *A, double *w, double *Qt, double *Z,
-                   double *save, int *isuppz, double *work, int lwork,
-                   int *iwork, int liwork);
+                   double *save, const kb_eigen_ws *ws);
 
 /* Pivoted Cholesky of the n x n positive semi-definite A (overwritten),
  * stopped at LAPACK's tolerance n * macheps * max(diag): P' A P = L L',

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE        /* sched_getaffinity, CPU_ISSET */
 #include <sched.h>
 #endif
+#include <math.h>
 #include "runtime.h"
 #include "args.h"
 #include "entries.h"
@@ -144,8 +145,8 @@ static void team_option(void)
         return;
     }
     if (TYPEOF(o) != LGLSXP || XLENGTH(o) != 1 || LOGICAL(o)[0] == NA_LOGICAL)
-        kb_error_class("kb_error_arg", _("the option 'kernbayes.follow_load' "
-                                         "must be TRUE or FALSE"));
+        kb_error_arg(_("the option 'kernbayes.follow_load' "
+                       "must be TRUE or FALSE"));
     team.follow = LOGICAL(o)[0];
 }
 
@@ -172,6 +173,31 @@ kb_scratch kb_scratch_alloc(size_t per, int nt)
     s.base = (double *) R_alloc(per * (size_t) (nt > 0 ? nt : 1),
                                 sizeof(double));
     return s;
+}
+
+static size_t part_doubles(const kb_part *p)
+{
+    return p->d ? p->len : (p->len + 1) / 2;
+}
+
+size_t kb_layout_size(const kb_part *p, int np)
+{
+    size_t n = 0;
+    for (int k = 0; k < np; k++)
+        n += part_doubles(p + k);
+    return n;
+}
+
+double *kb_layout_carve(double *w, const kb_part *p, int np)
+{
+    for (int k = 0; k < np; k++) {
+        if (p[k].d)
+            *p[k].d = w;
+        else
+            *p[k].i = (int *) w;
+        w += part_doubles(p + k);
+    }
+    return w;
 }
 
 R_xlen_t kb_chunk_end(R_xlen_t i0, R_xlen_t end, double per_item)
@@ -203,6 +229,12 @@ static R_xlen_t loop_chunk_end(const kb_loop *L, R_xlen_t i0, R_xlen_t end,
     return i;
 }
 
+R_xlen_t kb_loop_chunk_items(const kb_loop *L, R_xlen_t first, R_xlen_t last)
+{
+    double work;
+    return loop_chunk_end(L, first, last, &work) - first;
+}
+
 static inline void loop_item(const kb_loop *L, R_xlen_t i)
 {
     L->item(L->ctx, i, L->scratch.per ? kb_scratch_mine(L->scratch) : NULL);
@@ -230,6 +262,49 @@ R_xlen_t kb_loop_run(const kb_loop *L, R_xlen_t first, R_xlen_t last)
         }
         kb_check_interrupt();
         i0 = i1;
+    }
+    return -1;
+}
+
+void kb_tile_upper(R_xlen_t T, R_xlen_t t, R_xlen_t *I, R_xlen_t *J)
+{
+    R_xlen_t i = 0, rem = t;
+    while (rem >= T - i) {
+        rem -= T - i;
+        i++;
+    }
+    *I = i;
+    *J = i + rem;
+}
+
+void kb_tile_lower(R_xlen_t t, R_xlen_t *I, R_xlen_t *J)
+{
+    R_xlen_t i = (R_xlen_t) ((sqrt(8.0 * (double) t + 1.0) - 1.0) / 2.0);
+    while (i * (i + 1) / 2 > t)
+        i--;
+    while ((i + 1) * (i + 2) / 2 <= t)
+        i++;
+    *I = i;
+    *J = t - i * (i + 1) / 2;
+}
+
+void kb_slots_alloc(kb_slots *S, size_t per, R_xlen_t cap)
+{
+    S->per = per;
+    S->cap = cap > 0 ? cap : 1;
+    S->slots = (double *) R_alloc(per * (size_t) S->cap, sizeof(double));
+}
+
+R_xlen_t kb_slot_loop_run(const kb_loop *L, const kb_slots *S,
+                          R_xlen_t first, R_xlen_t last)
+{
+    for (R_xlen_t t0 = first; t0 < last; t0 += S->cap) {
+        R_xlen_t t1 = last - t0 > S->cap ? t0 + S->cap : last;
+        R_xlen_t bad = kb_loop_run(L, t0, t1);
+        if (bad >= 0)
+            return bad;
+        for (R_xlen_t t = t0; t < t1; t++)
+            S->merge(L->ctx, t, kb_slot(S, t));
     }
     return -1;
 }

@@ -30,10 +30,10 @@ int kb_nthreads(SEXP nthreads);
 
 /* Regions that run once per step of a sequential loop (a KSDT pass over
  * the dictionary, a greedy thinning step) open from this much work (a
- * Stein kernel row of 1000 points at d = 4, about 5 us): a region of 2
- * threads cost about 2 us more than none on this project's 2-core VM at
- * real-time priority, and the load-following team (kb_team) keeps such
- * regions off a busy machine. */
+ * Stein kernel row of 1000 points at d = 4, about 5 us): opening a region
+ * of 2 threads costs about 2 us, so a smaller step gains nothing from a
+ * second thread; the load-following team (kb_team) keeps such regions
+ * off a busy machine. */
 #define KB_PAR_MIN_STEP 2e4
 
 /* The team the machine's load leaves room for, at most nt (runtime.c):
@@ -83,6 +83,27 @@ static inline double *kb_scratch_mine(kb_scratch s)
 {
     return s.base + s.per * (size_t) kb_thread_id();
 }
+
+/* A slice of scratch laid out as named arrays: a list of parts (the
+ * pointer to set, and the length in elements; an int array takes
+ * ceil(len / 2) doubles), which kb_layout_size() totals and
+ * kb_layout_carve() assigns in list order (consecutive parts are
+ * adjacent).  Sizing and carving read the same list, so they cannot
+ * disagree. */
+typedef struct {
+    double **d;
+    int **i;
+    size_t len;
+} kb_part;
+
+#define KB_DOUBLES(ptr, n) ((kb_part) {.d = &(ptr), .i = NULL, \
+                                       .len = (size_t) (n)})
+#define KB_INTS(ptr, n) ((kb_part) {.d = NULL, .i = &(ptr), \
+                                    .len = (size_t) (n)})
+
+size_t kb_layout_size(const kb_part *p, int np);
+/* Sets the parts' pointers into w; returns the end of the last part. */
+double *kb_layout_carve(double *w, const kb_part *p, int np);
 
 /* Chunks for loops that run in parallel: the end of the chunk of items
  * starting at i0 (and before end) when each item costs `per_item` units,
@@ -136,5 +157,49 @@ typedef struct {
 /* Runs the loop; returns -1, or the item after() reported (the items after
  * that chunk are then not visited). */
 R_xlen_t kb_loop_run(const kb_loop *L, R_xlen_t first, R_xlen_t last);
+
+/* Triangle tiles: the pairs of n points cut into tiles of B x B pairs
+ * (T = ceil(n / B) tiles a side); the tiles (I, J) of one triangle, each
+ * pair once, are the items of a loop.  Two numberings: upper, I <= J row
+ * after row ((0, 0), (0, 1), ..., (1, 1), ...); lower, J <= I row after
+ * row, t = I (I + 1) / 2 + J ((0, 0), (1, 0), (1, 1), (2, 0), ...). */
+static inline R_xlen_t kb_tiles_side(R_xlen_t n, int B)
+{
+    return (n + B - 1) / B;
+}
+
+void kb_tile_upper(R_xlen_t T, R_xlen_t t, R_xlen_t *I, R_xlen_t *J);
+void kb_tile_lower(R_xlen_t t, R_xlen_t *I, R_xlen_t *J);
+
+/* A reduction in a fixed order: each item of a loop leaves its partial
+ * sums (per doubles) in its own slot, kb_slot(S, i), of a ring of cap
+ * slots; kb_slot_loop_run() runs the items in batches of cap and after
+ * each batch calls merge(ctx, i, slot) for its items in item order, so
+ * the totals do not depend on the team or the schedule. */
+typedef struct {
+    double *slots;            /* cap x per doubles */
+    size_t per;
+    R_xlen_t cap;
+    void (*merge)(void *ctx, R_xlen_t i, const double *slot);
+} kb_slots;
+
+static inline double *kb_slot(const kb_slots *S, R_xlen_t i)
+{
+    return S->slots + (size_t) (i % S->cap) * S->per;
+}
+
+/* Allocates the ring (R_alloc). */
+void kb_slots_alloc(kb_slots *S, size_t per, R_xlen_t cap);
+
+/* Runs L over [first, last) batch by batch, merging each batch (L's
+ * after() still checks every chunk); returns as kb_loop_run (the batch of
+ * a bad item is not merged). */
+R_xlen_t kb_slot_loop_run(const kb_loop *L, const kb_slots *S,
+                          R_xlen_t first, R_xlen_t last);
+
+/* The items of the loop's first chunk over [first, last): the most any
+ * chunk holds when cost1 >= 0 (for results kept per item until after()
+ * takes them). */
+R_xlen_t kb_loop_chunk_items(const kb_loop *L, R_xlen_t first, R_xlen_t last);
 
 #endif

@@ -38,9 +38,9 @@ SEXP kb_sampler_init(kb_sampler *smp, int type, SEXP rho, int vectorized,
     memcpy(smp->x, x0, (size_t) d * sizeof(double));
     kb_closure_eval(&smp->logd, smp->x, 1, &smp->lp, 0);
     if (!R_FINITE(smp->lp))
-        kb_error_class("kb_error_arg", _("'x0' must be a point where the log "
-                                         "density is finite; it is %g there"),
-                       smp->lp);
+        kb_error_arg(_("'x0' must be a point where the log "
+                       "density is finite; it is %g there"),
+                     smp->lp);
     smp->has_score = 0;
     if (type == KB_MALA)
         kb_sampler_score(smp);

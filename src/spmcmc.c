@@ -160,6 +160,40 @@ static SEXP sample_body(void *data)
     return R_NilValue;
 }
 
+/* The control list read into A (its moment sums allocated, zero). */
+static void sample_read(sample_args *A, SEXP ptr, SEXP rho, SEXP ctl)
+{
+    kb_ksdt_feed *f = &A->feed;
+    A->st = kb_ksdt_state(ptr);
+    A->rho = rho;
+    int d = kb_ksdt_d(A->st);
+    A->type = kb_sampler_type(kb_list_elt(ctl, "sampler"));
+    A->vec = kb_scalar_flag(kb_list_elt(ctl, "vectorized"), "vectorized");
+    A->x0 = kb_arg_vector(kb_list_elt(ctl, "x0"), "x0", d);
+    A->n_iter = kb_scalar_int(kb_list_elt(ctl, "n_iter"), "n_iter");
+    A->h = kb_scalar_real(kb_list_elt(ctl, "step"), "step");
+    f->C = kb_scalar_int(kb_list_elt(ctl, "candidates"), "candidates");
+    A->start = kb_arg_choice(kb_list_elt(ctl, "start"), "start",
+                             kb_start_rules);
+    A->restart = kb_scalar_flag(kb_list_elt(ctl, "restart"), "restart");
+    if (f->C < 1 || A->n_iter < 1 || (double) A->n_iter * f->C > INT_MAX)
+        KB_INTERNAL("candidates and n_iter out of range");
+    if (!A->restart && A->start != KB_START_LAST)
+        KB_INTERNAL("start rules need restarts");
+    kb_ksdt_feed_ctl(f, ctl, A->n_iter);
+    SEXP Q = kb_list_elt(ctl, "Q");
+    A->Q = Q == R_NilValue ? NULL : kb_arg_vector(Q, "Q", (R_xlen_t) d * d);
+    SEXP scale = kb_list_elt(ctl, "scale");
+    A->scale = scale == R_NilValue ? NULL : kb_arg_vector(scale, "scale", d);
+    f->what = "chain state";
+    f->count_diag = 0;
+    A->mean = (double *) R_alloc((size_t) 4 * d, sizeof(double));
+    A->m2 = A->mean + d;
+    A->m3 = A->m2 + d;
+    A->m4 = A->m3 + d;
+    memset(A->mean, 0, (size_t) 4 * d * sizeof(double));
+}
+
 /* .Call entry: ctl = list(sampler, vectorized, x0, n_iter, step,
  * candidates, start, restart, eps, fmin, Q, scale (NULL or the column
  * scales of the standardisation), nthreads, progress) and, for
@@ -170,34 +204,8 @@ static SEXP sample_body(void *data)
 SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP ctl)
 {
     sample_args A;
-    kb_ksdt_feed *f = &A.feed;
-    A.st = kb_ksdt_state(ptr);
-    A.rho = rho;
+    sample_read(&A, ptr, rho, ctl);
     int d = kb_ksdt_d(A.st);
-    A.type = kb_sampler_type(kb_list_elt(ctl, "sampler"));
-    A.vec = kb_scalar_flag(kb_list_elt(ctl, "vectorized"), "vectorized");
-    A.x0 = kb_arg_vector(kb_list_elt(ctl, "x0"), "x0", d);
-    A.n_iter = kb_scalar_int(kb_list_elt(ctl, "n_iter"), "n_iter");
-    A.h = kb_scalar_real(kb_list_elt(ctl, "step"), "step");
-    f->C = kb_scalar_int(kb_list_elt(ctl, "candidates"), "candidates");
-    A.start = kb_arg_choice(kb_list_elt(ctl, "start"), "start", kb_start_rules);
-    A.restart = kb_scalar_flag(kb_list_elt(ctl, "restart"), "restart");
-    if (f->C < 1 || A.n_iter < 1 || (double) A.n_iter * f->C > INT_MAX)
-        KB_INTERNAL("candidates and n_iter out of range");
-    if (!A.restart && A.start != KB_START_LAST)
-        KB_INTERNAL("start rules need restarts");
-    kb_ksdt_feed_ctl(f, ctl, A.n_iter);
-    SEXP Q = kb_list_elt(ctl, "Q");
-    A.Q = Q == R_NilValue ? NULL : kb_arg_vector(Q, "Q", (R_xlen_t) d * d);
-    SEXP scale = kb_list_elt(ctl, "scale");
-    A.scale = scale == R_NilValue ? NULL : kb_arg_vector(scale, "scale", d);
-    f->what = "chain state";
-    f->count_diag = 0;
-    A.mean = (double *) R_alloc((size_t) 4 * d, sizeof(double));
-    A.m2 = A.mean + d;
-    A.m3 = A.m2 + d;
-    A.m4 = A.m3 + d;
-    memset(A.mean, 0, (size_t) 4 * d * sizeof(double));
     kb_ksdt_hold(A.st);
     R_ExecWithCleanup(sample_body, &A, kb_ksdt_release, A.st);
     const char *nms[] = {"accept_rate", "step", "n", "mean", "m2", "m3", "m4",
@@ -205,7 +213,7 @@ SEXP kb_ksdt_sample(SEXP ptr, SEXP rho, SEXP ctl)
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
     SET_VECTOR_ELT(ans, 0, Rf_ScalarReal(A.acc_rate));
     SET_VECTOR_ELT(ans, 1, Rf_ScalarReal(A.step));
-    SET_VECTOR_ELT(ans, 2, Rf_ScalarReal((double) A.n_iter * f->C));
+    SET_VECTOR_ELT(ans, 2, Rf_ScalarReal((double) A.n_iter * A.feed.C));
     for (int j = 0; j < 4; j++) {
         SEXP v = Rf_allocVector(REALSXP, d);
         SET_VECTOR_ELT(ans, 3 + j, v);

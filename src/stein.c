@@ -502,8 +502,8 @@ SEXP kb_stein_block_sums(SEXP x, SEXP s, SEXP kern, SEXP j0_, SEXP j1_,
         kb_arg_vector(weights, "weights", n);
     double a = kb_scalar_real(j0_, "first"), b = kb_scalar_real(j1_, "last");
     if (!(a >= 0 && a <= b && b <= n))
-        kb_error_class("kb_error_arg", _("row block [%g, %g) out of range "
-                                         "for %d rows"), a, b, n);
+        kb_error_arg(_("row block [%g, %g) out of range "
+                       "for %d rows"), a, b, n);
     R_xlen_t j0 = (R_xlen_t) a, j1 = (R_xlen_t) b;
     const char *nms[] = {"sums", "diag", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
@@ -558,8 +558,8 @@ SEXP kb_stein_cross_sums(SEXP y, SEXP sy, SEXP x, SEXP sx, SEXP kern,
     kb_arg_points(y, sy, "y", "sy", &ny, &d);
     kb_arg_points(x, sx, "x", "sx", &nx, &dx);
     if (dx != d)
-        kb_error_class("kb_error_arg", _("'x' must have %d columns, not %d"),
-                       d, dx);
+        kb_error_arg(_("'x' must have %d columns, not %d"),
+                     d, dx);
     kb_kernel K;
     kb_kernel_from_sexp(kern, d, &K);
     int nt = kb_nthreads(nthreads);

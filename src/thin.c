@@ -347,8 +347,8 @@ static void greedy(const greedy_problem *g, int m, int unique, int nt,
 static void thin_nonempty(int n, int d, const char *what)
 {
     if (n < 1 || d < 1)
-        kb_error_class("kb_error_arg", _("'%s' must have at least one row "
-                                         "and one column"), what);
+        kb_error_arg(_("'%s' must have at least one row "
+                       "and one column"), what);
 }
 
 /* m and unique; m is at most n without repeats. */
@@ -357,8 +357,8 @@ static int thin_m(SEXP m_, SEXP unique_, int n, int *unique)
     int m = kb_scalar_int(m_, "m");
     *unique = kb_scalar_flag(unique_, "unique");
     if (m < 1 || (*unique && m > n))
-        kb_error_class("kb_error_arg", _("'m' must be between 1 and %d"),
-                       *unique ? n : INT_MAX);
+        kb_error_arg(_("'m' must be between 1 and %d"),
+                     *unique ? n : INT_MAX);
     return m;
 }
 
@@ -423,7 +423,7 @@ SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP ctl,
     kb_kernel K;
     kb_kernel_from_sexp(kern, d, &K);
     if (TYPEOF(ctl) != VECSXP)
-        kb_error_class("kb_error_arg", _("'ctl' must be a named list"));
+        kb_error_arg(_("'ctl' must be a named list"));
     SEXP w = kb_list_elt(ctl, "w"), lap = kb_list_elt(ctl, "lap"),
         logp = kb_list_elt(ctl, "logp"), lambda = kb_list_elt(ctl, "lambda");
     double *ew = NULL;
@@ -439,7 +439,7 @@ SEXP kb_stein_thin(SEXP x, SEXP s, SEXP kern, SEXP m_, SEXP unique_, SEXP ctl,
     double lam = lg ? kb_scalar_real(lambda, "lambda") : 0.0;
     if ((lp && kb_first_nonfinite(lp, n) >= 0) ||
         (lg && kb_first_nonfinite(lg, n) >= 0))
-        kb_error_class("kb_error_arg", _("'lap' and 'logp' must be finite"));
+        kb_error_arg(_("'lap' and 'logp' must be finite"));
     greedy_problem g = {&K, REAL(x), REAL(s), n, ew, lg, lam, lp};
     return thin_run(&g, m, unique, nt, stein_thin_diag(&g), R_NilValue,
                     progress);

@@ -30,3 +30,10 @@ void kb_error_numeric(const char *fmt, ...)
     va_start(ap, fmt);
     kb_signal_va("kb_error_numeric", fmt, ap);
 }
+
+void kb_error_arg(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    kb_signal_va("kb_error_arg", fmt, ap);
+}

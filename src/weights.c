@@ -1,4 +1,4 @@
-/* KSD-optimal weights (ksd_weights(), issue 16): argmin w'Kw over the
+/* KSD-optimal weights (ksd_weights()): argmin w'Kw over the
  * simplex {w >= 0, sum_i w_i = 1}, K the n x n Stein kernel matrix
  * (symmetric positive semi-definite), formed once by stein.c.
  *
@@ -57,6 +57,9 @@ typedef struct {
     double *buf, *cs, *sn;  /* scratch for the Givens rotations (n each) */
     double **cols;     /* scratch: the entering columns of R (batch) */
     int refactors;
+    int *blocked;      /* blocked[i] == gen: i entered and left at gen */
+    int *enter;        /* the points entering (batch), and their */
+    double *genter;    /* residuals, most negative first */
 } qp_state;
 
 /* g[i] = delta w_i + sum_{j in P} K_ij w_j for the rows of block b (four
@@ -95,8 +98,8 @@ static void gradient_rows(void *ctx, R_xlen_t b, double *scratch)
 static double gradient(qp_state *q, int nt)
 {
     R_xlen_t blocks = (q->n + QP_ROWS - 1) / QP_ROWS;
-    kb_loop L = {nt, (double) QP_ROWS * (q->s + 1), 0.0, 0, {NULL, 0},
-                 gradient_rows, NULL, q};
+    kb_loop L = {.nt = nt, .cost0 = (double) QP_ROWS * (q->s + 1),
+                 .item = gradient_rows, .ctx = q};
     kb_loop_run(&L, 0, blocks);
     double lam = 0.0;
     for (int k = 0; k < q->s; k++)
@@ -343,37 +346,40 @@ static int optimise_support(qp_state *q, kb_ticker *tick)
     return moved;
 }
 
-/* .Call entry: the weights on the rows of K; control = list(ridge, tol,
- * max_iter): the ridge relative to max K_ii, the stopping tolerance on the
- * KKT residual relative to the objective (plus 1e-14 max K_ii for
- * rounding), the cap on points entering.  progress: a function(i, size,
- * ksd) or NULL.  Returns list(weights, iterations, support, refactors,
- * objective) (the objective of K + delta I). */
-SEXP kb_simplex_weights(SEXP K, SEXP control, SEXP nthreads, SEXP progress)
-{
-    int n = kb_arg_square(K, "K");
-    if (n < 1)
-        kb_error_class("kb_error_arg", _("'K' must have at least one row"));
-    R_xlen_t bad = kb_first_nonfinite(REAL(K), (R_xlen_t) n * n);
-    if (bad >= 0)
-        kb_error_class("kb_error_arg", _("'K' must not contain NA, NaN or Inf "
-                                         "(element %.0f)"), (double) bad + 1);
-    double ridge = kb_scalar_real(kb_list_elt(control, "ridge"), "ridge"),
-        tol = kb_scalar_real(kb_list_elt(control, "tol"), "tol");
-    int max_iter = kb_scalar_int(kb_list_elt(control, "max_iter"),
-                                 "max_iter"),
-        batch = kb_scalar_int(kb_list_elt(control, "batch"), "batch");
-    double tol_abs = kb_scalar_real(kb_list_elt(control, "tol_abs"),
-                                    "tol_abs");
-    if (!(ridge >= 0.0) || !(tol >= 0.0) || !(tol_abs >= 0.0) ||
-        max_iter < 1 || batch < 1)
-        kb_error_class("kb_error_arg", _("'control' needs ridge >= 0, tol >= "
-                                         "0, max_iter >= 1 and batch >= 1"));
-    int nt = kb_nthreads(nthreads);
-    kb_progress prog;
-    kb_progress_init(&prog, progress);
+/* The solver's settings (the control list of kb_simplex_weights). */
+typedef struct {
+    double ridge, tol, tol_abs;
+    int max_iter, batch;
+} qp_control;
 
-    const double *Kx = REAL(K);
+static qp_control qp_read_control(SEXP control)
+{
+    qp_control c;
+    c.ridge = kb_scalar_real(kb_list_elt(control, "ridge"), "ridge");
+    c.tol = kb_scalar_real(kb_list_elt(control, "tol"), "tol");
+    c.max_iter = kb_scalar_int(kb_list_elt(control, "max_iter"), "max_iter");
+    c.batch = kb_scalar_int(kb_list_elt(control, "batch"), "batch");
+    c.tol_abs = kb_scalar_real(kb_list_elt(control, "tol_abs"), "tol_abs");
+    if (!(c.ridge >= 0.0) || !(c.tol >= 0.0) || !(c.tol_abs >= 0.0) ||
+        c.max_iter < 1 || c.batch < 1)
+        kb_error_arg(_("'control' needs ridge >= 0, tol >= "
+                       "0, max_iter >= 1 and batch >= 1"));
+    return c;
+}
+
+/* The ridge: a multiple of max_i K_ii, at least the smallest normal
+ * number (the problem stays strictly convex). */
+static double ridge_delta(double ridge, double mx)
+{
+    double delta = ridge * mx;
+    return delta > 0.0 ? delta : DBL_MIN;
+}
+
+/* The state's arrays, and the start: the best vertex (the smallest K_ii).
+ * Returns max_i K_ii. */
+static double qp_init(qp_state *q, const double *Kx, int n,
+                      const qp_control *ctl)
+{
     int i0 = 0;
     double mx = 0.0;
     for (int i = 0; i < n; i++) {
@@ -386,80 +392,116 @@ SEXP kb_simplex_weights(SEXP K, SEXP control, SEXP nthreads, SEXP progress)
     if (!(mx > 0.0))
         kb_error_numeric(_("the Stein kernel matrix has no positive diagonal "
                            "entry: scale the data or the kernel"));
-
-    qp_state q = {.K = Kx, .n = n, .delta = ridge * mx, .s = 0,
-                  .cap = n < 64 ? n : 64};
-    if (!(q.delta > 0.0))
-        q.delta = DBL_MIN;
-    q.P = (int *) R_alloc((size_t) n, sizeof(int));
-    q.pos = (int *) R_alloc((size_t) n, sizeof(int));
-    int *blocked = (int *) R_alloc((size_t) n, sizeof(int));
-    q.R = (double *) R_alloc((size_t) q.cap * (q.cap + 1) / 2, sizeof(double));
+    *q = (qp_state) {.K = Kx, .n = n, .delta = ridge_delta(ctl->ridge, mx),
+                     .s = 0, .cap = n < 64 ? n : 64};
+    q->P = (int *) R_alloc((size_t) n, sizeof(int));
+    q->pos = (int *) R_alloc((size_t) n, sizeof(int));
+    q->blocked = (int *) R_alloc((size_t) n, sizeof(int));
+    q->R = (double *) R_alloc((size_t) q->cap * (q->cap + 1) / 2,
+                              sizeof(double));
     double *work = (double *) R_alloc((size_t) 7 * n, sizeof(double));
-    q.w = work;
-    q.g = work + n;
-    q.z = work + 2 * (size_t) n;
-    q.buf = work + 3 * (size_t) n;
-    q.cs = work + 4 * (size_t) n;
-    q.sn = work + 5 * (size_t) n;
-    q.y = work + 6 * (size_t) n;
+    q->w = work;
+    q->g = work + n;
+    q->z = work + 2 * (size_t) n;
+    q->buf = work + 3 * (size_t) n;
+    q->cs = work + 4 * (size_t) n;
+    q->sn = work + 5 * (size_t) n;
+    q->y = work + 6 * (size_t) n;
     for (int i = 0; i < n; i++) {
-        q.pos[i] = -1;
-        blocked[i] = -1;
-        q.w[i] = 0.0;
+        q->pos[i] = -1;
+        q->blocked[i] = -1;
+        q->w[i] = 0.0;
     }
-    /* start at the best vertex */
-    q.cols = (double **) R_alloc((size_t) batch, sizeof(double *));
-    add_points(&q, &i0, 1);
-    q.w[i0] = 1.0;
+    q->cols = (double **) R_alloc((size_t) ctl->batch, sizeof(double *));
+    q->enter = (int *) R_alloc((size_t) ctl->batch, sizeof(int));
+    q->genter = (double *) R_alloc((size_t) ctl->batch, sizeof(double));
+    add_points(q, &i0, 1);
+    q->w[i0] = 1.0;
+    return mx;
+}
 
-    int *enter = (int *) R_alloc((size_t) batch, sizeof(int));
-    double *genter = (double *) R_alloc((size_t) batch, sizeof(double));
-    kb_ticker tick = KB_TICKER_INIT;
-    int iter = 0, gen = 0;
-    double lam;
-    for (;;) {
-        lam = gradient(&q, nt);
-        /* the (at most batch) points off P with the most negative KKT
-         * residuals beyond the tolerance, most negative first */
-        double cut = lam - (tol * lam + tol_abs * mx);
-        int ne = 0, nmax = batch;
-        for (int i = 0; i < n; i++) {
-            double gi = q.g[i];
-            if (!R_FINITE(gi))
-                kb_error_numeric(_("the weighted Stein kernel sums overflow "
-                                   "while solving for the KSD-optimal "
-                                   "weights: scale the data or the kernel"));
-            if (!(gi < cut) || q.pos[i] >= 0 || blocked[i] == gen)
-                continue;
-            if (ne == nmax && !(gi < genter[ne - 1]))
-                continue;
-            int k = ne < nmax ? ne++ : ne - 1;
-            for (; k > 0 && gi < genter[k - 1]; k--) {
-                genter[k] = genter[k - 1];
-                enter[k] = enter[k - 1];
-            }
-            genter[k] = gi;
-            enter[k] = i;
+/* The (at most nmax) points off P with the most negative KKT residuals
+ * below cut, most negative first, into q->enter; returns their number. */
+static int qp_entering(qp_state *q, double cut, int gen, int nmax)
+{
+    int ne = 0;
+    for (int i = 0; i < q->n; i++) {
+        double gi = q->g[i];
+        if (!R_FINITE(gi))
+            kb_error_numeric(_("the weighted Stein kernel sums overflow "
+                               "while solving for the KSD-optimal "
+                               "weights: scale the data or the kernel"));
+        if (!(gi < cut) || q->pos[i] >= 0 || q->blocked[i] == gen)
+            continue;
+        if (ne == nmax && !(gi < q->genter[ne - 1]))
+            continue;
+        int k = ne < nmax ? ne++ : ne - 1;
+        for (; k > 0 && gi < q->genter[k - 1]; k--) {
+            q->genter[k] = q->genter[k - 1];
+            q->enter[k] = q->enter[k - 1];
         }
+        q->genter[k] = gi;
+        q->enter[k] = i;
+    }
+    return ne;
+}
+
+/* The active-set loop from q's start; returns the objective w'(K +
+ * delta I)w at the optimum, its steps in *iter. */
+static double qp_solve(qp_state *q, const qp_control *ctl, double mx, int nt,
+                       kb_progress *prog, int *iter)
+{
+    kb_ticker tick = KB_TICKER_INIT;
+    int gen = 0, n = q->n;
+    double lam;
+    *iter = 0;
+    for (;;) {
+        lam = gradient(q, nt);
+        int ne = qp_entering(q, lam - (ctl->tol * lam + ctl->tol_abs * mx),
+                             gen, ctl->batch);
         if (ne == 0)
             break;
-        if (++iter > max_iter)
+        if (++*iter > ctl->max_iter)
             kb_error_numeric(_("the active-set solver for the KSD-optimal "
                                "weights did not converge in %d steps"),
-                             max_iter);
-        add_points(&q, enter, ne);
-        if (optimise_support(&q, &tick))
+                             ctl->max_iter);
+        add_points(q, q->enter, ne);
+        if (optimise_support(q, &tick))
             gen++;
         else
             for (int k = 0; k < ne; k++)
-                blocked[enter[k]] = gen;
-        if (kb_tick(&tick, (double) n * q.s + (double) ne * q.s * q.s) ||
-            prog.fn != R_NilValue)
-            kb_progress_report(&prog, iter, q.s, sqrt(fmax(lam, 0.0)), 0);
+                q->blocked[q->enter[k]] = gen;
+        if (kb_tick(&tick, (double) n * q->s + (double) ne * q->s * q->s) ||
+            prog->fn != R_NilValue)
+            kb_progress_report(prog, *iter, q->s, sqrt(fmax(lam, 0.0)), 0);
     }
-    kb_progress_report(&prog, iter, q.s, sqrt(fmax(lam, 0.0)), 1);
+    kb_progress_report(prog, *iter, q->s, sqrt(fmax(lam, 0.0)), 1);
+    return lam;
+}
 
+/* .Call entry: the weights on the rows of K; control = list(ridge, tol,
+ * tol_abs, max_iter, batch): the ridge relative to max K_ii, the stopping
+ * tolerance on the KKT residual relative to the objective, the absolute
+ * one relative to max K_ii (for rounding), the cap on steps, the cap on
+ * points entering at one gradient.  progress: a function(i, size, ksd) or
+ * NULL.  Returns list(weights, iterations, support, refactors, objective)
+ * (the objective of K + delta I). */
+SEXP kb_simplex_weights(SEXP K, SEXP control, SEXP nthreads, SEXP progress)
+{
+    int n = kb_arg_square(K, "K");
+    if (n < 1)
+        kb_error_arg(_("'K' must have at least one row"));
+    R_xlen_t bad = kb_first_nonfinite(REAL(K), (R_xlen_t) n * n);
+    if (bad >= 0)
+        kb_error_arg(_("'K' must not contain NA, NaN or Inf "
+                       "(element %.0f)"), (double) bad + 1);
+    qp_control ctl = qp_read_control(control);
+    int nt = kb_nthreads(nthreads), iter;
+    kb_progress prog;
+    kb_progress_init(&prog, progress);
+    qp_state q;
+    double mx = qp_init(&q, REAL(K), n, &ctl);
+    double lam = qp_solve(&q, &ctl, mx, nt, &prog, &iter);
     const char *nms[] = {"weights", "iterations", "support", "refactors",
                          "objective", ""};
     SEXP ans = PROTECT(Rf_mkNamed(VECSXP, nms));
