@@ -45,6 +45,15 @@ OMP_EXCEPTIONS <- list(
 )
 # `#pragma omp simd` is a vectorisation hint (no threads): allowed anywhere.
 
+## More than LIMIT_PARAMS parameters: the documented exceptions (ARCHITECTURE.md,
+## "Parameters"), by file and function, each with its reason.
+PARAM_EXCEPTIONS <- list(
+  list(file = "stein_imq.h", fun = "SV_BODY",
+       why = paste("the always-inline IMQ Stein template: its last two parameters",
+                   "(d, iso) are compile-time constants at each call, so the",
+                   "compiler specialises the SIMD loop on them; a struct would hide them"))
+)
+
 LIMIT_FUN_LINES <- 80L     # a C function, signature to closing brace
 LIMIT_ENTRY_LINES <- 40L   # a .Call entry: kb_* returning SEXP
 LIMIT_PARAMS <- 8L         # a C function; an internal R function
@@ -198,7 +207,9 @@ for (path in src_files) {
       report(path, fn$start, if (entry) "entry-length" else "function-length",
              sprintf("%s is %d lines (limit %d)", fn$name, len, lim))
     np <- length(fn$params)
-    if (np > LIMIT_PARAMS)
+    excused <- any(vapply(PARAM_EXCEPTIONS, function(x)
+      identical(x$file, f) && identical(x$fun, fn$name), logical(1)))
+    if (np > LIMIT_PARAMS && !excused)
       report(path, fn$start, "c-params",
              sprintf("%s takes %d parameters (limit %d)", fn$name, np, LIMIT_PARAMS))
   }
