@@ -193,9 +193,8 @@
 ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      bootstrap = NULL, n_boot = 1000,
                      wild = c("rademacher", "markov"), change_prob = NULL,
-                     standardize = TRUE, nthreads = NULL,
-                     progress = NULL, chain = NULL,
-                     by_chain = FALSE) {
+                     by_chain = FALSE, standardize = TRUE,
+                     nthreads = NULL, chain = NULL, progress = NULL) {
   dname <- paste(deparse1(substitute(x)), "against",
                  if (missing(score)) "its fit's gradients" else
                    deparse1(substitute(score)))

@@ -322,9 +322,9 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' ksd(x, tg, type = "U")
 #' @export
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
-                type = c("V", "U"), standardize = TRUE, nthreads = NULL,
-                blocks = NULL, chain = NULL, by_chain = FALSE,
-                reference = NULL, progress = NULL, n_boot = 200) {
+                type = c("V", "U"), blocks = NULL, by_chain = FALSE,
+                reference = NULL, n_boot = 200, standardize = TRUE,
+                nthreads = NULL, chain = NULL, progress = NULL) {
   by_chain <- check_flag(by_chain, "by_chain")
   n_boot <- check_count(n_boot, "n_boot", min = 0L)
   progress <- check_progress(progress)
