@@ -405,3 +405,14 @@ plot_null <- function(null_stats, observed, title, axis_label, label, breaks,
                    fill = c("grey85", NA), border = c("grey50", NA),
                    col = c(NA, "red"), lwd = c(NA, 2), bty = "n")
 }
+
+#' @rdname result_tables
+#' @export
+as.data.frame.kb_fssd_test <- function(x, row.names = NULL, optional = FALSE,
+                                       ...) {
+  test_frame(x, row.names)
+}
+
+#' @rdname result_tables
+#' @export
+summary.kb_fssd_test <- function(object, ...) test_frame(object)

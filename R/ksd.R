@@ -771,3 +771,10 @@ block_sums_task <- function(X, S, K, nthreads) {
     v
   }
 }
+
+#' @rdname result_tables
+#' @export
+as.data.frame.kb_ksd_path <- function(x, row.names = NULL, optional = FALSE,
+                                      ...) {
+  data.frame(m = seq_along(x$ksd), ksd = x$ksd, row.names = row.names)
+}

@@ -849,6 +849,30 @@ print.summary.kb_weights <- function(x, ...) {
   invisible(x)
 }
 
+#' @rdname result_tables
+#' @export
+as.data.frame.kb_weights <- function(x, row.names = NULL, optional = FALSE,
+                                     ...) {
+  out <- data.frame(point = seq_along(x), weight = as.numeric(x))
+  if (!is.null(attr(x, "chain"))) out$chain <- attr(x, "chain")
+  if (!is.null(attr(x, "iteration"))) out$iteration <- attr(x, "iteration")
+  if (!is.null(row.names)) row.names(out) <- row.names
+  out
+}
+
+#' @rdname result_tables
+#' @export
+plot.kb_weights <- function(x, ...) {
+  v <- as.numeric(x)
+  plot_with(graphics::plot, list(
+    x = seq_along(v), y = v, type = "h", xlab = "point", ylab = "weight",
+    main = sprintf("KSD-optimal weights (Kish effective size %s of %d)",
+                   format(kish_size(pmax(v, 0)), digits = 3), length(v))),
+    list(...))
+  graphics::abline(h = c(0, 1 / length(v)), lty = c(1, 2), col = c("grey", "black"))
+  invisible(x)
+}
+
 ridge_chol <- function(A) {
   jitter <- 0
   base <- mean(abs(diag(A)))

@@ -552,3 +552,15 @@ test_that("particles print their KSD^2 kernel; ksd(particles) needs a score unle
   expect_error(ksd(pf), "'score'", class = "kb_error_arg")
   expect_identical(ksd(pa, tg), ksd(pa$x, tg))
 })
+
+test_that("a KSD comparison as a data frame", {
+  set.seed(14)
+  tg <- gaussian_target(c(0, 0))
+  x <- sample_target(tg, 100)
+  th <- stein_thin(x, tg, 8, progress = FALSE)
+  cmp <- ksd(th, reference = x[1:8, ], score = tg)
+  df <- as.data.frame(cmp)
+  expect_identical(df$ksd, c(cmp$ksd, cmp$reference))
+  expect_identical(df$points, c(8L, 8L))
+  expect_identical(df$set, c("set", "reference"))
+})

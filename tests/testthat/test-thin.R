@@ -1220,3 +1220,17 @@ test_that("ksd_weights(): memory is checked before the Stein kernel matrix is fo
   w <- ksd_weights(x, -x)
   expect_kkt(stein_kernel_matrix(x, -x), w)
 })
+
+test_that("KSD-optimal weights as a data frame and a plot", {
+  set.seed(17)
+  tg <- gaussian_target(c(0, 0))
+  x <- sample_target(tg, 60)
+  w <- ksd_weights(x, tg, chain = rep(1:2, each = 30))
+  df <- as.data.frame(w)
+  expect_identical(df$weight, as.numeric(w))
+  expect_identical(df$chain, attr(w, "chain"))
+  expect_identical(names(df), c("point", "weight", "chain", "iteration"))
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_identical(plot(w), w)
+})
