@@ -26,3 +26,11 @@ kb_deprecation <- function(msg) {
   structure(class = c("kb_deprecated", "message", "condition"),
             list(message = paste0(msg, "\n"), call = NULL))
 }
+
+# `call` with its argument `old` renamed `new`: a call re-evaluated after a
+# deprecated name was resolved (a flow's Stan dispatch) gives the new name.
+rename_call_arg <- function(call, old, new) {
+  i <- match(old, names(call))
+  if (!is.na(i)) names(call)[i] <- new
+  call
+}

@@ -558,3 +558,16 @@ plot.kb_filter <- function(x, truth = NULL, which = seq_len(min(3L, ncol(x$mean)
   }
   invisible(x)
 }
+
+#' @rdname result_tables
+#' @export
+as.data.frame.kb_filter <- function(x, row.names = NULL, optional = FALSE,
+                                    ...) {
+  v <- colnames(x$mean)
+  if (is.null(v)) v <- paste0("x", seq_len(ncol(x$mean)))
+  mean <- stats::setNames(as.data.frame(unname(x$mean)), paste0("mean_", v))
+  sd <- stats::setNames(as.data.frame(unname(x$sd)), paste0("sd_", v))
+  out <- cbind(data.frame(time = seq_len(nrow(x$mean))), mean, sd)
+  if (!is.null(row.names)) row.names(out) <- row.names
+  out
+}

@@ -282,9 +282,13 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #'   unconstrained draws, the target is the fit's ([stan_target()]) unless
 #'   one is given, and the result also has `draws`, the final particles as
 #'   constrained draws ([constrain_draws()]).
-#' @param score The target's score: a [kb_target()], or a function of one
-#'   point returning the gradient of the log density (may be left out when
-#'   `x0` is a Stan fit).
+#' @param target The target: a [kb_target()], or (the flows that use only
+#'   the score, `svgd()` and `ksd_descent()`) a function of one point
+#'   returning the gradient of the log density; may be left out when `x0`
+#'   is a Stan fit. (`mied()` uses the log density too, so it needs a
+#'   `kb_target`.)
+#' @param score Deprecated name of `target` (`svgd()`, `ksd_descent()`; a
+#'   message once per session).
 #' @section Stopping and defaults: Every flow stops when the particles'
 #'   moments settle, and `n_iter` is a cap. After each iteration the flow
 #'   records each coordinate's mean and sd; at the end of every window of
@@ -362,7 +366,7 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #'   `method`, `n_iter` (the iterations run), `n_iter_max` (the cap),
 #'   `convergence` (a list: `converged`, `NA` with `tol = 0`; `stop_iter`;
 #'   `tol`; `change`, the last window's largest relative change),
-#'   `settings`, and `target` when `score` is a `kb_target`;
+#'   `settings`, and `target` when `target` is a `kb_target`;
 #'   `print`, `summary`, `plot` and `as.matrix` methods.
 #' @references Liu, Q. and Wang, D. (2016). Stein variational gradient
 #'   descent: a general purpose Bayesian inference algorithm. *NeurIPS*.
@@ -375,18 +379,24 @@ new_particles <- function(x, tr, objective, objective_name, method, n_iter,
 #' fit
 #' colMeans(fit$x)
 #' @export
-svgd <- function(x0, score, n_iter = 1000, step_size = 0.05,
+svgd <- function(x0, target, n_iter = 1000, step_size = 0.05,
                  bandwidth = "median", optimizer = c("adagrad", "sgd", "adam"),
-                 alpha = 0.9, keep_every = 0, progress = NULL,
-                 nthreads = NULL, tol = 0.01, step) {
-  if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, "score"))
+                 alpha = 0.9, keep_every = 0, tol = 0.01, nthreads = NULL,
+                 progress = NULL, step, score) {
+  if (!missing(score)) {
+    target <- deprecated_arg("score", "target", "svgd", score, missing(target))
+  }
+  if (is_stan_fit(x0)) {
+    return(stan_flow(rename_call_arg(match.call(), "score", "target"),
+                     parent.frame(), x0, "target"))
+  }
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "svgd", step,
                                 missing(step_size))
   }
   step <- step_size
   x <- flow_points(x0, "x0")
-  sfun <- flow_score_fun(score, ncol(x))
+  sfun <- flow_score_fun(target, ncol(x), "target")
   n_iter <- check_count(n_iter, "n_iter")
   tol <- check_tol(tol)
   step <- check_number(step, "step_size", lower = 0, lower_open = TRUE)
@@ -434,7 +444,7 @@ svgd <- function(x0, score, n_iter = 1000, step_size = 0.05,
   new_particles(x, tr, obj[seq_len(t)], "KSD^2", "SVGD", t,
                 settings = list(step = step, bandwidth = bandwidth,
                                 optimizer = optimizer, alpha = alpha),
-                target = if (inherits(score, "kb_target")) score,
+                target = if (inherits(target, "kb_target")) target,
                 bandwidth = hs[seq_len(t)],
                 convergence = mon$status(t), n_iter_max = n_iter)
 }
@@ -530,11 +540,19 @@ ksd_value_grad <- function(x, sfun, rk, score_jacobian, nt) {
 #'                    progress = FALSE)
 #' fit
 #' @export
-ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
-                        method = c("lbfgs", "gd"), n_iter = 1000,
-                        step_size = NULL, keep_every = 0,
-                        progress = NULL, nthreads = NULL, tol = 0.01, step) {
-  if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, "score"))
+ksd_descent <- function(x0, target, score_jacobian = NULL,
+                        kernel = imq_kernel(), method = c("lbfgs", "gd"),
+                        n_iter = 1000, step_size = NULL, keep_every = 0,
+                        tol = 0.01, nthreads = NULL, progress = NULL, step,
+                        score) {
+  if (!missing(score)) {
+    target <- deprecated_arg("score", "target", "ksd_descent", score,
+                             missing(target))
+  }
+  if (is_stan_fit(x0)) {
+    return(stan_flow(rename_call_arg(match.call(), "score", "target"),
+                     parent.frame(), x0, "target"))
+  }
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "ksd_descent", step,
                                 missing(step_size))
@@ -543,7 +561,7 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
   x <- flow_points(x0, "x0")
   n <- nrow(x)
   d <- ncol(x)
-  sfun <- flow_score_fun(score, d)
+  sfun <- flow_score_fun(target, d, "target")
   if (!is.null(score_jacobian) && !is.function(score_jacobian)) {
     stop_arg("score_jacobian", "must be a function of one point or NULL")
   }
@@ -660,7 +678,7 @@ ksd_descent <- function(x0, score, score_jacobian = NULL, kernel = imq_kernel(),
                 settings = list(method = method, step = step, kernel = kernel,
                                 jacobian = if (is.null(score_jacobian))
                                   "finite differences" else "given"),
-                target = if (inherits(score, "kb_target")) score,
+                target = if (inherits(target, "kb_target")) target,
                 convergence = conv, n_iter_max = n_iter,
                 # ksd(fit) judges the particles under this kernel (not
                 # standardised), reproducing final_objective
@@ -911,8 +929,8 @@ run_mmd_flow <- function(x0, y, kernel, n_iter, step, opts) {
 #' fd
 #' @export
 mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
-                     step_size = 1, noise = 0, keep_every = 0,
-                     progress = NULL, nthreads = NULL, tol = 0.01, step) {
+                     step_size = 1, noise = 0, keep_every = 0, tol = 0.01,
+                     nthreads = NULL, progress = NULL, step) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
   y <- stan_points(y)
   if (!missing(step)) {
@@ -933,8 +951,8 @@ mmd_flow <- function(x0, y, kernel = gaussian_kernel(), n_iter = 1000,
 #' @export
 dmmd_flow <- function(x0, y, lambda = 1e-3, kernel = gaussian_kernel(),
                       n_iter = 1000, step_size = NULL, noise = 0,
-                      keep_every = 0, progress = NULL,
-                      nthreads = NULL, tol = 0.01, step) {
+                      keep_every = 0, tol = 0.01, nthreads = NULL,
+                      progress = NULL, step) {
   if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
   y <- stan_points(y)
   if (!missing(step)) {
@@ -1094,11 +1112,10 @@ mied_objective <- function(x, target, s = NULL, mollifier_scale = 1e-8,
 #' @export
 mied <- function(x0, target, n_iter = 2000, step_size = 0.01, s = NULL,
                  mollifier_scale = NULL, optimizer = c("adam", "sgd"),
-                 keep_every = 0, progress = NULL, nthreads = NULL, step,
-                 constraint = NULL,
+                 keep_every = 0, constraint = NULL,
                  mollifier = c("riesz", "gaussian", "laplace"), tol = 0.01,
-                 eps) {
-  if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, NULL))
+                 nthreads = NULL, progress = NULL, step, eps) {
+  if (is_stan_fit(x0)) return(stan_flow(match.call(), parent.frame(), x0, "target"))
   if (is_stan_fit(target)) target <- stan_target(target)
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "mied", step,

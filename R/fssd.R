@@ -64,6 +64,8 @@
 #' @param nthreads Threads for the statistic and the feature covariance (one
 #'   pass over the rows in C; the result does not depend on it); default
 #'   `getOption("kernbayes.nthreads", 1)`.
+#' @param progress Show progress by stage (locations, statistic, null; see
+#'   'Progress' in [kernbayes-package]); default `NULL` (automatic).
 #' @return An object of class `c("kb_fssd_test", "htest")`: `statistic`
 #'   (named `"n FSSD^2"`), `p.value`, `parameter` (the number of locations
 #'   `J`), `estimate` (the unbiased FSSD^2), `method`, `data.name`,
@@ -90,7 +92,8 @@
 fssd_test <- function(x, score, n_locations = 10,
                       locations = c("opt", "rand"), train_frac = 0.2,
                       bandwidth = NULL, n_simulate = 3000, reg = 0.01,
-                      max_iter = 100, nthreads = NULL, chain = NULL) {
+                      max_iter = 100, nthreads = NULL, chain = NULL,
+                      progress = NULL) {
   dname <- paste(deparse1(substitute(x)), "against",
                  if (missing(score)) "its fit's gradients" else
                    deparse1(substitute(score)))
@@ -112,6 +115,7 @@ fssd_test <- function(x, score, n_locations = 10,
   reg <- check_number(reg, "reg", lower = 0)
   max_iter <- check_count(max_iter, "max_iter", min = 0L)
   nthreads <- resolve_nthreads(nthreads)
+  check_progress(progress)
   smp <- as_sample(x, score, chain)
   x <- smp$x
   check_score(smp$score, x)
@@ -140,6 +144,10 @@ fssd_test <- function(x, score, n_locations = 10,
   if (any(!is.finite(s))) {
     stop_callback("score", "must be finite at every row of x")
   }
+  # by stage: choosing the locations, the statistic, the null
+  pb <- progress_reporter(3L, "FSSD test", progress)
+  on.exit(pb$done())
+  pb$tick(0L, "locations")
 
   train <- NULL
   crit <- NULL
@@ -168,6 +176,7 @@ fssd_test <- function(x, score, n_locations = 10,
     if (mode == "rand") V <- gaussian_fit_draw(x, n_locations)
     h <- if (is.null(bandwidth)) m_all else bandwidth
   }
+  pb$tick(1L, "statistic")
   mom <- .Call(C_kb_fssd_moments, x, s, V, h, nthreads)
   if (!(mom$sumsq > 0)) {
     stop_numeric("the Stein features vanish at every tested row: the ",
@@ -179,7 +188,9 @@ fssd_test <- function(x, score, n_locations = 10,
   stat <- nt * est
   ev <- sort(pmax(sym_eigen(mom$cov, "feature covariance")$values, 0),
              decreasing = TRUE)
+  pb$tick(2L, "null")
   null <- fssd_simulate_null(ev, n_simulate)
+  pb$tick(3L)
   colnames(V) <- colnames(smp$x)
   new_fssd_test(list(stat = stat, est = est, n = nt), null, ev, V, dname,
                 list(bandwidth = h, train = train, criterion = crit,
@@ -416,3 +427,14 @@ plot_null <- function(null_stats, observed, title, axis_label, label, breaks,
                    fill = c("grey85", NA), border = c("grey50", NA),
                    col = c(NA, "red"), lwd = c(NA, 2), bty = "n")
 }
+
+#' @rdname result_tables
+#' @export
+as.data.frame.kb_fssd_test <- function(x, row.names = NULL, optional = FALSE,
+                                       ...) {
+  test_frame(x, row.names)
+}
+
+#' @rdname result_tables
+#' @export
+summary.kb_fssd_test <- function(object, ...) test_frame(object)

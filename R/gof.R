@@ -193,9 +193,8 @@
 ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      bootstrap = NULL, n_boot = 1000,
                      wild = c("rademacher", "markov"), change_prob = NULL,
-                     standardize = TRUE, nthreads = NULL,
-                     progress = NULL, chain = NULL,
-                     by_chain = FALSE) {
+                     by_chain = FALSE, standardize = TRUE,
+                     nthreads = NULL, chain = NULL, progress = NULL) {
   dname <- paste(deparse1(substitute(x)), "against",
                  if (missing(score)) "its fit's gradients" else
                    deparse1(substitute(score)))
@@ -593,4 +592,111 @@ gof_iact <- function(v) {
   pairs <- rho[2L * k - 1L] + rho[2L * k]
   stop_at <- match(TRUE, pairs <= 0, nomatch = length(pairs) + 1L) - 1L
   max(1, -1 + 2 * sum(pairs[seq_len(stop_at)]))
+}
+
+#' Tables, summaries and plots of results that are not draws
+#'
+#' `as.data.frame()`, `summary()` and `plot()` for the results that hold no
+#' points of a posterior: goodness-of-fit tests ([ksd_test()],
+#' [fssd_test()]), KSD paths and comparisons ([ksd_path()], [ksd()] with
+#' `reference`), KBR cross-validation ([kbr_cv()]), filters
+#' ([kbr_filter()], [kalman_filter()]) and KSD-optimal weights
+#' ([ksd_weights()]).
+#'
+#' These classes have no `posterior::as_draws_df()` method on purpose: a
+#' test holds a statistic and its null, a path or comparison KSD values, a
+#' cross-validation a table of settings, a filter the posterior mean and sd
+#' at each time (a KBR fit, [kbr()], holds signed weights over its prior
+#' points, not draws: its posteriors are read with [posterior_mean()],
+#' [posterior_sd()] and [predict()][predict.kb_kbr]). KSD-optimal weights
+#' are a vector without the points they weigh: give them to the result's
+#' conversion, `posterior::as_draws_df(th, weights = w)` (see
+#' [as_draws.kb_result]), which attaches them as `.log_weight`.
+#'
+#' @param x,object A result: `kb_ksd_test`, `kb_ksd_test_by_chain`,
+#'   `kb_fssd_test`, `kb_ksd_path`, `kb_ksd_compare`, `kb_kbr_cv`,
+#'   `kb_filter` or `kb_weights`.
+#' @param row.names,optional Ignored (for [as.data.frame()]).
+#' @param ... Ignored by `as.data.frame()` and `summary()`; passed to the
+#'   graphics functions by `plot()`.
+#' @return `as.data.frame()`: a data frame. A test: one row (`n`,
+#'   `statistic`, `estimate`, the null's size (`n_boot` for [ksd_test()],
+#'   the number of locations `J` for [fssd_test()]), `p_value` and
+#'   `method`); a test
+#'   per chain: one row per chain and `"all"`; a KSD path: `m` and `ksd`;
+#'   a comparison: `set`, `points` and `ksd`; a cross-validation: its
+#'   table of settings and criterion; a filter: `time`, then `mean_<v>` and
+#'   `sd_<v>` for each state variable; weights: `point`, `weight` and, for
+#'   labelled input, `chain` and `iteration`. `summary()`: the table of
+#'   `as.data.frame()` (a cross-validation's ordered by its criterion, best
+#'   first). `plot()`: `x`, invisibly; a test per chain: each chain's
+#'   p-value (and the pooled test's) with a line at 0.05; weights: the
+#'   weight of each point, with the equal weight \eqn{1/n} as a line.
+#' @name result_tables
+#' @examples
+#' set.seed(1)
+#' tg <- gaussian_target(c(0, 0))
+#' x <- sample_target(tg, 200)
+#' tt <- ksd_test(x, tg, n_boot = 100, progress = FALSE)
+#' as.data.frame(tt)
+#' summary(tt)
+#' ft <- fssd_test(x, tg, n_locations = 3)
+#' as.data.frame(ft)
+#' summary(ft)
+#' tc <- ksd_test(x, tg, n_boot = 100, chain = rep(1:2, each = 100),
+#'                by_chain = TRUE, progress = FALSE)
+#' summary(tc)
+#' plot(tc)
+#' head(as.data.frame(ksd_path(x, tg)))
+#' th <- stein_thin(x, tg, 10, progress = FALSE)
+#' as.data.frame(ksd(th, reference = x[1:10, ], score = tg))
+#' w <- ksd_weights(th)
+#' head(as.data.frame(w))
+#' plot(w)
+#' xs <- rnorm(100)
+#' ys <- xs + rnorm(100, sd = 0.3)
+#' cv <- kbr_cv(xs, ys, folds = 3, progress = FALSE)
+#' head(summary(cv))
+#' kf <- kalman_filter(cumsum(rnorm(20)), A = 1, C = 1, Q = 1, R = 1)
+#' head(as.data.frame(kf))
+NULL
+
+# The one row of a test's table: its statistic and estimate, the size of
+# its null (the parameter) and the p-value.
+test_frame <- function(x, row.names = NULL) {
+  par <- x[["parameter"]]
+  out <- data.frame(n = as.integer(x[["n"]]),
+                    statistic = unname(x[["statistic"]]),
+                    estimate = unname(x[["estimate"]]))
+  out[[names(par)[1L]]] <- unname(par)[1L]
+  out$p_value <- x[["p.value"]]
+  out$method <- x[["method"]]
+  if (!is.null(row.names)) row.names(out) <- row.names
+  out
+}
+
+#' @rdname result_tables
+#' @export
+as.data.frame.kb_ksd_test <- function(x, row.names = NULL, optional = FALSE,
+                                      ...) {
+  test_frame(x, row.names)
+}
+
+#' @rdname result_tables
+#' @export
+summary.kb_ksd_test <- function(object, ...) test_frame(object)
+
+#' @rdname result_tables
+#' @export
+summary.kb_ksd_test_by_chain <- function(object, ...) as.data.frame(object)
+
+#' @rdname result_tables
+#' @export
+plot.kb_ksd_test_by_chain <- function(x, ...) {
+  tab <- as.data.frame(x)
+  plot_with(graphics::dotchart, list(
+    x = tab$p_value, labels = tab$chain, xlim = c(0, 1),
+    xlab = "p-value", main = "KSD test per chain"), list(...))
+  graphics::abline(v = 0.05, lty = 2)
+  invisible(x)
 }

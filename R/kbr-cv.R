@@ -441,3 +441,20 @@ median_bandwidth <- function(kernel, data, arg, data_arg) {
   rk <- resolve_data_kernel(kernel, data, arg, data_arg)
   1 / sqrt(rk$lambda)
 }
+
+#' @rdname result_tables
+#' @export
+as.data.frame.kb_kbr_cv <- function(x, row.names = NULL, optional = FALSE,
+                                    ...) {
+  tab <- x$table
+  attr(tab, "out.attrs") <- NULL
+  if (!is.null(row.names)) row.names(tab) <- row.names
+  tab
+}
+
+#' @rdname result_tables
+#' @export
+summary.kb_kbr_cv <- function(object, ...) {
+  tab <- as.data.frame(object)
+  tab[order(tab$criterion), , drop = FALSE]
+}

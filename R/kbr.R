@@ -203,8 +203,8 @@ check_reg <- function(v, arg) {
 kbr <- function(x, y, prior = NULL, prior_weights = NULL,
                 kernel_x = gaussian_kernel(), kernel_y = gaussian_kernel(),
                 eps = NULL, delta = NULL, method = c("kbr", "iw"), rank = NULL,
-                tol = 1e-6, nthreads = NULL, progress = NULL,
-                cv_points = 400) {
+                tol = 1e-6, cv_points = 400, nthreads = NULL,
+                progress = NULL) {
   method <- check_choice(method, c("kbr", "iw"), "method")
   if (!(is.numeric(cv_points) && length(cv_points) == 1L &&
         identical(cv_points, Inf))) {

@@ -329,9 +329,9 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #' ksd(x, tg, type = "U")
 #' @export
 ksd <- function(x, score, kernel = imq_kernel(), weights = NULL,
-                type = c("V", "U"), standardize = TRUE, nthreads = NULL,
-                blocks = NULL, chain = NULL, by_chain = FALSE,
-                reference = NULL, progress = NULL, n_boot = 200) {
+                type = c("V", "U"), blocks = NULL, by_chain = FALSE,
+                reference = NULL, n_boot = 200, standardize = TRUE,
+                nthreads = NULL, chain = NULL, progress = NULL) {
   by_chain <- check_flag(by_chain, "by_chain")
   n_boot <- check_count(n_boot, "n_boot", min = 0L)
   progress <- check_progress(progress)
@@ -802,4 +802,11 @@ block_sums_task <- function(X, S, K, nthreads) {
     relay(1)
     v
   }
+}
+
+#' @rdname result_tables
+#' @export
+as.data.frame.kb_ksd_path <- function(x, row.names = NULL, optional = FALSE,
+                                      ...) {
+  data.frame(m = seq_along(x$ksd), ksd = x$ksd, row.names = row.names)
 }

@@ -214,9 +214,9 @@ eval_schedule <- function(f, t, arg) {
 #' @export
 ksdt <- function(x, score, budget = 0, min_size = "sqrt", min_size_coef = 1,
                  min_size_floor = 10, size = NULL, kernel = imq_kernel(),
-                 candidates = 1, nthreads = NULL, progress = NULL,
-                 chain = NULL, regularize = FALSE, log_density = NULL,
-                 hessian_diag = NULL, standardize = TRUE) {
+                 candidates = 1, regularize = FALSE, log_density = NULL,
+                 hessian_diag = NULL, standardize = TRUE, nthreads = NULL,
+                 chain = NULL, progress = NULL) {
   candidates <- check_count(candidates, "candidates")
   progress <- check_progress(progress)
   lambda <- check_regularize(regularize)
@@ -341,8 +341,8 @@ label_ksdt <- function(res, smp, rows) {
 #' @export
 ksdt_stream <- function(dim, budget = 0, min_size = "sqrt", min_size_coef = 1,
                         min_size_floor = 10, size = NULL, kernel = imq_kernel(),
-                        nthreads = NULL, progress = NULL,
-                        standardize = TRUE) {
+                        standardize = TRUE, nthreads = NULL,
+                        progress = NULL) {
   dim <- check_count(dim, "dim")
   f <- size_rule(size, min_size, min_size_coef, min_size_floor,
                  c(!missing(min_size), !missing(min_size_coef),

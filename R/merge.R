@@ -294,7 +294,7 @@ merge_labels <- function(res, dicts, from) {
 #' KSD does not rise by more than the budget. The merged KSD is therefore
 #' no worse than the best input's by more than the budget per point, and
 #' merging a dictionary with itself returns it unchanged. `how =
-#' "stein_thin"` instead selects `size` distinct points of the union by
+#' "stein_thin"` instead selects `m` distinct points of the union by
 #' greedy Stein thinning.
 #'
 #' All dictionaries must have the same dimension (and, where they name
@@ -309,8 +309,9 @@ merge_labels <- function(res, dicts, from) {
 #' @param x,y,... `kb_ksdt` results ([ksdt()], [ksdt_sample()],
 #'   [ksdt_result()], [ksdt_chains()]'s `chains`).
 #' @param how `"ksdt"` or `"stein_thin"`.
-#' @param size For `"stein_thin"`: the number of points (default: the size
+#' @param m For `"stein_thin"`: the number of points (default: the size
 #'   of the best dictionary).
+#' @param size Deprecated name of `m` (a message once per session).
 #' @param budget For `"ksdt"`: the KSDT budget of the merging pass.
 #' @param nthreads Threads.
 #' @return A `kb_ksdt` object; `source` gives, for each kept point, the
@@ -332,29 +333,33 @@ merge_labels <- function(res, dicts, from) {
 #' c(a = a$ksd[length(a$ksd)], b = b$ksd[length(b$ksd)],
 #'   merged = m$ksd[length(m$ksd)])
 #' @export
-c.kb_ksdt <- function(..., how = c("ksdt", "stein_thin"), size = NULL,
-                      budget = 0, nthreads = 1) {
+c.kb_ksdt <- function(..., how = c("ksdt", "stein_thin"), m = NULL,
+                      budget = 0, nthreads = 1, size) {
+  if (!missing(size)) m <- deprecated_arg("size", "m", "c", size, is.null(m))
   dicts <- list(...)
   if (length(dicts) == 1L) {
     # nothing to merge, but the arguments are checked as for several
     check_choice(how, c("ksdt", "stein_thin"), "how")
-    if (!is.null(size)) check_count(size, "size")
+    if (!is.null(m)) check_count(m, "m")
     check_number(budget, "budget", lower = 0)
     check_count(nthreads, "nthreads")
     check_dicts(dicts)
     return(dicts[[1L]])
   }
-  merge_dicts(dicts, how = how, size = size, budget = budget,
-              nthreads = check_count(nthreads, "nthreads"))
+  merge_dicts(dicts, how = how, size = m, budget = budget,
+              nthreads = check_count(nthreads, "nthreads"),
+              arg_names = list(size = "m"))
 }
 
 #' @rdname c.kb_ksdt
 #' @export
 merge.kb_ksdt <- function(x, y, ..., how = c("ksdt", "stein_thin"),
-                          size = NULL, budget = 0, nthreads = 1) {
+                          m = NULL, budget = 0, nthreads = 1, size) {
+  if (!missing(size)) m <- deprecated_arg("size", "m", "merge", size, is.null(m))
   dicts <- c(list(x, y), list(...))
-  merge_dicts(dicts, how = how, size = size, budget = budget,
+  merge_dicts(dicts, how = how, size = m, budget = budget,
               nthreads = check_count(nthreads, "nthreads"),
               arg_names = list(dicts = c("x", "y",
-                                         rep("...", length(dicts) - 2L))))
+                                         rep("...", length(dicts) - 2L)),
+                               size = "m"))
 }

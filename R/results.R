@@ -768,3 +768,12 @@ particles_ksd_kernel <- function(x) {
   } else "the flow's kernel"
   sprintf("  KSD^2 kernel: %s; %s", kern, describe_standardisation(NULL))
 }
+
+#' @rdname result_tables
+#' @export
+as.data.frame.kb_ksd_compare <- function(x, row.names = NULL,
+                                         optional = FALSE, ...) {
+  data.frame(set = c("set", "reference"), points = c(x$m, x$n),
+             ksd = c(x$ksd, x$reference), row.names = row.names,
+             stringsAsFactors = FALSE)
+}

@@ -206,9 +206,9 @@ ksdt_sample <- function(target, x0, n_iter, sampler = c("mala", "rwm"),
                         step_size = NULL, candidates = 1,
                         budget = 0, min_size = "sqrt", min_size_coef = 1,
                         min_size_floor = 10, size = NULL, kernel = imq_kernel(),
-                        warmup = NULL, target_accept = NULL, nthreads = NULL,
-                        progress = NULL, regularize = FALSE,
-                        standardize = TRUE, step) {
+                        warmup = NULL, target_accept = NULL,
+                        regularize = FALSE, standardize = TRUE,
+                        nthreads = NULL, progress = NULL, step) {
   if (!missing(step)) {
     step_size <- deprecated_arg("step", "step_size", "ksdt_sample", step,
                                 missing(step_size))
@@ -275,8 +275,8 @@ sp_mcmc <- function(target, x0, n_iter, candidates = 10,
                     sampler = c("mala", "rwm"),
                     start = c("last", "rand", "infl"), kernel = imq_kernel(),
                     step_size = NULL, warmup = NULL, target_accept = NULL,
-                    nthreads = NULL, progress = NULL,
-                    regularize = FALSE, standardize = TRUE, m, step) {
+                    regularize = FALSE, standardize = TRUE,
+                    nthreads = NULL, progress = NULL, m, step) {
   if (!missing(m)) {
     candidates <- deprecated_arg("m", "candidates", "sp_mcmc", m,
                                  missing(candidates))

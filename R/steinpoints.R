@@ -13,7 +13,7 @@ sp_control_names <- c("n_candidates", "mu0", "cov0", "lambda", "alpha",
 
 #' Stein Points
 #'
-#' Builds a set of `n` points that approximates a target known through its
+#' Builds a set of `m` points that approximates a target known through its
 #' score, by choosing each point to minimise the kernelized Stein
 #' discrepancy (KSD) of the set (Chen et al., 2018). Unlike [stein_thin()],
 #' nothing is sampled first: the points are found by optimisation over the
@@ -53,9 +53,9 @@ sp_control_names <- c("n_candidates", "mu0", "cov0", "lambda", "alpha",
 #' covariance (a variance, a vector of variances or a matrix); `lambda`
 #' \[0.5\], the variance of the mixture components; `alpha`, the
 #' probability of drawing from the initial Gaussian at step \eqn{j}: one
-#' number, a vector of length `n` or a function of \eqn{(j, n)}, by default
+#' number, a vector of length `m` or a function of \eqn{(j, m)}, by default
 #' the schedule of the authors' experiments, \eqn{\alpha_j = 1 -
-#' \mathrm{logistic}(8 (2 (j - 1)/(n - 1) - 1))}, from about 1 to about 0;
+#' \mathrm{logistic}(8 (2 (j - 1)/(m - 1) - 1))}, from about 1 to about 0;
 #' `n_starts` \[3\], `reltol` \[1e-4\] and `maxit` \[200\] for `"nm"`;
 #' `lower`, `upper` \[\eqn{\mu_0 \mp 3} standard deviations of
 #' \eqn{\Sigma_0}\] and `grid_size` \[1001, 101 or 31 in dimension 1, 2 or
@@ -77,11 +77,11 @@ sp_control_names <- c("n_candidates", "mu0", "cov0", "lambda", "alpha",
 #' \eqn{E_P[\exp(c_2 k_p(Z, Z))] < \infty} for some \eqn{c_2 > 0} and
 #' restrict the search at step \eqn{j} to \eqn{\{x : k_p(x, x) \le
 #' R_j^2\}}, with \eqn{R_j^2} between \eqn{2 \log(j) / c_2} and \eqn{2
-#' \log(n) / c_2} (the rule as the CRAN package steinsampling states it;
+#' \log(m) / c_2} (the rule as the CRAN package steinsampling states it;
 #' the full text of the theorems was not at hand when this was written,
 #' so check their exact conditions in the paper before relying on the
 #' guarantee). `truncation = "lower"` uses \eqn{R_j^2 = 2 \log(j) /
-#' c_2}, `"upper"` \eqn{R_j^2 = 2 \log(n) / c_2}; candidates (or
+#' c_2}, `"upper"` \eqn{R_j^2 = 2 \log(m) / c_2}; candidates (or
 #' Nelder-Mead points, or grid points) outside the set are never chosen,
 #' from step 2 on (the first point is unrestricted). The default `"none"`
 #' restricts nothing, as in the authors' experiments. For the IMQ kernel
@@ -91,7 +91,8 @@ sp_control_names <- c("n_candidates", "mu0", "cov0", "lambda", "alpha",
 #'
 #' @param target A [kb_target()] (its score is evaluated at the candidate
 #'   points; vectorised targets are evaluated one batch per step).
-#' @param n Number of points.
+#' @param m Number of points.
+#' @param n Deprecated name of `m` (a message once per session).
 #' @param method `"greedy"` (default) or `"herding"`; see Details.
 #' @param optimizer `"mc"` (default), `"nm"` or `"grid"`; see Details.
 #' @param kernel A base kernel with a fixed preconditioner: [imq_kernel()]
@@ -108,16 +109,16 @@ sp_control_names <- c("n_candidates", "mu0", "cov0", "lambda", "alpha",
 #' @return An object of class `kb_stein_points`, inheriting from `kb_thin`
 #'   (so [ksd()], `print`, `summary`, `plot`, `as_draws_df()` and
 #'   `as.data.frame()` work as for a thinned set; see
-#'   [as_draws.kb_result]): `points` (`n x d`, in
+#'   [as_draws.kb_result]): `points` (`m x d`, in
 #'   order of selection), `score` (the scores at the points), `ksd` (the
-#'   KSD of the first \eqn{j} points, \eqn{j = 1, \dots, n}), `criterion`
+#'   KSD of the first \eqn{j} points, \eqn{j = 1, \dots, m}), `criterion`
 #'   (the criterion value of each chosen point), `criterion_start` (`"nm"`:
 #'   the best candidate's value before Nelder-Mead), `n_eval` (score
 #'   evaluations per step; the grid's are counted at step 1), `radius2`
 #'   (\eqn{R_j^2} per step, `NULL` without truncation), `method`,
 #'   `criterion_type`, `optimizer`, `kernel` (resolved), `scale` (`NULL`:
 #'   no standardisation), `control` (the settings used), `index`
-#'   (\eqn{1, \dots, n}) and `sample` (the points), and with
+#'   (\eqn{1, \dots, m}) and `sample` (the points), and with
 #'   `keep_candidates` a list `candidates` of each step's candidates
 #'   (`x`, `criterion`).
 #' @references Chen, W. Y., Mackey, L., Gorham, J., Briol, F.-X. and
@@ -136,17 +137,18 @@ sp_control_names <- c("n_candidates", "mu0", "cov0", "lambda", "alpha",
 #' c(stein_points = ksd(sp), iid = ksd(iid, mix))
 #' plot(sp)
 #' @export
-stein_points <- function(target, n, method = c("greedy", "herding"),
+stein_points <- function(target, m, method = c("greedy", "herding"),
                          optimizer = c("mc", "nm", "grid"),
                          kernel = imq_kernel(), control = list(),
                          truncation = c("none", "lower", "upper"), c2 = NULL,
-                         nthreads = NULL, progress = NULL) {
+                         nthreads = NULL, progress = NULL, n) {
+  if (!missing(n)) m <- deprecated_arg("n", "m", "stein_points", n, missing(m))
   # every argument is checked before the score runs
   if (missing(target)) stop_arg("target", "is missing: give a kb_target")
   check_target(target)
   d <- as.integer(target$dim)
-  if (missing(n)) stop_arg("n", "is missing: give the number of points")
-  n <- check_count(n, "n")
+  if (missing(m)) stop_arg("m", "is missing: give the number of points")
+  n <- check_count(m, "m")
   method <- check_choice(method, c("greedy", "herding"), "method")
   optimizer <- check_choice(optimizer, c("mc", "nm", "grid"), "optimizer")
   if (optimizer == "grid" && d > 3L) {

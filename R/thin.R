@@ -139,10 +139,10 @@ new_thin <- function(index, x, path, method, setup, settings,
 #' mean(y[stein_thin(y, mix, 100)$index, 1] > 0)
 #' mean(y[stein_thin(y, mix, 100, regularize = TRUE)$index, 1] > 0)
 #' @export
-stein_thin <- function(x, score, m, kernel = imq_kernel(), standardize = TRUE,
-                       unique = FALSE, nthreads = NULL, chain = NULL,
-                       progress = NULL, regularize = FALSE,
-                       log_density = NULL, hessian_diag = NULL) {
+stein_thin <- function(x, score, m, kernel = imq_kernel(), unique = FALSE,
+                       regularize = FALSE, log_density = NULL,
+                       hessian_diag = NULL, standardize = TRUE,
+                       nthreads = NULL, chain = NULL, progress = NULL) {
   unique <- check_flag(unique, "unique")
   lambda <- check_regularize(regularize)
   # m is checked before a Stan fit's gradients are computed; its bound
@@ -328,8 +328,10 @@ resolve_log_density <- function(f, x, arg) {
 #' when the range exceeds 10, and `range_cap` clips \eqn{w} at that value.
 #'
 #' @inheritParams stein_thin
-#' @param log_p Log density of the target at the rows of `x` (a vector), or
-#'   a function of one point or a [kb_target()] to evaluate it.
+#' @param log_density Log density of the target at the rows of `x` (a
+#'   vector), or a function of one point or a [kb_target()] to evaluate it.
+#' @param log_p Deprecated name of `log_density` (a message once per
+#'   session).
 #' @param log_q,score_q Log density and score of the proxy at the rows of
 #'   `x`: vectors / matrices, functions of one point or a [kb_target()]
 #'   (give the same target for both).
@@ -347,10 +349,15 @@ resolve_log_density <- function(f, x, arg) {
 #' tg <- gaussian_target(c(0, 0), diag(c(1, 2)))
 #' x <- sample_target(tg, 500)
 #' q <- gaussian_target(colMeans(x), cov(x))   # proxy fitted to the sample
-#' th <- stein_thin_gf(x, log_p = tg, log_q = q, score_q = q, m = 20)
+#' th <- stein_thin_gf(x, log_density = tg, log_q = q, score_q = q, m = 20)
 #' th$index
 #' @export
-stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
+stein_thin_gf <- function(x, log_density, log_q, score_q, m, ...,
+                          range_cap = NULL, log_p) {
+  if (!missing(log_p)) {
+    log_density <- deprecated_arg("log_p", "log_density", "stein_thin_gf",
+                                  log_p, missing(log_density))
+  }
   dots <- list(...)
   bad <- setdiff(names(dots), c("kernel", "standardize", "unique", "nthreads",
                                 "chain", "progress"))
@@ -373,19 +380,19 @@ stein_thin_gf <- function(x, log_p, log_q, score_q, m, ..., range_cap = NULL) {
                               lower_open = TRUE)
   }
   # every argument is checked before any closure runs
-  check_log_density(log_p, x, "log_p")
+  check_log_density(log_density, x, "log_density")
   check_log_density(log_q, x, "log_q")
   check_score(score_q, x, "score_q")
   if (!inherits(kernel, "kb_kernel")) {
     stop_arg("kernel", "must be a kernel object such as imq_kernel() or ",
              "gaussian_kernel()")
   }
-  lp <- resolve_log_density(log_p, x, "log_p")
+  lp <- resolve_log_density(log_density, x, "log_density")
   lq <- resolve_log_density(log_q, x, "log_q")
   w <- lq - lp
   if (any(!is.finite(w))) {
     stop_numeric(sprintf(paste0("log q - log p overflows at row %d (log_q = ",
-                                "%s, log_p = %s): rescale the log densities"),
+                                "%s, log_density = %s): rescale the log densities"),
                          which(!is.finite(w))[1L],
                          format(lq[!is.finite(w)][1L], digits = 3),
                          format(lp[!is.finite(w)][1L], digits = 3)))
@@ -841,6 +848,30 @@ print.summary.kb_weights <- function(x, ...) {
               format(x$ksd, digits = 6), format(x$range[1L], digits = 3),
               format(x$range[2L], digits = 3)))
   if (!is.null(x$moments)) print(x$moments)
+  invisible(x)
+}
+
+#' @rdname result_tables
+#' @export
+as.data.frame.kb_weights <- function(x, row.names = NULL, optional = FALSE,
+                                     ...) {
+  out <- data.frame(point = seq_along(x), weight = as.numeric(x))
+  if (!is.null(attr(x, "chain"))) out$chain <- attr(x, "chain")
+  if (!is.null(attr(x, "iteration"))) out$iteration <- attr(x, "iteration")
+  if (!is.null(row.names)) row.names(out) <- row.names
+  out
+}
+
+#' @rdname result_tables
+#' @export
+plot.kb_weights <- function(x, ...) {
+  v <- as.numeric(x)
+  plot_with(graphics::plot, list(
+    x = seq_along(v), y = v, type = "h", xlab = "point", ylab = "weight",
+    main = sprintf("KSD-optimal weights (Kish effective size %s of %d)",
+                   format(kish_size(pmax(v, 0)), digits = 3), length(v))),
+    list(...))
+  graphics::abline(h = c(0, 1 / length(v)), lty = c(1, 2), col = c("grey", "black"))
   invisible(x)
 }
 

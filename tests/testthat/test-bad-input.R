@@ -386,12 +386,12 @@ bi_add("stein_thin_gf", list(
     bi_arg("...")),
   C("dots_unnamed", Q(stein_thin_gf(X, rep(0, 20), rep(0, 20), S, 3, 1)),
     bi_arg("...")),
-  C("log_p_length", Q(stein_thin_gf(X, rep(0, 3), rep(0, 20), S, 3)),
-    bi_arg("log_p", "length")),
-  C("log_p_NA", Q(stein_thin_gf(X, c(NA, rep(0, 19)), rep(0, 20), S, 3)),
-    bi_arg("log_p")),
-  C("log_p_chr", Q(stein_thin_gf(X, rep("0", 20), rep(0, 20), S, 3)),
-    bi_arg("log_p")),
+  C("log_density_length", Q(stein_thin_gf(X, rep(0, 3), rep(0, 20), S, 3)),
+    bi_arg("log_density", "length")),
+  C("log_density_NA", Q(stein_thin_gf(X, c(NA, rep(0, 19)), rep(0, 20), S, 3)),
+    bi_arg("log_density")),
+  C("log_density_chr", Q(stein_thin_gf(X, rep("0", 20), rep(0, 20), S, 3)),
+    bi_arg("log_density")),
   C("log_q_closure_error", Q(stein_thin_gf(X, rep(0, 20), sc_err, S, 3)),
     bi_cb("log_q", "boom")),
   C("log_q_closure_length", Q(stein_thin_gf(X, rep(0, 20), function(x) 1:2, S, 3)),
@@ -1053,10 +1053,10 @@ bi_add("sp_mcmc", bi_ksdt_sample_cases("sp_mcmc"))
 bi_add("stein_points", list(
   C("target_missing", Q(stein_points()), bi_arg("target")),
   C("target_number", Q(stein_points(1, 3)), bi_arg("target")),
-  C("n_missing", Q(counted(stein_points(tg_cnt))), bi_ok(Q(before("n")))),
-  C("n_0", Q(counted(stein_points(tg_cnt, 0))), bi_ok(Q(before("n")))),
-  C("n_NA", Q(stein_points(tg2, NA)), bi_arg("n")),
-  C("n_frac", Q(stein_points(tg2, 2.5)), bi_arg("n")),
+  C("m_missing", Q(counted(stein_points(tg_cnt))), bi_ok(Q(before("m")))),
+  C("m_0", Q(counted(stein_points(tg_cnt, 0))), bi_ok(Q(before("m")))),
+  C("m_NA", Q(stein_points(tg2, NA)), bi_arg("m")),
+  C("m_frac", Q(stein_points(tg2, 2.5)), bi_arg("m")),
   C("method_bad", Q(counted(stein_points(tg_cnt, 3, method = "fw"))),
     bi_ok(Q(before("method")))),
   C("optimizer_bad", Q(counted(stein_points(tg_cnt, 3, optimizer = "pso"))),
@@ -1177,7 +1177,7 @@ bi_add("c / merge (kb_ksdt)", list(
   C("c_dims", Q(c(r1, r3)), bi_any(bi_arg("..."), bi_arg("y"))),
   C("merge_not_ksdt", Q(merge(r1, list())), bi_arg("y")),
   C("how_bad", Q(c(r1, r2, how = "union")), bi_arg("how")),
-  C("size_0", Q(c(r1, r2, how = "stein_thin", size = 0)), bi_arg("size")),
+  C("m_0", Q(c(r1, r2, how = "stein_thin", m = 0)), bi_arg("m")),
   C("nthreads_0", Q(c(r1, r2, nthreads = 0)), bi_arg("nthreads")),
   C("budget_neg", Q(c(r1, r2, budget = -1)), bi_arg("budget")),
   C("edited_points", Q(c(r1, modifyList(r2, list(points = r2$points[, 1, drop = FALSE])))),
@@ -1214,10 +1214,10 @@ bi_flow_common <- function(fn, extra) {
   )
 }
 
-bi_add("svgd", c(bi_flow_common("svgd", list(score = quote(tg2))), list(
-  C("score_missing", Q(svgd(X, n_iter = 2)), bi_arg("score")),
-  C("score_matrix", Q(svgd(X, S, n_iter = 2)), bi_arg("score")),
-  C("score_target_dim", Q(svgd(X, tg1, n_iter = 2)), bi_arg("score")),
+bi_add("svgd", c(bi_flow_common("svgd", list(target = quote(tg2))), list(
+  C("target_missing", Q(svgd(X, n_iter = 2)), bi_arg("target")),
+  C("target_matrix", Q(svgd(X, S, n_iter = 2)), bi_arg("target")),
+  C("target_dim", Q(svgd(X, tg1, n_iter = 2)), bi_arg("target")),
   C("score_closure_error", Q(svgd(X, sc_err, n_iter = 2)), bi_cb("score", "boom")),
   C("score_closure_length", Q(svgd(X, sc_len, n_iter = 2)),
     bi_err("kb_error_callback", "'score'.*length")),
@@ -1243,7 +1243,7 @@ bi_add("svgd", c(bi_flow_common("svgd", list(score = quote(tg2))), list(
            bi_arg("x0", "would overflow; rescale")))
 )))
 
-bi_add("ksd_descent", c(bi_flow_common("ksd_descent", list(score = quote(tg2))), list(
+bi_add("ksd_descent", c(bi_flow_common("ksd_descent", list(target = quote(tg2))), list(
   C("score_jacobian_not_fn", Q(ksd_descent(X, tg2, score_jacobian = 1)),
     bi_arg("score_jacobian")),
   C("score_jacobian_length", Q(ksd_descent(X, tg2, score_jacobian = function(x) 1,

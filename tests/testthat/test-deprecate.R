@@ -124,3 +124,87 @@ test_that("KSDT size is a constant minimum size, exclusive with min_size", {
                            progress = FALSE),
                class = "kb_error_arg", regexp = "'size'")
 })
+
+test_that("score -> target in svgd() and ksd_descent(), identical with a message once", {
+  tg <- gaussian_target(c(0, 0))
+  set.seed(5)
+  x0 <- matrix(rnorm(40, sd = 2), 20)
+  calls <- list(
+    svgd = function(...) svgd(x0, ..., n_iter = 20, progress = FALSE),
+    ksd_descent = function(...) ksd_descent(x0, ..., n_iter = 10, progress = FALSE))
+  for (f in names(calls)) {
+    fresh_deprecations()
+    new <- calls[[f]](target = tg)
+    expect_message(old <- calls[[f]](score = tg),
+                   sprintf("%s\\(\\): argument 'score' is deprecated; use 'target'", f),
+                   class = "kb_deprecated")
+    expect_identical(old, new)
+    expect_no_message(calls[[f]](score = tg))
+    expect_error(calls[[f]](score = tg, target = tg), class = "kb_error_arg",
+                 regexp = "'score' is the old name of 'target'")
+  }
+  # a score function is still a target for the flows that use only the score
+  s <- function(x) -x
+  expect_identical(svgd(x0, s, n_iter = 20, progress = FALSE)$x,
+                   svgd(x0, tg, n_iter = 20, progress = FALSE)$x)
+})
+
+test_that("n -> m in stein_points(), log_p -> log_density in stein_thin_gf()", {
+  fresh_deprecations()
+  tg <- gaussian_target(c(0, 0))
+  set.seed(6)
+  new <- stein_points(tg, m = 4)
+  set.seed(6)
+  expect_message(old <- stein_points(tg, n = 4),
+                 "stein_points\\(\\): argument 'n' is deprecated; use 'm'",
+                 class = "kb_deprecated")
+  expect_identical(old, new)
+  expect_error(stein_points(tg, m = 4, n = 4), class = "kb_error_arg",
+               regexp = "'n' is the old name of 'm'")
+  set.seed(7)
+  x <- sample_target(tg, 100)
+  q <- gaussian_target(colMeans(x), cov(x))
+  new <- stein_thin_gf(x, log_density = tg, log_q = q, score_q = q, m = 5)
+  expect_message(old <- stein_thin_gf(x, log_p = tg, log_q = q, score_q = q, m = 5),
+                 "stein_thin_gf\\(\\): argument 'log_p' is deprecated; use 'log_density'",
+                 class = "kb_deprecated")
+  expect_identical(old, new)
+  expect_no_message(stein_thin_gf(x, log_p = tg, log_q = q, score_q = q, m = 5))
+})
+
+test_that("size -> m in c() and merge() of KSDT dictionaries", {
+  fresh_deprecations()
+  tg <- gaussian_target(c(0, 0))
+  set.seed(8)
+  a <- ksdt(sample_target(tg, 200), tg, standardize = FALSE, progress = FALSE)
+  b <- ksdt(sample_target(tg, 200), tg, standardize = FALSE, progress = FALSE)
+  new <- c(a, b, how = "stein_thin", m = 10)
+  expect_message(old <- c(a, b, how = "stein_thin", size = 10),
+                 "c\\(\\): argument 'size' is deprecated; use 'm'",
+                 class = "kb_deprecated")
+  expect_identical(old, new)
+  expect_message(old2 <- merge(a, b, how = "stein_thin", size = 10),
+                 "merge\\(\\): argument 'size' is deprecated; use 'm'")
+  expect_identical(old2, merge(a, b, how = "stein_thin", m = 10))
+  expect_error(c(a, b, how = "stein_thin", m = 10, size = 10), class = "kb_error_arg",
+               regexp = "'size' is the old name of 'm'")
+})
+
+test_that("the shared arguments come last, in the order standardize, nthreads, chain, progress", {
+  shared <- c("standardize", "nthreads", "chain", "progress")
+  ns <- asNamespace("kernbayes")
+  for (f in getNamespaceExports("kernbayes")) {
+    a <- names(formals(get(f, ns)))
+    s <- a[a %in% shared]
+    if (!length(s)) next
+    expect_identical(s, shared[shared %in% s], info = f)
+    # after them only deprecated names (the arguments that deprecated_arg()
+    # handles in the body)
+    after <- a[-seq_len(max(match(s, a)))]
+    body_text <- paste(deparse(body(get(f, ns))), collapse = " ")
+    for (d in after) {
+      expect_match(body_text, sprintf("deprecated_arg(\"%s\"", d), fixed = TRUE,
+                   info = paste(f, d))
+    }
+  }
+})

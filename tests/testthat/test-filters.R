@@ -524,3 +524,12 @@ test_that("plot.kb_filter draws truth, mean and band with a legend; checks its a
   expect_error(plot(structure(list(), class = "kb_filter")), class = "kb_error_arg",
                regexp = "'x'")
 })
+
+test_that("a filter as a data frame: time, means and sds", {
+  set.seed(16)
+  kf <- kalman_filter(cumsum(rnorm(15)), A = 1, C = 1, Q = 1, R = 1)
+  df <- as.data.frame(kf)
+  expect_identical(names(df), c("time", "mean_x1", "sd_x1"))
+  expect_identical(df$mean_x1, as.numeric(kf$mean[, 1]))
+  expect_identical(df$sd_x1, as.numeric(kf$sd[, 1]))
+})

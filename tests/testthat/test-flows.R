@@ -691,8 +691,8 @@ test_that("bad input is rejected with a message naming the argument", {
   expect_error(svgd(xna, g$score1, n_iter = 2, progress = FALSE), "'x0'")
   expect_error(mmd_flow(xna, pr$y, n_iter = 2, progress = FALSE), "'x0'")
   expect_error(mied(xna, tg, n_iter = 2, progress = FALSE), "'x0'")
-  expect_error(svgd(x0, "not a score", n_iter = 2, progress = FALSE), "'score'")
-  expect_error(ksd_descent(x0, 42, n_iter = 2, progress = FALSE), "'score'")
+  expect_error(svgd(x0, "not a score", n_iter = 2, progress = FALSE), "'target'")
+  expect_error(ksd_descent(x0, 42, n_iter = 2, progress = FALSE), "'target'")
   expect_error(svgd(x0, function(x) c(x, 1), n_iter = 2, progress = FALSE),
                "score")
   expect_error(ksd_descent(x0, function(x) 1, n_iter = 2, progress = FALSE),

@@ -256,3 +256,14 @@ test_that("bad input is rejected naming the argument, before the score runs", {
   expect_false(called)
   expect_error(fssd_test(x, function(p) p * NA), class = "kb_error_callback")
 })
+
+test_that("an FSSD test's table and summary", {
+  set.seed(12)
+  tg <- gaussian_target(c(0, 0))
+  ft <- fssd_test(sample_target(tg, 200), tg, n_locations = 2, max_iter = 5)
+  df <- as.data.frame(ft)
+  expect_identical(names(df), c("n", "statistic", "estimate", "J", "p_value",
+                                "method"))
+  expect_identical(df$p_value, ft$p.value)
+  expect_identical(summary(ft), df)
+})

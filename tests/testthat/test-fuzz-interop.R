@@ -129,7 +129,7 @@ test_that("merged dictionaries keep each point's chain, iteration and draws", {
   a <- kc$chains[[2]]
   b <- kc$chains[[3]]
   for (how in c("ksdt", "stein_thin")) {
-    m <- c(a, b, how = how, size = if (how == "stein_thin") 6)
+    m <- c(a, b, how = how, m = if (how == "stein_thin") 6)
     # each merged point is the point of its chain at its iteration (the
     # points of chain 3 were labelled source_chain 2, their argument's
     # position, when the best dictionary came second)
@@ -183,7 +183,7 @@ test_that("c() of one dictionary checks its arguments", {
   # returned as it is, but bad arguments are errors (they were ignored)
   expect_identical(c(k1), k1)
   expect_error(c(k1, how = "bad"), class = "kb_error_arg", regexp = "'how'")
-  expect_error(c(k1, size = -3), class = "kb_error_arg", regexp = "'size'")
+  expect_error(c(k1, m = -3), class = "kb_error_arg", regexp = "'m'")
   expect_error(c(k1, budget = NA), class = "kb_error_arg", regexp = "'budget'")
   expect_error(c(k1, nthreads = "a"), class = "kb_error_arg", regexp = "'nthreads'")
   bad <- k1
@@ -406,7 +406,7 @@ test_that("ksdt_chains keeps its chains when the merge fails", {
   expect_s3_class(f$chains[[1]], "kb_ksdt")
   expect_output(print(f), "KSDT on 2 chains")
   expect_error(as.data.frame(f), class = "kb_error_arg", regexp = "merge failed")
-  m <- c(f$chains[[1]], f$chains[[2]], how = "stein_thin", size = 5)
+  m <- c(f$chains[[1]], f$chains[[2]], how = "stein_thin", m = 5)
   expect_identical(nrow(m$points), 5L)
   expect_true(all(m$chain %in% 1:2))
 })

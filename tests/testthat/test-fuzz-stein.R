@@ -409,7 +409,7 @@ test_that("regularised and gradient-free Stein thinning pick what their rules pi
     w <- w - min(w)
     Kq <- fz_stein(x, -x, diag(d)) * exp(outer(w, w, "+"))
     m <- min(n, 7)
-    th <- stein_thin_gf(x, log_p = lpp, log_q = lq, score_q = -x, m = m,
+    th <- stein_thin_gf(x, log_density = lpp, log_q = lq, score_q = -x, m = m,
                         standardize = FALSE, progress = FALSE)
     fz_identical(th$index, fz_greedy(Kq, m))
   }

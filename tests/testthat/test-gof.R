@@ -557,3 +557,22 @@ test_that("bad input of the chain checks: unlabelled by_chain, one-row chains, c
   expect_match(conditionMessage(e), "'x' has a chain too short for its integrated autocorrelation time (chain 2: 40 rows",
                fixed = TRUE)
 })
+
+test_that("a KSD test's table, summary and per-chain plot", {
+  set.seed(11)
+  tg <- gaussian_target(c(0, 0))
+  x <- sample_target(tg, 120)
+  tt <- ksd_test(x, tg, n_boot = 50, progress = FALSE)
+  df <- as.data.frame(tt)
+  expect_identical(names(df), c("n", "statistic", "estimate", "n_boot",
+                                "p_value", "method"))
+  expect_identical(df$p_value, tt$p.value)
+  expect_identical(df$statistic, unname(tt$statistic))
+  expect_identical(summary(tt), df)
+  tc <- ksd_test(x, tg, n_boot = 50, chain = rep(1:2, each = 60),
+                 by_chain = TRUE, progress = FALSE)
+  expect_identical(summary(tc), as.data.frame(tc))
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_identical(plot(tc), tc)
+})

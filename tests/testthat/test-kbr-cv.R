@@ -617,3 +617,16 @@ test_that("kbr() rejects a bad cv_points before any message or work", {
   expect_error(kbr(d$x, d$y, eps = 0.1, delta = 0.1, cv_points = 0),
                class = "kb_error_arg", regexp = "'cv_points'")
 })
+
+test_that("a KBR cross-validation's table and summary (best first)", {
+  set.seed(15)
+  xs <- rnorm(60)
+  ys <- xs + rnorm(60, sd = 0.3)
+  cv <- kbr_cv(xs, ys, folds = 3, progress = FALSE)
+  df <- as.data.frame(cv)
+  expect_identical(nrow(df), nrow(cv$table))
+  expect_null(attr(df, "out.attrs"))
+  s <- summary(cv)
+  expect_false(is.unsorted(s$criterion))
+  expect_identical(s[1, "criterion"], cv$best$criterion)
+})

@@ -781,3 +781,12 @@ test_that("ksd_blocks() checks blocks and nthreads before the score closure runs
   expect_error(ksd_blocks(x, s, blocks = 3), class = "kb_error_numeric",
                regexp = "overflow")
 })
+
+test_that("a KSD path as a data frame", {
+  set.seed(13)
+  tg <- gaussian_target(c(0, 0))
+  p <- ksd_path(sample_target(tg, 30), tg)
+  df <- as.data.frame(p)
+  expect_identical(df$ksd, p$ksd)
+  expect_identical(df$m, seq_len(30))
+})

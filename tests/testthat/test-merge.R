@@ -32,7 +32,7 @@ test_that("merging dictionaries: recomputed KSD, no worse than the best, idempot
     expect_identical(unname(m$points[i, ]), unname(d$points[j, ]))
   }
   # Stein thinning of the union to a given size
-  st <- c(a, b, how = "stein_thin", size = 40)
+  st <- c(a, b, how = "stein_thin", m = 40)
   expect_identical(nrow(st$points), 40L)
   expect_equal(fin(st), ksd(st$points, st$score, imq_kernel(), standardize = FALSE), tolerance = 1e-10)
   expect_false(anyDuplicated(st$points) > 0)
@@ -43,7 +43,7 @@ test_that("a merged dictionary keeps and plots the streams it was merged from", 
   set.seed(811)
   a <- ksdt(sample_target(tg, 400), tg, progress = FALSE, standardize = FALSE)
   b <- ksdt(sample_target(tg, 300), tg, progress = FALSE, standardize = FALSE)
-  for (m in list(c(a, b), c(a, b, how = "stein_thin", size = 20))) {
+  for (m in list(c(a, b), c(a, b, how = "stein_thin", m = 20))) {
     st <- m$streams
     expect_identical(st$ksd, list(a$ksd, b$ksd))
     expect_identical(st$size, list(a$size, b$size))
@@ -100,5 +100,5 @@ test_that("merging: bad input (dimension, empty dictionary, wrong class)", {
   e$score <- e$score[0, , drop = FALSE]
   expect_error(c(a, e), "dictionary 2 is empty")
   expect_error(merge(a, list(1)), "kb_ksdt")
-  expect_error(c(a, a, how = "stein_thin", size = 10^6), "'size' must be at most", class = "kb_error_arg")
+  expect_error(c(a, a, how = "stein_thin", m = 10^6), "'m' must be at most", class = "kb_error_arg")
 })

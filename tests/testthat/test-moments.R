@@ -89,7 +89,7 @@ test_that("every compression result carries its report against the sample it cam
   s <- tg$score(x)
   sets <- list(
     stein_thin = quiet(stein_thin(x, s, m = 30)),
-    stein_thin_gf = quiet(stein_thin_gf(x, log_p = function(z) tg$log_density(z),
+    stein_thin_gf = quiet(stein_thin_gf(x, log_density = function(z) tg$log_density(z),
                                         log_q = function(z) tg$log_density(z),
                                         score_q = tg, m = 30)),
     mmd_thin = quiet(mmd_thin(x, m = 30)),

@@ -54,6 +54,8 @@ test_that("progress shows in every long-running function and never changes resul
     kbr_filter_lowrank = function(p) kbr_filter(x[1:101, 1], y[1:101], y[200:220],
                                                 rank = 10, progress = p),
     svgd = function(p) svgd(x[1:30, ], tg, n_iter = 5, progress = p),
+    fssd_test = function(p) { set.seed(5); fssd_test(x, tg, n_locations = 3,
+                                                     max_iter = 5, progress = p) },
     ksdt = function(p) ksdt(x, tg, progress = p),
     ksdt_sample = function(p) { set.seed(3); ksdt_sample(tg, c(0, 0), 200, step_size = 1,
                                                          progress = p) },

@@ -103,7 +103,7 @@ test_that("every result class converts its points exactly", {
   kt2 <- ksdt(ch$x[201:400, ] + 0.01, ch$score[201:400, ], progress = FALSE)
   mg <- c(kt, kt2)
   expect_round_trip(mg, mg$points)
-  mg2 <- c(kt, kt2, how = "stein_thin", size = 8)
+  mg2 <- c(kt, kt2, how = "stein_thin", m = 8)
   expect_round_trip(mg2, mg2$points)
   set.seed(4)
   kc <- ksdt_chains(tg, rbind(c(0, 0), c(1, 1)), 200)
@@ -451,7 +451,7 @@ test_that("gradient-free and MMD thinning: ksd(result) is documented", {
   ch <- toy_chain(300)$ch
   x <- ch$x
   q <- gaussian_target(colMeans(x), stats::cov(x))
-  gf <- stein_thin_gf(x, log_p = toy_chain(300)$tg, log_q = q, score_q = q,
+  gf <- stein_thin_gf(x, log_density = toy_chain(300)$tg, log_q = q, score_q = q,
                       m = 8)
   expect_equal(ksd(gf), gf$ksd[8], tolerance = 1e-10)
   mm <- mmd_thin(x, 8, standardize = TRUE)
@@ -487,7 +487,7 @@ test_that("KSDT and KSD paths: the printed KSD is ksd(result) and the formula", 
   set.seed(8)
   kc <- ksdt_chains(toy$tg, rbind(c(0, 0), c(1, 1)), 200)
   expect_equal(ksd(kc), utils::tail(kc$merged$ksd, 1), tolerance = 1e-10)
-  mg <- c(kc$chains[[1]], kc$chains[[2]], how = "stein_thin", size = 10)
+  mg <- c(kc$chains[[1]], kc$chains[[2]], how = "stein_thin", m = 10)
   expect_equal(ksd(mg), utils::tail(mg$ksd, 1), tolerance = 1e-10)
 
   p <- ksd_path(ch$x[1:100, ], ch$score[1:100, ], standardize = TRUE)
@@ -551,4 +551,16 @@ test_that("particles print their KSD^2 kernel; ksd(particles) needs a score unle
   pf <- svgd(x0, function(x) -x, n_iter = 3, progress = FALSE)
   expect_error(ksd(pf), "'score'", class = "kb_error_arg")
   expect_identical(ksd(pa, tg), ksd(pa$x, tg))
+})
+
+test_that("a KSD comparison as a data frame", {
+  set.seed(14)
+  tg <- gaussian_target(c(0, 0))
+  x <- sample_target(tg, 100)
+  th <- stein_thin(x, tg, 8, progress = FALSE)
+  cmp <- ksd(th, reference = x[1:8, ], score = tg)
+  df <- as.data.frame(cmp)
+  expect_identical(df$ksd, c(cmp$ksd, cmp$reference))
+  expect_identical(df$points, c(8L, 8L))
+  expect_identical(df$set, c("set", "reference"))
 })

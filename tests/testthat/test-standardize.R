@@ -29,7 +29,7 @@ test_that("standardize defaults to TRUE everywhere a sample is measured or compr
   # stein_thin_gf() takes it in `...`: standardised unless told otherwise
   d <- std_sample(40)
   tg <- gaussian_target(c(0, 0, 0), diag(c(1, 1e-4, 2500)))
-  gf <- stein_thin_gf(d$x, log_p = tg, log_q = tg, score_q = tg, m = 5,
+  gf <- stein_thin_gf(d$x, log_density = tg, log_q = tg, score_q = tg, m = 5,
                       progress = FALSE)
   expect_equal(gf$scale, d$st$scale, tolerance = 1e-14)
   # ksdt_chains() passes it to ksdt_sample(): each chain is standardised

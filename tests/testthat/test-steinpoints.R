@@ -294,8 +294,8 @@ test_that("bad input is refused naming the argument before the score runs", {
                   function(x) { calls <<- calls + 1; -x }, dim = 2)
   bad <- list(
     target = quote(stein_points(list(), 5)),
-    n = quote(stein_points(tg, 0)),
-    n = quote(stein_points(tg)),
+    m = quote(stein_points(tg, 0)),
+    m = quote(stein_points(tg)),
     method = quote(stein_points(tg, 5, method = "fw")),
     optimizer = quote(stein_points(tg, 5, optimizer = "pso")),
     optimizer = quote(stein_points(gaussian_target(rep(0, 4)), 5,

@@ -221,9 +221,9 @@ test_that("stein_thin_gf() with q = p is stein_thin()", {
     k <- imq_kernel(precon = "med")
     th <- stein_thin(x, s, 30, k, unique = uq)
     # targets, vectors, closures
-    g1 <- stein_thin_gf(x, log_p = tg, log_q = tg, score_q = tg, m = 30,
+    g1 <- stein_thin_gf(x, log_density = tg, log_q = tg, score_q = tg, m = 30,
                         kernel = k, unique = uq)
-    g2 <- stein_thin_gf(x, log_p = lp, log_q = lp, score_q = s, m = 30,
+    g2 <- stein_thin_gf(x, log_density = lp, log_q = lp, score_q = s, m = 30,
                         kernel = k, unique = uq, nthreads = 2)
     g3 <- stein_thin_gf(x, function(z) target_log_density(tg, z),
                         function(z) target_log_density(tg, z),
@@ -753,37 +753,37 @@ test_that("m and embed_size beyond the integer range: a clean error or the docum
                    mmd_thin(x, 5)$index)
 })
 
-test_that("bad log_p, log_q, range_cap and ... of stein_thin_gf() are rejected, naming them", {
+test_that("bad log_density, log_q, range_cap and ... of stein_thin_gf() are rejected, naming them", {
   set.seed(221)
   x <- matrix(stats::rnorm(40), 20, 2)
   s <- -x
   lp <- -rowSums(x^2) / 2
   expect_error(stein_thin_gf(x, lp[-1], lp, s, 5),
-               "'log_p' must have length nrow\\(x\\) = 20; it has 19")
+               "'log_density' must have length nrow\\(x\\) = 20; it has 19")
   expect_error(stein_thin_gf(x, lp, c(lp, 0), s, 5), "'log_q'.*= 20; it has 21")
   for (bad in list(NA_real_, NaN, Inf, -Inf)) {
     expect_error(stein_thin_gf(x, replace(lp, 7, bad), lp, s, 5),
-                 "'log_p' must be finite.*row 7")
+                 "'log_density' must be finite.*row 7")
     expect_error(stein_thin_gf(x, lp, replace(lp, 7, bad), s, 5),
                  "'log_q' must be finite.*row 7")
   }
   for (bad in list(matrix(lp), "a", list(lp), as.character(lp), NULL)) {
-    expect_error(stein_thin_gf(x, bad, lp, s, 5), "'log_p'")
+    expect_error(stein_thin_gf(x, bad, lp, s, 5), "'log_density'")
     expect_error(stein_thin_gf(x, lp, bad, s, 5), "'log_q'")
   }
   # closures: errors, wrong length, non-finite values
   err <- tryCatch(stein_thin_gf(x, function(z) stop("boom"), lp, s, 5),
                   error = identity)
   expect_match(conditionMessage(err), "boom")
-  expect_match(deparse(conditionCall(err))[1], "^log_p\\(")
+  expect_match(deparse(conditionCall(err))[1], "^log_density\\(")
   err <- tryCatch(stein_thin_gf(x, lp, function(z) stop("bang"), s, 5),
                   error = identity)
   expect_match(conditionMessage(err), "bang")
   expect_match(deparse(conditionCall(err))[1], "^log_q\\(")
   expect_error(stein_thin_gf(x, function(z) c(1, 2), lp, s, 5),
-               "'log_p'.*length 2.*row 1")
+               "'log_density'.*length 2.*row 1")
   expect_error(stein_thin_gf(x, function(z) if (z[1] == x[4, 1]) NaN else 0,
-                             lp, s, 5), "'log_p'.*non-finite.*row 4")
+                             lp, s, 5), "'log_density'.*non-finite.*row 4")
   expect_error(stein_thin_gf(x, lp, function(z) "a", s, 5), "'log_q'")
   expect_error(stein_thin_gf(x, gaussian_target(c(0, 0, 0)), lp, s, 5),
                "'x'.*3 columns")
@@ -1219,4 +1219,18 @@ test_that("ksd_weights(): memory is checked before the Stein kernel matrix is fo
   options(op)
   w <- ksd_weights(x, -x)
   expect_kkt(stein_kernel_matrix(x, -x), w)
+})
+
+test_that("KSD-optimal weights as a data frame and a plot", {
+  set.seed(17)
+  tg <- gaussian_target(c(0, 0))
+  x <- sample_target(tg, 60)
+  w <- ksd_weights(x, tg, chain = rep(1:2, each = 30))
+  df <- as.data.frame(w)
+  expect_identical(df$weight, as.numeric(w))
+  expect_identical(df$chain, attr(w, "chain"))
+  expect_identical(names(df), c("point", "weight", "chain", "iteration"))
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_identical(plot(w), w)
 })
