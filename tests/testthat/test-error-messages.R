@@ -110,13 +110,13 @@ test_that("Stan interop: error messages", {
 })
 
 test_that("particle flows: error messages", {
-  expect_snapshot(error = TRUE, svgd(x0 = em_x, score = em_s, n_iter = 5))
+  expect_snapshot(error = TRUE, svgd(x0 = em_x, target = em_s, n_iter = 5))
   expect_snapshot(error = TRUE,
-    svgd(x0 = em_x, score = function(x) -x, n_iter = -1))
+    svgd(x0 = em_x, target = function(x) -x, n_iter = -1))
   expect_snapshot(error = TRUE,
-    ksd_descent(x0 = "a", score = function(x) -x, n_iter = 5))
+    ksd_descent(x0 = "a", target = function(x) -x, n_iter = 5))
   expect_snapshot(error = TRUE,
-    ksd_descent(x0 = em_x, score = function(x) -x, n_iter = 5, step_size = 0))
+    ksd_descent(x0 = em_x, target = function(x) -x, n_iter = 5, step_size = 0))
   expect_snapshot(error = TRUE, mmd_flow(x0 = em_x, y = em_x[, 1], n_iter = 5))
   expect_snapshot(error = TRUE,
     mmd_flow(x0 = em_x, y = em_x, n_iter = 5, noise = -1))
