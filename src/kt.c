@@ -299,10 +299,9 @@ SEXP kb_kernel_thin(SEXP K_, SEXP g_, SEXP delta_, SEXP u_, SEXP mu_,
     double delta = kb_scalar_real(delta_, "delta");
     int swap = kb_scalar_flag(swap_, "swap");
     if (g < 0 || g > 30 || n < 1 || n % (1 << g) != 0)
-        kb_error_class("kb_error_arg",
-                       _("'g' must give 2^g dividing nrow(K)"));
+        kb_error_arg(_("'g' must give 2^g dividing nrow(K)"));
     if (!(delta > 0.0 && delta < 1.0))
-        kb_error_class("kb_error_arg", _("'delta' must be in (0, 1)"));
+        kb_error_arg(_("'delta' must be in (0, 1)"));
     const double *u = kb_arg_vector(u_, "u", (R_xlen_t) g * (n / 2));
     const double *mu = Rf_isNull(mu_) ? NULL : kb_arg_vector(mu_, "mu", n);
     if (kb_first_nonfinite(REAL(K_), XLENGTH(K_)) >= 0)
@@ -646,10 +645,10 @@ SEXP kb_compresspp(SEXP x_, SEXP s_, SEXP kern, SEXP ctl)
     c.nt = kb_nthreads(kb_list_elt(ctl, "nthreads"));
     kb_progress_init(&c.prog, kb_list_elt(ctl, "progress"));
     if (!cpp_plan(&c, g, r))
-        kb_error_class("kb_error_arg", _("Compress++ needs N = 2^k rows with "
-                                         "N / bins >= 4^(oversample + 1)"));
+        kb_error_arg(_("Compress++ needs N = 2^k rows with N / bins >= "
+                       "4^(oversample + 1)"));
     if (!(delta > 0.0 && delta < 1.0))
-        kb_error_class("kb_error_arg", _("'delta' must be in (0, 1)"));
+        kb_error_arg(_("'delta' must be in (0, 1)"));
     kb_kernel_from_sexp(kern, c.d, &c.K);
     SEXP cs = PROTECT(Rf_allocVector(INTSXP, c.M));
     SEXP idx = PROTECT(Rf_allocVector(INTSXP, c.m));
@@ -758,15 +757,14 @@ SEXP kb_kt_refine(SEXP x_, SEXP s_, SEXP kern, SEXP cands, SEXP nthreads)
     kb_points P = {.X = REAL(x_), .S = REAL(s_), .ld = n};
     int nt = kb_nthreads(nthreads);
     if (!Rf_isInteger(cands) || !Rf_isMatrix(cands) || Rf_nrows(cands) < 1)
-        kb_error_class("kb_error_arg", _("'cands' must be an integer matrix"));
+        kb_error_arg(_("'cands' must be an integer matrix"));
     int m = Rf_nrows(cands);
     int nc = Rf_ncols(cands);
     const int *cv = INTEGER(cands);
     R_xlen_t len = (R_xlen_t) m * nc;
     for (R_xlen_t i = 0; i < len; i++)
         if (cv[i] == NA_INTEGER || cv[i] < 1 || cv[i] > n)
-            kb_error_class("kb_error_arg",
-                           _("'cands' must hold rows 1..nrow(x)"));
+            kb_error_arg(_("'cands' must hold rows 1..nrow(x)"));
     SEXP out = PROTECT(Rf_allocMatrix(INTSXP, m, nc));
     int *o = INTEGER(out);
     for (R_xlen_t i = 0; i < len; i++)
