@@ -23,6 +23,48 @@ kt_rounds <- function(m, n) {
   list(g = as.integer(g), m = as.integer(m))
 }
 
+# The route of method = "kt" on n rows: the n x n kernel matrix (TRUE)
+# while its 8 n^2 bytes are at most the internal option
+# `kernbayes.kt_matrix_max` (default 2^25 bytes, n <= 2048: beyond it the
+# rows are faster, 3-4x for the Stein kernel at 2^12-2^13 and even for a
+# Gaussian; inst/bench/bench-kt.R), else kernel rows computed
+# on the fly in O(n d) memory (src/kt.c, kb_kernel_thin_rows), with the
+# same coresets. options(kernbayes.kt_matrix_max = 0) forces the rows
+# route, Inf the matrix (tests/testthat/test-kt-memory.R).
+kt_matrix_route <- function(n) {
+  lim <- getOption("kernbayes.kt_matrix_max", 2^25)
+  if (!is.numeric(lim) || length(lim) != 1L || is.na(lim) || lim < 0) {
+    stop_arg("kernbayes.kt_matrix_max",
+             "(option) must be a non-negative number of bytes")
+  }
+  8 * n^2 <= lim
+}
+
+# kernel_thin()'s default method is "compress++" above this many rows, where
+# KT's O(n^2) time becomes prohibitive (inst/bench/bench-kt.R).
+kt_default_max <- 2^15
+
+# KT of rows `keep` (g rounds, uniforms from R's generator) on the route of
+# kt_matrix_route(): the result of kb_kernel_thin and `path`, kt_path()'s.
+kt_run <- function(setup, keep, stein, g, delta, swap, nthreads) {
+  n <- length(keep)
+  if (kt_matrix_route(n)) {
+    km <- kt_kernel(setup, keep, stein, nthreads)
+    u <- stats::runif(g * n / 2)
+    res <- .Call(C_kb_kernel_thin, km$K, g, delta, u, km$mu, swap)
+    res$path <- kt_path(km$K, km$mu, res$index)
+    return(res)
+  }
+  u <- stats::runif(g * n / 2)
+  res <- .Call(C_kb_kernel_thin_rows, setup$x[keep, , drop = FALSE],
+               if (stein) setup$s[keep, , drop = FALSE], setup$kernel, u,
+               list(g = g, delta = delta, swap = swap, nthreads = nthreads))
+  sel <- keep[res$index]
+  Ks <- kt_kernel(setup, sel, stein, nthreads)$K
+  res$path <- kt_path(NULL, res$mu, res$index, Ks)
+  res
+}
+
 # The kernel matrix of rows `use` and the reference's mean embedding
 # (NULL: the zero measure, the Stein kernel's mean under the target).
 kt_kernel <- function(setup, use, stein, nthreads) {
@@ -68,10 +110,14 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #' reference implementation (`goodpoints`); the MMD reference is then the
 #' thinned rows.
 #'
-#' Cost (`method = "kt"`): the kernel matrix of the thinned rows is formed
-#' (\eqn{n^2} kernel evaluations and \eqn{8 n^2} bytes; option
-#' `kernbayes.max_memory`), KT-SPLIT and KT-SWAP then take
-#' \eqn{O(n^2)} operations. The \eqn{g n / 2} coin flips are uniforms from
+#' Cost (`method = "kt"`): \eqn{O(n^2)} kernel evaluations and operations.
+#' Up to 2048 thinned rows the kernel matrix is formed (\eqn{8 n^2}
+#' bytes); beyond, KT-SPLIT and KT-SWAP compute the kernel values they
+#' need on the fly in \eqn{O(n d)} memory, with the same result (and
+#' faster: the matrix no longer goes through memory). Without `method`,
+#' samples of more than \eqn{2^{15}} = 32768 rows are thinned by
+#' `"compress++"` (near-linear time; KT on \eqn{2^{16}} rows takes about
+#' 4x as long as on \eqn{2^{15}}), smaller ones by `"kt"`. The \eqn{g n / 2} coin flips are uniforms from
 #' R's generator, so `set.seed()` reproduces a run.
 #'
 #' @section Compress++:
@@ -116,8 +162,9 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #'   (see Details).
 #' @param kernel A base kernel; `NULL` (default): [imq_kernel()] with a
 #'   score, `gaussian_kernel(precon = "med")` without.
-#' @param method `"kt"` (kernel thinning, default) or `"compress++"`
-#'   (near-linear time; see the section Compress++).
+#' @param method `"kt"` (kernel thinning) or `"compress++"` (near-linear
+#'   time; see the section Compress++); default `"kt"` up to \eqn{2^{15}}
+#'   rows of `x`, `"compress++"` above.
 #' @param oversample Compress++'s oversampling parameter \eqn{g' \ge 0}
 #'   (default 1; ignored by `"kt"`).
 #' @param weights Weights of the rows (non-negative, normalised to sum 1)
@@ -168,6 +215,7 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
                         standardize = TRUE,
                         nthreads = NULL, chain = NULL,
                         progress = NULL) {
+  auto_method <- missing(method)
   a <- kt_check_args(method, delta, oversample, standardize, progress)
   method <- a$method; delta <- a$delta; oversample <- a$oversample
   standardize <- a$standardize; progress <- a$progress
@@ -185,6 +233,7 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
   n <- nrow(x)
   if (n < 1L) stop_arg("x", "must have at least one row")
   if (!is.null(weights)) weights <- check_weights(weights, n)
+  if (auto_method && n > kt_default_max) method <- "compress++"
   if (method == "compress++") {
     size <- cpp_size(m, n, oversample)
     used <- size$N
@@ -193,7 +242,12 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
     used <- size$m * 2^size$g
   }
   kmax <- if (method == "kt" || size$direct) used else size$M
-  check_memory(8 * 1.1 * kmax^2, "x", "the kernel matrix of kernel thinning")
+  if (kt_matrix_route(kmax)) {
+    check_memory(8 * 1.1 * kmax^2, "x", "the kernel matrix of kernel thinning",
+                 hint = paste0("method = \"compress++\" thins in O(n) memory ",
+                               "(or option 'kernbayes.kt_matrix_max' = 0: ",
+                               "KT with kernel rows on the fly)"))
+  }
   if (stein) {
     setup <- stein_setup(x, smp$score, kernel, standardize,
                          rows = heuristic_rows(smp))
@@ -208,11 +262,9 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
   rows <- if (!is.null(weights)) stratified_round(weights, used)
   if (method == "kt" || size$direct) {
     keep <- rows %||% if (method == "kt") seq_len(used) else size$keep
-    km <- kt_kernel(setup, keep, stein, nthreads)
-    u <- stats::runif(size$g * used / 2)
-    res <- .Call(C_kb_kernel_thin, km$K, size$g, delta, u, km$mu, swap)
+    res <- kt_run(setup, keep, stein, size$g, delta, swap, nthreads)
     index <- keep[res$index]
-    path <- kt_path(km$K, km$mu, res$index)
+    path <- res$path
     extra$coresets <- matrix(keep[res$coresets], nrow(res$coresets))
   } else {
     keep <- rows %||% size$keep
@@ -303,9 +355,9 @@ kt_sel_path <- function(setup, index, ref, stein, nthreads) {
   sqrt(pmax(S / j^2 - 2 * cumsum(colMeans(G)) / j + mean(Kr), 0))
 }
 
-# KSD (mu NULL) or MMD of the first j selected points, j = 1..m.
-kt_path <- function(K, mu, index) {
-  Ks <- K[index, index, drop = FALSE]
+# KSD (mu NULL) or MMD of the first j selected points, j = 1..m; Ks: the
+# kernel matrix of the selected points (K NULL: given, same entries).
+kt_path <- function(K, mu, index, Ks = K[index, index, drop = FALSE]) {
   lower <- Ks
   lower[upper.tri(lower, diag = TRUE)] <- 0
   S <- cumsum(2 * rowSums(lower) + diag(Ks))

@@ -60,6 +60,8 @@ stratified_round <- function(w, N) {
 #' @param kernel The base kernel of the Stein kernel (default
 #'   [imq_kernel()]).
 #' @param debias `"simplex"` (default) or `"stein"` (see Details).
+#' @param method `"kt"` (kernel thinning, default) or `"compress++"`
+#'   (near-linear time; see the section Compress++).
 #' @param weighted Also return simplex weights on the selected points
 #'   (`weights`, the KSD-optimal weights of the coreset; `ksd_weighted`,
 #'   its KSD with them).

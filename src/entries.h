@@ -74,6 +74,7 @@ SEXP kb_mmd_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_kernel_thin(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP kb_compresspp(SEXP, SEXP, SEXP, SEXP);
 SEXP kb_kt_refine(SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_kernel_thin_rows(SEXP, SEXP, SEXP, SEXP, SEXP);
 
 /* weights.c */
 SEXP kb_simplex_weights(SEXP, SEXP, SEXP, SEXP);

@@ -43,6 +43,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_kernel_thin, 6),
     CALLDEF(kb_compresspp, 4),
     CALLDEF(kb_kt_refine, 5),
+    CALLDEF(kb_kernel_thin_rows, 5),
     CALLDEF(kb_thread_team, 1),
     CALLDEF(kb_simd, 1),
     {NULL, NULL, 0}

@@ -33,9 +33,13 @@
 #include "callback.h"
 #include "entries.h"
 
+/* Kernel rows computed on the fly (base or Stein kernel), defined below. */
+typedef struct kt_rows kt_rows;
+
 /* A kernel matrix and what the KT steps on it share. */
 typedef struct {
-    const double *K;      /* n x n, column-major */
+    const double *K;      /* n x n, column-major, or NULL: rows on the fly */
+    const kt_rows *fly;   /* with K NULL: the points and their kernel */
     int n;
     const double *mu;     /* the reference's mean embedding (n values), or
                            * NULL: the zero measure (the Stein kernel's
@@ -50,41 +54,58 @@ typedef struct {
  * probability (1 - alpha / a) / 2, where the threshold a = max(b sigma
  * sqrt(2 log(2 / delta_j)), b^2), b^2 = ||f||^2, and the sub-Gaussian
  * parameter sigma^2 is updated as in the papers' Algorithm 1a (with the
- * adaptive threshold of the reference implementation). */
+ * adaptive threshold of the reference implementation).  One pair: x12 =
+ * (x1, x2), b2 and alpha given; sets *L and *R. */
+static void kt_walk(double *sig2, double b2, double alpha, double logmult,
+                    double u, const int *x12, int *L, int *R)
+{
+    double thresh = sqrt(*sig2 * b2 * logmult);
+    if (b2 > thresh)
+        thresh = b2;
+    if (*sig2 == 0.0) {
+        *sig2 = b2;
+    } else if (thresh != 0.0) {
+        double upd = 0.5 + (b2 / (2.0 * thresh) - 1.0) * *sig2 / thresh;
+        if (upd > 0.0)
+            *sig2 += 2.0 * b2 * upd;
+    }
+    if (thresh == 0.0)
+        thresh = 1.0;
+    double prob2 = 0.5 * (1.0 - alpha / thresh);
+    int to_l = u <= prob2;     /* x2 goes to L */
+    *L = x12[to_l];
+    *R = x12[!to_l];
+}
+
+/* The on-the-fly versions (end of the file). */
+static void kt_halve_fly(const kt_mat *km, const int *P, int s,
+                         double logmult, const double *u, int *L, int *R);
+static double kt_rel_mmd2_fly(const kt_mat *km, const int *C, int m);
+static void kt_core_sums_fly(const kt_mat *km, const int *C, int m,
+                             double *stat, double *dg);
+static void kt_rows_add(const void *ctx, int j, double coef, double *stat);
+
+/* kt_walk() over the pairs of P with the kernel values read from the
+ * stored matrix (kt_halve_fly(): computed on the fly, the same numbers in
+ * the same order). */
 static void kt_halve(const kt_mat *km, const int *P, int s, double logmult,
                      const double *u, int *L, int *R)
 {
+    if (!km->K) {
+        kt_halve_fly(km, P, s, logmult, u, L, R);
+        return;
+    }
     const double *K = km->K;
     double sig2 = 0.0;
     for (int p = 0; p < s / 2; p++) {
-        int x1 = P[2 * p];
-        int x2 = P[2 * p + 1];
-        const double *k1 = K + (size_t) x1 * km->n;
-        const double *k2 = K + (size_t) x2 * km->n;
-        double b2 = k1[x1] + k2[x2] - 2.0 * k1[x2];
-        double thresh = sqrt(sig2 * b2 * logmult);
-        if (b2 > thresh)
-            thresh = b2;
-        if (sig2 == 0.0) {
-            sig2 = b2;
-        } else if (thresh != 0.0) {
-            double upd = 0.5 + (b2 / (2.0 * thresh) - 1.0) * sig2 / thresh;
-            if (upd > 0.0)
-                sig2 += 2.0 * b2 * upd;
-        }
-        if (thresh == 0.0)
-            thresh = 1.0;
+        const int *x12 = P + 2 * p;
+        const double *k1 = K + (size_t) x12[0] * km->n;
+        const double *k2 = K + (size_t) x12[1] * km->n;
+        double b2 = k1[x12[0]] + k2[x12[1]] - 2.0 * k1[x12[1]];
         double alpha = 0.0;
         for (int c = 0; c < p; c++)
             alpha += (k1[R[c]] - k2[R[c]]) - (k1[L[c]] - k2[L[c]]);
-        double prob2 = 0.5 * (1.0 - alpha / thresh);
-        if (u[p] <= prob2) {
-            L[p] = x2;
-            R[p] = x1;
-        } else {
-            L[p] = x1;
-            R[p] = x2;
-        }
+        kt_walk(&sig2, b2, alpha, logmult, u[p], x12, L + p, R + p);
         kb_tick(km->tick, 4.0 * p + 8.0);
     }
 }
@@ -123,6 +144,8 @@ static void kt_split(const kt_mat *km, const int *in, int g, double delta,
  * mean(K[C, C]) - 2 mean(mu[C]). */
 static double kt_rel_mmd2(const kt_mat *km, const int *C, int m)
 {
+    if (!km->K)
+        return kt_rel_mmd2_fly(km, C, m);
     double cc = 0.0;
     double ca = 0.0;
     for (int a = 0; a < m; a++) {
@@ -137,15 +160,23 @@ static double kt_rel_mmd2(const kt_mat *km, const int *C, int m)
     return (cc - 2.0 * ca) / m;
 }
 
-/* stat[i] = sum_a K[C[a], i] over the coreset C (m points), i < n. */
-static void kt_core_sums(const kt_mat *km, const int *C, int m, double *stat)
+/* stat[i] = sum_a K[C[a], i] over the coreset C (m points), i < n, and
+ * (dg not NULL) dg[i] = K[i, i]. */
+static void kt_core_sums(const kt_mat *km, const int *C, int m, double *stat,
+                         double *dg)
 {
+    if (!km->K) {
+        kt_core_sums_fly(km, C, m, stat, dg);
+        return;
+    }
     for (int i = 0; i < km->n; i++) {
         const double *ki = km->K + (size_t) i * km->n;
         double r = 0.0;
         for (int a = 0; a < m; a++)
             r += ki[C[a]];
         stat[i] = r;
+        if (dg)
+            dg[i] = ki[i];
     }
 }
 
@@ -256,14 +287,17 @@ static void kt_swap(const kt_mat *km, const int *in, const int *cs, int ncs,
             memcpy(best, cs + (size_t) c * m, (size_t) m * sizeof(int));
         }
     }
-    kt_core_sums(km, best, m, stat);
+    double *dg = (double *) R_alloc(n, sizeof(double));
+    kt_core_sums(km, best, m, stat, dg);
     for (int i = 0; i < n; i++) {
-        double kii = km->K[(size_t) i * n + i];
+        double kii = dg[i];
         double mui = km->mu ? km->mu[i] : 0.0;
         stat[i] = kii / m - 2.0 * mui + 2.0 * (stat[i] / m);
     }
-    kt_refiner r = {.add = kt_mat_add, .ctx = km, .n = n, .stat = stat,
-                    .tick = km->tick, .step_work = 3.0 * n};
+    kt_refiner r = {.add = km->K ? kt_mat_add : kt_rows_add,
+                    .ctx = km->K ? (const void *) km : (const void *) km->fly,
+                    .n = n, .stat = stat, .tick = km->tick,
+                    .step_work = 3.0 * n};
     kt_refine(&r, best, m, NULL);
 }
 
@@ -283,6 +317,31 @@ static void kt_thin(const kt_mat *km, const int *in, int g, double delta,
     } else {
         memcpy(best, cs, (size_t) m * sizeof(int));
     }
+}
+
+/* kt_thin() on km as a .Call result: list(coresets = the m x 2^g matrix
+ * of KT-SPLIT's coresets, index = the m selected rows, 1-based, mu). */
+static SEXP kt_thin_result(const kt_mat *km, int g, double delta,
+                           const double *u, int swap, SEXP mu)
+{
+    int n = km->n;
+    int m = n >> g;
+    SEXP cs = PROTECT(Rf_allocMatrix(INTSXP, m, 1 << g));
+    SEXP idx = PROTECT(Rf_allocVector(INTSXP, m));
+    int *c = INTEGER(cs);
+    int *b = INTEGER(idx);
+    kt_thin(km, NULL, g, delta, u, swap && g > 0, c, b);
+    for (int i = 0; i < n; i++)
+        c[i] += 1;
+    for (int i = 0; i < m; i++)
+        b[i] += 1;
+    const char *nms[] = {"coresets", "index", "mu", ""};
+    SEXP out = PROTECT(Rf_mkNamed(VECSXP, nms));
+    SET_VECTOR_ELT(out, 0, cs);
+    SET_VECTOR_ELT(out, 1, idx);
+    SET_VECTOR_ELT(out, 2, mu);
+    UNPROTECT(3);
+    return out;
 }
 
 /* .Call entry: K (n x n, n = 2^g m), g, delta, u (g n / 2 uniforms),
@@ -306,24 +365,9 @@ SEXP kb_kernel_thin(SEXP K_, SEXP g_, SEXP delta_, SEXP u_, SEXP mu_,
     const double *mu = Rf_isNull(mu_) ? NULL : kb_arg_vector(mu_, "mu", n);
     if (kb_first_nonfinite(REAL(K_), XLENGTH(K_)) >= 0)
         kb_error_numeric(_("the kernel matrix has non-finite values"));
-    int m = n >> g;
-    SEXP cs = PROTECT(Rf_allocMatrix(INTSXP, m, 1 << g));
-    SEXP idx = PROTECT(Rf_allocVector(INTSXP, m));
-    int *c = INTEGER(cs);
-    int *b = INTEGER(idx);
     kb_ticker tick = KB_TICKER_INIT;   /* R_alloc scratch: interrupts safe */
     kt_mat km = {.K = REAL(K_), .n = n, .mu = mu, .tick = &tick};
-    kt_thin(&km, NULL, g, delta, u, swap && g > 0, c, b);
-    for (int i = 0; i < n; i++)
-        c[i] += 1;
-    for (int i = 0; i < m; i++)
-        b[i] += 1;
-    const char *nms[] = {"coresets", "index", ""};
-    SEXP out = PROTECT(Rf_mkNamed(VECSXP, nms));
-    SET_VECTOR_ELT(out, 0, cs);
-    SET_VECTOR_ELT(out, 1, idx);
-    UNPROTECT(3);
-    return out;
+    return kt_thin_result(&km, g, delta, u, swap, R_NilValue);
 }
 
 /* ---- Compress++ --------------------------------------------------------
@@ -470,7 +514,7 @@ static void cpp_node_swap(cpp_ctx *c, const kt_mat *node, int **core,
         *non = c->bc;
     }
     double *st = c->stat;
-    kt_core_sums(node, *core, h, st);
+    kt_core_sums(node, *core, h, st, NULL);
     for (int i = 0; i < s; i++) {
         double kii = node->K[(size_t) i * s + i];
         st[i] = kii / h + 2.0 * (st[i] / h - c->mu[i]);
@@ -670,42 +714,60 @@ SEXP kb_compresspp(SEXP x_, SEXP s_, SEXP kern, SEXP ctl)
 typedef struct {
     const kb_kernel *K;
     const kb_points *P;
-    const double *x, *s;      /* the row point and its score (length d) */
-    double coef;              /* out[j] += coef * k_p(x, x_j) */
+    const double *x;          /* the row point, then its score (2 d) */
+    double coef;              /* out[j] += coef * k(x, x_j) */
     double *out;
     R_xlen_t n;
 } kt_row_ctx;
+
+/* k(x, x_j), j0 <= j < j1: the Stein kernel when P has scores (x: the
+ * point, then its score), else the base kernel; the functions that fill
+ * kb_stein_matrix and kb_gram. */
+static void kt_row(const kb_kernel *K, const double *x, const kb_points *P,
+                   R_xlen_t j0, R_xlen_t j1, double *out)
+{
+    if (P->S)
+        kb_stein_row(K, x, x + K->d, P, j0, j1, out);
+    else
+        kb_kernel_row(K, x, P->X, P->ld, j0, j1, out);
+}
 
 static void kt_row_item(void *ctx, R_xlen_t b, double *buf)
 {
     const kt_row_ctx *q = (const kt_row_ctx *) ctx;
     R_xlen_t j0 = b * KB_BLOCK;
     R_xlen_t j1 = j0 + KB_BLOCK < q->n ? j0 + KB_BLOCK : q->n;
-    kb_stein_row(q->K, q->x, q->s, q->P, j0, j1, buf);
+    kt_row(q->K, q->x, q->P, j0, j1, buf);
     for (R_xlen_t j = j0; j < j1; j++)
         q->out[j] += q->coef * buf[j - j0];
 }
 
-/* The Stein kernel rows of the n points of P, for the adder below. */
-typedef struct {
+/* The kernel rows of the n points of P, computed on the fly, and the
+ * scratch of the KT steps that read them (kt_mat with K NULL). */
+struct kt_rows {
     const kb_kernel *K;
-    const kb_points *P;
+    const kb_points *P;       /* S NULL: the base kernel */
     int n, nt;
-    double *xi;               /* scratch: a point and its score (2 d) */
+    double *xi, *xj;          /* scratch: a point and its score (2 d) */
     kb_scratch scratch;       /* the loop's: KB_BLOCK per thread */
-} kt_stein_rows;
+    int cap;                  /* rows of the gathered points (0: none) */
+    double *Y, *YS;           /* gathered points and scores (cap x d) */
+    double *r1, *r2;          /* rows against them (cap each) */
+};
 
-/* The adder on Stein kernel rows computed on the fly (ctx: kt_stein_rows);
- * x_j gathered first. */
-static void kt_stein_add(const void *ctx, int j, double coef, double *stat)
+/* The adder on kernel rows computed on the fly (ctx: kt_rows); x_j
+ * gathered first. */
+static void kt_rows_add(const void *ctx, int j, double coef, double *stat)
 {
-    const kt_stein_rows *sr = (const kt_stein_rows *) ctx;
+    const kt_rows *sr = (const kt_rows *) ctx;
     int d = sr->K->d;
     kb_get_row(sr->P->X, sr->P->ld, j, d, sr->xi);
-    kb_get_row(sr->P->S, sr->P->ld, j, d, sr->xi + d);
-    kt_row_ctx q = {.K = sr->K, .P = sr->P, .x = sr->xi, .s = sr->xi + d,
-                    .coef = coef, .out = stat, .n = sr->n};
-    kb_loop L = {.nt = sr->nt, .cost0 = KB_BLOCK * KB_STEIN_WORK(d),
+    if (sr->P->S)
+        kb_get_row(sr->P->S, sr->P->ld, j, d, sr->xi + d);
+    kt_row_ctx q = {.K = sr->K, .P = sr->P, .x = sr->xi, .coef = coef,
+                    .out = stat, .n = sr->n};
+    double work = sr->P->S ? KB_STEIN_WORK(d) : KB_KERNEL_WORK(d);
+    kb_loop L = {.nt = sr->nt, .cost0 = KB_BLOCK * work,
                  .scratch = sr->scratch, .item = kt_row_item, .ctx = &q};
     kb_loop_run(&L, 0, (sr->n + KB_BLOCK - 1) / KB_BLOCK);
 }
@@ -726,9 +788,9 @@ static void kt_refine_stein(const kb_kernel *K, const kb_points *P, int n,
             kb_error_numeric(_("the Stein kernel is not finite at row %d "
                                "(check the scores)"), i + 1);
     }
-    kt_stein_rows rows = {.K = K, .P = P, .n = n, .nt = nt, .xi = xi,
-                          .scratch = kb_scratch_alloc(KB_BLOCK, nt)};
-    kt_refiner r = {.add = kt_stein_add, .ctx = &rows, .n = n,
+    kt_rows rows = {.K = K, .P = P, .n = n, .nt = nt, .xi = xi,
+                    .scratch = kb_scratch_alloc(KB_BLOCK, nt)};
+    kt_refiner r = {.add = kt_rows_add, .ctx = &rows, .n = n,
                     .stat = stat, .tick = NULL, .check = 1};
     double two_m = 2.0 / m;
     for (int c = 0; c < nc; c++) {
@@ -736,7 +798,7 @@ static void kt_refine_stein(const kb_kernel *K, const kb_points *P, int n,
         for (int i = 0; i < n; i++)
             stat[i] = dg[i] / m;
         for (int a = 0; a < m; a++)
-            kt_stein_add(&rows, best[a], two_m, stat);
+            kt_rows_add(&rows, best[a], two_m, stat);
         if (kt_refine(&r, best, m, NULL) < 0)
             kb_error_numeric(_("the Stein kernel has non-finite values "
                                "(check the scores)"));
@@ -772,6 +834,212 @@ SEXP kb_kt_refine(SEXP x_, SEXP s_, SEXP kern, SEXP cands, SEXP nthreads)
     kt_refine_stein(&K, &P, n, nt, o, m, nc);
     for (R_xlen_t i = 0; i < len; i++)
         o[i] += 1;
+    UNPROTECT(1);
+    return out;
+}
+
+/* kt_rows for the n points of P with the gathered scratch (n rows). */
+static kt_rows kt_rows_alloc(const kb_kernel *K, const kb_points *P, int n,
+                             int nt)
+{
+    int d = K->d;
+    size_t nd = (size_t) n * d;
+    kt_rows f = {.K = K, .P = P, .n = n, .nt = nt, .cap = n,
+                 .scratch = kb_scratch_alloc(KB_BLOCK, nt)};
+    f.xi = (double *) R_alloc((size_t) 4 * d, sizeof(double));
+    f.xj = f.xi + 2 * d;
+    f.Y = (double *) R_alloc(nd, sizeof(double));
+    f.YS = P->S ? (double *) R_alloc(nd, sizeof(double)) : NULL;
+    f.r1 = (double *) R_alloc((size_t) 2 * n, sizeof(double));
+    f.r2 = f.r1 + n;
+    return f;
+}
+
+/* ---- KT with kernel rows on the fly ------------------------------------
+ * KT in O(n d) memory: every kernel value the matrix path reads is
+ * computed when it is needed, by the function that fills the matrix
+ * (kb_kernel_row for kb_gram, kb_stein_row for kb_stein_matrix).  Their
+ * values depend neither on a point's place in the row nor on which of the
+ * two points is the row point (tests/testthat/test-kt-memory.R checks it
+ * on whole matrices), and they are summed in the matrix path's order, so
+ * the coresets are the same.  KT-SPLIT's halving of s points keeps its
+ * points gathered (pair p at rows 2p = R[p], 2p + 1 = L[p]) and computes
+ * the rows of x1 and x2 against the 2p + 2 so far: about n^2 evaluations
+ * over all rounds, against n^2 / 2 for the matrix. */
+
+/* Point i and its score (base kernel: the point) into buf (2 d). */
+static void kt_get(const kt_rows *f, int i, double *buf)
+{
+    int d = f->K->d;
+    kb_get_row(f->P->X, f->P->ld, i, d, buf);
+    if (f->P->S)
+        kb_get_row(f->P->S, f->P->ld, i, d, buf + d);
+}
+
+/* Point i (and its score) into row `slot` of the gathered points; slot
+ * -1 - t: exchange rows t and t + 1 instead. */
+static void kt_put(const kt_rows *f, int i, int slot)
+{
+    size_t cap = (size_t) f->cap;
+    size_t ld = (size_t) f->P->ld;
+    for (int k = 0; k < f->K->d; k++) {
+        double *y = f->Y + k * cap;
+        double *ys = f->P->S ? f->YS + k * cap : NULL;
+        if (slot < 0) {
+            int t = -1 - slot;
+            double v = y[t];
+            y[t] = y[t + 1];
+            y[t + 1] = v;
+            if (ys) {
+                v = ys[t];
+                ys[t] = ys[t + 1];
+                ys[t + 1] = v;
+            }
+        } else {
+            y[slot] = f->P->X[k * ld + i];
+            if (ys)
+                ys[slot] = f->P->S[k * ld + i];
+        }
+    }
+}
+
+/* out[t] = k(x_i, y_t) for the first cnt gathered points y_t. */
+static void kt_row_gathered(const kt_rows *f, int i, int cnt, double *out)
+{
+    kt_get(f, i, f->xi);
+    kb_points G = {.X = f->Y, .S = f->P->S ? f->YS : NULL, .ld = f->cap};
+    kt_row(f->K, f->xi, &G, 0, cnt, out);
+}
+
+static void kt_halve_fly(const kt_mat *km, const int *P, int s,
+                         double logmult, const double *u, int *L, int *R)
+{
+    const kt_rows *f = km->fly;
+    const double *k1 = f->r1;
+    const double *k2 = f->r2;
+    double sig2 = 0.0;
+    for (int p = 0; p < s / 2; p++) {
+        const int *x12 = P + 2 * p;
+        int t = 2 * p;
+        kt_put(f, x12[0], t);
+        kt_put(f, x12[1], t + 1);
+        kt_row_gathered(f, x12[0], t + 2, f->r1);
+        kt_row_gathered(f, x12[1], t + 2, f->r2);
+        double b2 = k1[t] + k2[t + 1] - 2.0 * k1[t + 1];
+        double alpha = 0.0;
+        for (int c = 0; c < t; c += 2)
+            alpha += (k1[c] - k2[c]) - (k1[c + 1] - k2[c + 1]);
+        kt_walk(&sig2, b2, alpha, logmult, u[p], x12, L + p, R + p);
+        if (R[p] != x12[0])
+            kt_put(f, 0, -1 - t);
+        kb_tick(km->tick, 8.0 * (p + 1) * KB_KERNEL_WORK(f->K->d));
+    }
+}
+
+static double kt_rel_mmd2_fly(const kt_mat *km, const int *C, int m)
+{
+    const kt_rows *f = km->fly;
+    for (int b = 0; b < m; b++)
+        kt_put(f, C[b], b);
+    double cc = 0.0;
+    double ca = 0.0;
+    for (int a = 0; a < m; a++) {
+        kt_row_gathered(f, C[a], m, f->r1);
+        double r = 0.0;
+        for (int b = 0; b < m; b++)
+            r += f->r1[b];
+        cc += r / m;
+        if (km->mu)
+            ca += km->mu[C[a]];
+    }
+    kb_tick(km->tick, (double) m * m * KB_KERNEL_WORK(f->K->d));
+    return (cc - 2.0 * ca) / m;
+}
+
+/* The coreset gathered at rows 0..m-1, x_i at row m: its row gives the
+ * sum and (dg) the diagonal. */
+static void kt_core_sums_fly(const kt_mat *km, const int *C, int m,
+                             double *stat, double *dg)
+{
+    const kt_rows *f = km->fly;
+    for (int a = 0; a < m; a++)
+        kt_put(f, C[a], a);
+    for (int i = 0; i < km->n; i++) {
+        kt_put(f, i, m);
+        kt_row_gathered(f, i, m + 1, f->r1);
+        double r = 0.0;
+        for (int a = 0; a < m; a++)
+            r += f->r1[a];
+        stat[i] = r;
+        if (dg)
+            dg[i] = f->r1[m];
+        kb_tick(km->tick, (m + 1.0) * KB_KERNEL_WORK(f->K->d));
+    }
+}
+
+typedef struct {
+    const kt_rows *f;
+    double *mu;
+} kt_means_ctx;
+
+/* mu[i] = the mean of row i of the base kernel's matrix as rowMeans()
+ * computes it: a long double sum over the columns in order, then / n. */
+static void kt_means_item(void *ctx, R_xlen_t i, double *buf)
+{
+    const kt_means_ctx *q = (const kt_means_ctx *) ctx;
+    const kt_rows *f = q->f;
+    int d = f->K->d;
+    double *x = buf + KB_BLOCK;
+    kb_get_row(f->P->X, f->P->ld, i, d, x);
+    long double acc = 0.0;
+    for (R_xlen_t j = 0; j < f->n; j += KB_BLOCK) {
+        R_xlen_t j1 = j + KB_BLOCK < f->n ? j + KB_BLOCK : f->n;
+        kt_row(f->K, x, f->P, j, j1, buf);
+        for (R_xlen_t t = 0; t < j1 - j; t++)
+            acc += buf[t];
+    }
+    acc /= f->n;
+    q->mu[i] = (double) acc;
+}
+
+/* .Call entry: x (n x d, the kernel's coordinates, n = 2^g m), s (n x d
+ * scores: the Stein kernel, reference the target; NULL: the base kernel,
+ * reference the sample's mean embedding), kern, u (g n / 2 uniforms), ctl
+ * = list(g, delta, swap, nthreads).  The result of kb_kernel_thin on the
+ * kernel matrix of x (with mu = its row means for a base kernel), which
+ * is not formed; mu: those row means (base kernel) or NULL. */
+SEXP kb_kernel_thin_rows(SEXP x_, SEXP s_, SEXP kern, SEXP u_, SEXP ctl)
+{
+    int n = kb_arg_matrix(x_, "x", -1, -1);
+    int d = Rf_ncols(x_);
+    if (!Rf_isNull(s_))
+        kb_arg_points(x_, s_, "x", "score", &n, &d);
+    int g = kb_scalar_int(kb_list_elt(ctl, "g"), "g");
+    double delta = kb_scalar_real(kb_list_elt(ctl, "delta"), "delta");
+    int swap = kb_scalar_flag(kb_list_elt(ctl, "swap"), "swap");
+    int nt = kb_nthreads(kb_list_elt(ctl, "nthreads"));
+    if (g < 0 || g > 30 || n < 1 || n % (1 << g) != 0)
+        kb_error_arg(_("'g' must give 2^g dividing nrow(x)"));
+    if (!(delta > 0.0 && delta < 1.0))
+        kb_error_arg(_("'delta' must be in (0, 1)"));
+    const double *u = kb_arg_vector(u_, "u", (R_xlen_t) g * (n / 2));
+    kb_kernel K;
+    kb_kernel_from_sexp(kern, d, &K);
+    kb_points P = {.X = REAL(x_), .S = Rf_isNull(s_) ? NULL : REAL(s_),
+                   .ld = n};
+    kt_rows f = kt_rows_alloc(&K, &P, n, nt);
+    SEXP mu = PROTECT(P.S ? R_NilValue : Rf_allocVector(REALSXP, n));
+    if (!P.S) {
+        kt_means_ctx q = {.f = &f, .mu = REAL(mu)};
+        kb_loop L = {.nt = nt, .cost0 = (double) n * KB_KERNEL_WORK(d),
+                     .scratch = kb_scratch_alloc((size_t) d + KB_BLOCK, nt),
+                     .item = kt_means_item, .ctx = &q};
+        kb_loop_run(&L, 0, n);
+    }
+    kb_ticker tick = KB_TICKER_INIT;   /* R_alloc scratch: interrupts safe */
+    kt_mat km = {.K = NULL, .fly = &f, .n = n,
+                 .mu = P.S ? NULL : REAL(mu), .tick = &tick};
+    SEXP out = kt_thin_result(&km, g, delta, u, swap, mu);
     UNPROTECT(1);
     return out;
 }

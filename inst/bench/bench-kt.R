@@ -148,3 +148,54 @@ if (Sys.getenv("KB_BENCH_SKT", "1") != "0") {
               nr, t_c, t_r, t_rk, (t_r + t_rk) / t_c,
               identical(as.integer(rc[, 1]), as.integer(rr))))
 }
+
+# ---- KT without the kernel matrix (issue 35) ----------------------------
+# method = "kt" on kernel rows computed on the fly (O(n d) memory) against
+# the n x n matrix, same coresets, at n = 2^12, 2^13, 2^14 in d = 4 (the
+# route forced by options(kernbayes.kt_matrix_max = 0 / Inf)); then the
+# default kernel_thin() (no method: "compress++" above 2^15 rows) at 2^16
+# and KB_BENCH_MEM_N (default 2^20) with its peak memory: R's heap ("max
+# used" of gc(), R_alloc included) and the process's VmHWM (reset through
+# /proc/self/clear_refs where Linux allows it).  The goal:
+# 16x the data in at most 40x the time, under 2 GB.  KB_BENCH_MEM=0 skips.
+if (Sys.getenv("KB_BENCH_MEM", "1") != "0") local({
+  tg <- gaussian_target(rep(0, 4))
+  route <- function(n, lim, score) {
+    set.seed(1)
+    y <- sample_target(tg, n)
+    old <- options(kernbayes.kt_matrix_max = lim)
+    on.exit(options(old))
+    set.seed(2)
+    t <- system.time(r <- kernel_thin(y, score))[["elapsed"]]
+    list(t = t, index = r$index)
+  }
+  for (stein in c(TRUE, FALSE)) for (n in 2^(12:14)) {
+    sc <- if (stein) tg
+    a <- route(n, 0, sc)
+    b <- route(n, Inf, sc)
+    cat(sprintf("KT %s n = %6d: rows %6.2f s, matrix %6.2f s, ratio %.2f, same index %s\n",
+                if (stein) "Stein" else "Gauss", n, a$t, b$t, a$t / b$t,
+                identical(a$index, b$index)))
+  }
+  hwm <- function() {   # the peak since clear_refs
+    s <- grep("^VmHWM", readLines("/proc/self/status"), value = TRUE)
+    if (length(s)) as.numeric(gsub("[^0-9]", "", s)) / 1024 else NA
+  }
+  big <- as.integer(Sys.getenv("KB_BENCH_MEM_N", 2^20))
+  tt <- c()
+  for (n in c(2^16, big)) {
+    set.seed(1)
+    y <- sample_target(tg, n)
+    gc(reset = TRUE)
+    try(writeLines("5", "/proc/self/clear_refs"), silent = TRUE)
+    m0 <- sum(gc()[, "max used"] * c(56, 8)) / 2^20
+    t <- system.time(r <- kernel_thin(y, tg))[["elapsed"]]
+    mx <- sum(gc()[, "max used"] * c(56, 8)) / 2^20
+    tt <- c(tt, t)
+    cat(sprintf(paste("default kernel_thin(), n = %7d, d = 4: %s, %.2f s,",
+                      "R heap peak %.0f MB (%.0f MB before), VmHWM %.0f MB\n"),
+                n, r$kt_method, t, mx, m0, hwm()))
+  }
+  cat(sprintf("time ratio %d / 2^16 = %.1fx for %.0fx the data\n", big,
+              tt[2] / tt[1], big / 2^16))
+})
