@@ -772,6 +772,23 @@ static void kt_rows_add(const void *ctx, int j, double coef, double *stat)
     kb_loop_run(&L, 0, (sr->n + KB_BLOCK - 1) / KB_BLOCK);
 }
 
+/* dg[i] = k_p(x_i, x_i), the Stein kernel's diagonal (xi: 2 d doubles of
+ * scratch), with an error at the first row where it is not finite.  For a
+ * positive definite kernel |k_p(x_i, x_j)| <= sqrt(k_p(x_i, x_i) k_p(x_j,
+ * x_j)), so a finite diagonal bounds every entry the rows on the fly will
+ * compute: the check the matrix path makes on the whole matrix, in O(n d). */
+static void kt_stein_diag(const kb_kernel *K, const kb_points *P, int n,
+                          double *xi, double *dg)
+{
+    for (int i = 0; i < n; i++) {
+        kb_get_row(P->S, n, i, K->d, xi);
+        dg[i] = kb_stein_diag(K, xi);
+        if (!R_FINITE(dg[i]))
+            kb_error_numeric(_("the Stein kernel is not finite at row %d "
+                               "(check the scores)"), i + 1);
+    }
+}
+
 /* KT-SWAP's refinement of each of the nc candidates (m x nc, 0-based, in
  * place) over all n points of P against the target (mu = 0). */
 static void kt_refine_stein(const kb_kernel *K, const kb_points *P, int n,
@@ -781,13 +798,7 @@ static void kt_refine_stein(const kb_kernel *K, const kb_points *P, int n,
     double *dg = (double *) R_alloc(n, sizeof(double));
     double *stat = (double *) R_alloc(n, sizeof(double));
     double *xi = (double *) R_alloc((size_t) 2 * d, sizeof(double));
-    for (int i = 0; i < n; i++) {
-        kb_get_row(P->S, n, i, d, xi);
-        dg[i] = kb_stein_diag(K, xi);
-        if (!R_FINITE(dg[i]))
-            kb_error_numeric(_("the Stein kernel is not finite at row %d "
-                               "(check the scores)"), i + 1);
-    }
+    kt_stein_diag(K, P, n, xi, dg);
     kt_rows rows = {.K = K, .P = P, .n = n, .nt = nt, .xi = xi,
                     .scratch = kb_scratch_alloc(KB_BLOCK, nt)};
     kt_refiner r = {.add = kt_rows_add, .ctx = &rows, .n = n,
@@ -1027,6 +1038,10 @@ SEXP kb_kernel_thin_rows(SEXP x_, SEXP s_, SEXP kern, SEXP u_, SEXP ctl)
     kb_kernel_from_sexp(kern, d, &K);
     kb_points P = {.X = REAL(x_), .S = Rf_isNull(s_) ? NULL : REAL(s_),
                    .ld = n};
+    if (P.S) {   /* a base kernel is bounded: no check needed */
+        double *xi = (double *) R_alloc((size_t) 2 * d, sizeof(double));
+        kt_stein_diag(&K, &P, n, xi, (double *) R_alloc(n, sizeof(double)));
+    }
     kt_rows f = kt_rows_alloc(&K, &P, n, nt);
     SEXP mu = PROTECT(P.S ? R_NilValue : Rf_allocVector(REALSXP, n));
     if (!P.S) {

@@ -68,3 +68,16 @@ test_that("the default method is compress++ only above 2^15 rows", {
   set.seed(2)
   expect_identical(a, kernel_thin(x, method = "kt"))
 })
+
+test_that("the rows route refuses a Stein kernel that is not finite, as the matrix route does", {
+  # the matrix route checks the whole matrix; the rows route checks the
+  # diagonal, which bounds every entry of a positive definite kernel
+  set.seed(6)
+  x <- matrix(rnorm(64 * 2), 64)
+  s <- -x
+  s[17, ] <- c(1e200, -1e200)
+  for (lim in c(0, Inf)) {
+    expect_error(kt_by_route(lim, x, s, m = 16, standardize = FALSE),
+                 class = "kb_error_numeric", regexp = "not finite|non-finite|overflows")
+  }
+})
