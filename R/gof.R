@@ -597,7 +597,10 @@ gof_iact <- function(v) {
   if (n < 4L || !any(v != 0)) return(1)
   m <- stats::nextn(2L * n)
   f <- stats::fft(c(v, numeric(m - n)))
-  acov <- Re(stats::fft(Mod(f)^2, inverse = TRUE))[seq_len(n)] / (n * m)
+  # n m in doubles: as integers it overflows from about n = 32768 (NA,
+  # and ksd_test() failed on samples that large)
+  acov <- Re(stats::fft(Mod(f)^2, inverse = TRUE))[seq_len(n)] /
+    (as.double(n) * m)
   rho <- acov / acov[1L]
   k <- seq_len(n %/% 2L)
   pairs <- rho[2L * k - 1L] + rho[2L * k]

@@ -317,6 +317,8 @@ test_that("gof_iact: integrated autocorrelation times of AR(1) series", {
   expect_equal(kernbayes:::gof_iact(ar1_chain(5000, 0.8)[, 1]), 9,
                tolerance = 0.2)
   expect_lt(kernbayes:::gof_iact(rnorm(5000)), 1.2)
+  # n times the FFT length overflowed an integer beyond n = 32767
+  expect_lt(kernbayes:::gof_iact(rnorm(40000)), 1.2)
   expect_identical(kernbayes:::gof_iact(rep(1, 10)), 1)
   expect_identical(kernbayes:::gof_iact((-1)^(1:100)), 1)
 })
