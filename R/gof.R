@@ -477,6 +477,16 @@ gof_change_prob <- function(m, tau) {
 GOF_TILE <- 64L
 GOF_RB <- 8L
 
+# Internal option kernbayes.gof_route: "blocked" (default; src/gof.c's
+# tile_apply, register blocks of 4 rows x 4 replicates) or "reference" (its
+# previous kernel, tile_apply_ref, 4 rows x 8 replicates, kept so that the
+# tests can check that the two give the same bootstrap bit for bit).
+gof_route_ref <- function() {
+  route <- getOption("kernbayes.gof_route", "blocked")
+  check_choice(route, c("blocked", "reference"), "kernbayes.gof_route") ==
+    "reference"
+}
+
 # The quadratic forms w_b' K_p w_b (quad) and their diagonal parts
 # sum_i w_ib^2 k_p(x_i, x_i) (diag) for the columns w_b of W, in C on the
 # Stein setup st.  The tiles of the lower triangle are cut into slices that
@@ -498,9 +508,10 @@ gof_quad <- function(st, W, nthreads, progress) {
                            progress)
   on.exit(rep$done())
   quad <- diag <- numeric(nbb * GOF_RB)
+  ref <- as.double(gof_route_ref())
   for (i in seq_len(length(cuts) - 1L)) {
     v <- .Call(C_kb_gof_quad, st$x, st$s, st$kernel, Wp, cuts[i],
-               cuts[i + 1L], nthreads)
+               cuts[i + 1L], nthreads, ref)
     quad <- quad + v$quad
     diag <- diag + v$diag
     rep$add(1)
@@ -586,7 +597,10 @@ gof_iact <- function(v) {
   if (n < 4L || !any(v != 0)) return(1)
   m <- stats::nextn(2L * n)
   f <- stats::fft(c(v, numeric(m - n)))
-  acov <- Re(stats::fft(Mod(f)^2, inverse = TRUE))[seq_len(n)] / (n * m)
+  # n m in doubles: as integers it overflows from about n = 32768 (NA,
+  # and ksd_test() failed on samples that large)
+  acov <- Re(stats::fft(Mod(f)^2, inverse = TRUE))[seq_len(n)] /
+    (as.double(n) * m)
   rho <- acov / acov[1L]
   k <- seq_len(n %/% 2L)
   pairs <- rho[2L * k - 1L] + rho[2L * k]

@@ -14,7 +14,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_svgd_median, 4),
     CALLDEF(kb_stein_block_sums, 7),
     CALLDEF(kb_stein_cross_sums, 6),
-    CALLDEF(kb_gof_quad, 7),
+    CALLDEF(kb_gof_quad, 8),
     CALLDEF(kb_fssd_moments, 5),
     CALLDEF(kb_cross_kernel, 5),
     CALLDEF(kb_self_kernel, 4),

@@ -176,3 +176,53 @@ if (Sys.getenv("KB_BENCH_BIG") == "1") {
               nb, B, t_big, r_big$p.value, sum(mem[, ncol(mem)]),
               8 * nb * B / 2^20))
 }
+
+# The register blocks of the bootstrap (issue 35, item 3): d = 10, 1000
+# replicates, one thread, IMQ, U-statistic, multinomial bootstrap.
+# src/gof.c's tile_apply (4 tile rows x 4 replicates in 16 named
+# accumulators) against its previous kernel tile_apply_ref (4 rows x 8
+# replicates in an array), both selected in this run with the internal
+# option kernbayes.gof_route; the same bits (checked below).  Then the time
+# of the new kernel alone at the sizes in KB_BENCH_GOF_N (default 3e4; add
+# 1e5 for about 20 minutes more on one idle core): the Stein matrix is never
+# stored, the memory is the n x B weights and their packed copy.
+# Measured (R 4.2.2, gcc 12 -O2, one thread, load ~1-2 on 2 shared cores):
+#   n =  2000: new 0.9 s, old 1.8 s (1.88x); 5000: 4.0 s, 8.6 s (2.16x);
+#   10000: 12.6 s, 33.1 s (2.63x); p-values and bootstrap identical.
+#   n = 30000: new 112 s, R heap peak 872 MB.  An earlier run at load ~5
+#   (the old kernel when the load fell): n = 10000 31.6 s against 72.2 s,
+#   n = 30000 218.8 s against 320.0 s.  n = 1e5 with 8 replicates: 69 s,
+#   peak RSS 172 MB (before issue 35 it stopped in gof_iact(), an integer
+#   overflow from n = 32768); with 1000 replicates 1197 s, R heap peak
+#   2.8 GB, peak RSS 2.9 GB (KB_BENCH_GOF_N=1e5).
+cat("\nRegister blocks of the bootstrap, d = 10, 1000 replicates, 1 thread\n")
+d10 <- 10L
+tg10 <- gaussian_target(rep(0, d10))
+gof_at <- function(n, route) {
+  set.seed(7)
+  x <- sample_target(tg10, n) + 0.01
+  s <- target_score(tg10, x)
+  old <- options(kernbayes.gof_route = route)
+  on.exit(options(old))
+  set.seed(8)
+  t <- system.time(r <- ksd_test(x, s, n_boot = B, nthreads = 1,
+                                 progress = FALSE))[["elapsed"]]
+  list(time = t, test = r)
+}
+for (n in c(2000, 5000, 10000)) {
+  a <- gof_at(n, "blocked")
+  b <- gof_at(n, "reference")
+  cat(sprintf(paste0("n = %5d: new %6.1f s, old %6.1f s, old / new %.2f; ",
+                     "p-values identical %s, bootstrap identical %s\n"),
+              n, a$time, b$time, b$time / a$time,
+              identical(a$test$p.value, b$test$p.value),
+              identical(a$test$boot, b$test$boot)))
+}
+big <- as.numeric(strsplit(Sys.getenv("KB_BENCH_GOF_N", "3e4"), ",")[[1L]])
+for (n in big) {
+  gc(reset = TRUE)
+  a <- gof_at(n, "blocked")
+  mem <- gc()
+  cat(sprintf("n = %g: new %.0f s (p = %.3f); R heap peak %.0f MB\n", n,
+              a$time, a$test$p.value, sum(mem[, ncol(mem)])))
+}

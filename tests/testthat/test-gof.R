@@ -110,6 +110,55 @@ test_that("a sample of more than one tile row and many replicates matches R matr
   expect_equal(r$boot, ref, tolerance = 1e-10)
 })
 
+test_that("the register-blocked bootstrap equals the previous kernel (route \"reference\") for every bootstrap, statistic and chain layout", {
+  # gof_quad()'s two C kernels sum each replicate in the same order: the
+  # same bits (here; the bootstrap statistics to 1e-12 where a compiler
+  # contracts them differently) and the same p-values.  n = 50-500: tile
+  # edges (a last tile of 1, 13, 52 rows), one and several chains.
+  run <- function(route, args, seed) {
+    old <- options(kernbayes.gof_route = route)
+    on.exit(options(old))
+    set.seed(seed)
+    do.call(ksd_test, args)
+  }
+  cases <- list(
+    list(n = 50, type = "U", bootstrap = "multinomial"),
+    list(n = 129, type = "V", bootstrap = "wild", wild = "rademacher"),
+    list(n = 257, type = "U", bootstrap = "wild", wild = "rademacher"),
+    list(n = 500, type = "V", bootstrap = "wild", wild = "markov"),
+    list(n = 181, type = "U", chains = 1),
+    list(n = 308, type = "V", chains = 3),
+    list(n = 244, type = "U", chains = 4, by_chain = TRUE))
+  for (i in seq_along(cases)) {
+    cs <- cases[[i]]
+    x <- gof_sample(cs$n, 3, seed = 40 + i) + 0.05
+    args <- list(x = x, score = -x, type = cs$type, n_boot = 77,
+                 nthreads = 1 + i %% 2, progress = FALSE,
+                 bootstrap = cs$bootstrap, wild = cs$wild,
+                 chain = if (!is.null(cs$chains))
+                   rep(seq_len(cs$chains), length.out = cs$n),
+                 by_chain = isTRUE(cs$by_chain))
+    args <- args[!vapply(args, is.null, TRUE)]
+    a <- run("blocked", args, i)
+    b <- run("reference", args, i)
+    tests <- if (isTRUE(cs$by_chain)) {
+      Map(list, c(list(a$pooled), a$chains), c(list(b$pooled), b$chains))
+    } else list(list(a, b))
+    for (ab in tests) {
+      expect_identical(ab[[1]]$p.value, ab[[2]]$p.value)
+      expect_identical(ab[[1]]$statistic, ab[[2]]$statistic)
+      expect_equal(ab[[1]]$boot, ab[[2]]$boot, tolerance = 1e-12)
+    }
+    if (isTRUE(cs$chains > 1)) {
+      expect_identical(if (isTRUE(cs$by_chain)) a$pooled$wild else a$wild,
+                       "markov")
+    }
+  }
+  expect_error(run("fast", list(x = gof_sample(20), score = -gof_sample(20),
+                                n_boot = 5, progress = FALSE), 1),
+               "kernbayes.gof_route")
+})
+
 test_that("results are identical on 1 and 2 threads, with and without progress, and reproducible under set.seed()", {
   x <- gof_sample(300, 2, seed = 6)
   run <- function(nt, type = "U", progress = FALSE) {
@@ -268,6 +317,8 @@ test_that("gof_iact: integrated autocorrelation times of AR(1) series", {
   expect_equal(kernbayes:::gof_iact(ar1_chain(5000, 0.8)[, 1]), 9,
                tolerance = 0.2)
   expect_lt(kernbayes:::gof_iact(rnorm(5000)), 1.2)
+  # n times the FFT length overflowed an integer beyond n = 32767
+  expect_lt(kernbayes:::gof_iact(rnorm(40000)), 1.2)
   expect_identical(kernbayes:::gof_iact(rep(1, 10)), 1)
   expect_identical(kernbayes:::gof_iact((-1)^(1:100)), 1)
 })
