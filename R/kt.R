@@ -117,7 +117,8 @@ kt_kernel <- function(setup, use, stein, nthreads) {
 #' faster: the matrix no longer goes through memory). Without `method`,
 #' samples of more than \eqn{2^{15}} = 32768 rows are thinned by
 #' `"compress++"` (near-linear time; KT on \eqn{2^{16}} rows takes about
-#' 4x as long as on \eqn{2^{15}}), smaller ones by `"kt"`. The \eqn{g n / 2} coin flips are uniforms from
+#' 4x as long as on \eqn{2^{15}}) when `m` is a size it gives (see
+#' 'Compress++'), by `"kt"` otherwise and for smaller samples. The \eqn{g n / 2} coin flips are uniforms from
 #' R's generator, so `set.seed()` reproduces a run.
 #'
 #' @section Compress++:
@@ -233,7 +234,13 @@ kernel_thin <- function(x, score = NULL, m = NULL, kernel = NULL,
   n <- nrow(x)
   if (n < 1L) stop_arg("x", "must have at least one row")
   if (!is.null(weights)) weights <- check_weights(weights, n)
-  if (auto_method && n > kt_default_max) method <- "compress++"
+  # the default above kt_default_max rows: Compress++ when it can give the
+  # size asked for (a power of 2 for it), else KT on kernel rows
+  if (auto_method && n > kt_default_max &&
+      !inherits(tryCatch(cpp_size(m, n, oversample), error = function(e) e),
+                "error")) {
+    method <- "compress++"
+  }
   if (method == "compress++") {
     size <- cpp_size(m, n, oversample)
     used <- size$N

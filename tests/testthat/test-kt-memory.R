@@ -81,3 +81,18 @@ test_that("the rows route refuses a Stein kernel that is not finite, as the matr
                  class = "kb_error_numeric", regexp = "not finite|non-finite|overflows")
   }
 })
+
+test_that("the default above 2^15 rows is Compress++ only for a size it can give", {
+  skip_on_cran()
+  set.seed(8)
+  n <- 2^15 + 64
+  x <- matrix(rnorm(n * 2), n)
+  # 513 = n / 64 is a KT size, not a Compress++ one (a power of 2): KT on
+  # kernel rows, where it used to stop with Compress++'s size error
+  old <- options(kernbayes.warn_distortion = FALSE)
+  on.exit(options(old))
+  r <- kernel_thin(x, m = 513)
+  expect_length(r$index, 513L)
+  expect_identical(r$kt_method, "kt")
+  expect_identical(kernel_thin(x, m = 128)$kt_method, "compress++")
+})
