@@ -170,7 +170,9 @@ kbr_cv_table <- function(x, y, grid, cv) {
   n <- nrow(x)
   # G_X and G_Y, every fold's factors at once and each thread's work arrays
   check_memory(8 * (4 * folds + 9 * nthreads + 2) * n^2, "x",
-               sprintf("cross-validation with %d points", n))
+               sprintf("cross-validation with %d points", n),
+               paste("cross-validate on a subsample (kbr()'s default tuning",
+                     "uses three of 'cv_points' points), or fewer threads"))
   fold <- with_seed(cv$seed, sample(rep_len(seq_len(folds), n)))
   crit <- matrix(0, nrow(grid), if (criterion == "both") 2L else 1L)
   bw_key <- paste(grid$sigma_x, grid$sigma_y)

@@ -518,6 +518,9 @@ test_that("kbr_cv() checks sizes before allocating Gram matrices", {
   on.exit(options(withr_opt), add = TRUE)
   expect_error(kbr_cv(d$x, d$y), class = "kb_error_arg",
                regexp = "'x' is too large: cross-validation with 200 points")
+  # and it names the route that fits
+  expect_error(kbr_cv(d$x, d$y), class = "kb_error_arg",
+               regexp = "cross-validate on a subsample")
 })
 
 # ---- print and plot ----------------------------------------------------------
