@@ -61,13 +61,18 @@ stratified_round <- function(w, N) {
 #' `debias = NULL` (default) takes `"simplex"` up to \eqn{2^{13}} = 8192
 #' rows and `"compress"` above. At \eqn{n = 2^{13}} the full path's matrix
 #' is 512 MB and the defaults took about 30 s on one thread; at
-#' \eqn{2^{14}} 2 GB for the matrix alone and minutes, and
-#' \eqn{2^{16}} would need 56 GB. The coreset route's KSD was within a
-#' few per cent of the full path's on biased chains and over-dispersed
-#' samples at \eqn{n = 2^{12}}-\eqn{2^{14}} (ratios in
+#' \eqn{2^{14}} 2 GB for the matrix alone and 31-35 s (\eqn{d = 2}) to
+#' 294-411 s (\eqn{d = 4}; 7-13 s for the coreset route) on a loaded
+#' machine, and \eqn{2^{16}} would need 56 GB. The coreset route's KSD was
+#' within 10\% of the full path's (median ratio 1.00 over 28 pairs) on
+#' biased chains and over-dispersed samples at \eqn{n = 2^{12}} to
+#' \eqn{2^{14}} (ratios in
 #' `inst/extdata/skt-scale.csv`, `inst/experiments/skt-scale.R`), and on
-#' \eqn{n = 2^{18}} points in \eqn{d = 4} it took about 9 s on one thread
-#' with a peak resident set of 340 MB.
+#' \eqn{n = 2^{18}} points in \eqn{d = 4} (\eqn{m = 512}) it took 9 s on
+#' one thread of an idle machine (36 s with 10 processes on 2 cores), with
+#' a peak R heap of 353 MB and a peak resident set of 365 MB while it ran
+#' (Compress++ 0.6 s, the 4096-point matrix and weights 4.3 s, the rest
+#' KT of the multiset and step (4)).
 #' Explicit `"simplex"` and `"stein"` keep their results (the same
 #' selection for the same seed as before `"compress"` existed); a
 #' `"simplex"` too large for `options(kernbayes.max_memory)` stops before

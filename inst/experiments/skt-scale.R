@@ -13,7 +13,12 @@
 #   SKT_SEEDS     seeds per setting at 2^12 and 2^13 (default 3)
 #   SKT_SEEDS14   seeds per setting at 2^14 (default 1: the full path needs
 #                 a 2 GB matrix and minutes there)
+#   SKT_SMALL     "0" skips 2^12-2^14 (default: run them)
 #   SKT_BIG       "0" skips 2^16 and 2^18 (default: run them)
+#   SKT_KINDS, SKT_DIMS  subsets (default "chain,wide" and "2,4")
+#   SKT_LOWRANK   "1" adds low-rank SKT at 2^13 (see low_rank_debias())
+# Rows are appended to the table as each case ends; the ratios are printed
+# from the whole table (remove it before a fresh run).
 #
 # Samples (a non-Gaussian target: the mixture 0.5 N(-1.5 1, I) + 0.5
 # N(1.5 1, I) in d = 2 and 4, gaussian_mixture_target()):
@@ -96,13 +101,12 @@ run_small <- function(kind, d, n, seed) {
                                           else "compress"))
     kr <- ksd_rows(st, r$val$index)
     stopifnot(isTRUE(all.equal(kr, as.numeric(ksd(r$val)), tolerance = 1e-8)))
-    out <- rbind(out, row_of(kind, d, n, seed, route, r$val$m,
-                             length(r$val$coreset) %||% n, kr, r$time))
+    M <- if (route == "full") n else length(r$val$coreset)
+    out <- rbind(out, row_of(kind, d, n, seed, route, r$val$m, M, kr,
+                             r$time))
   }
   rbind(out, yardsticks(smp, st, r$val$m, kind, d, n, seed))
 }
-
-`%||%` <- function(a, b) if (is.null(a) || length(a) == 0L) b else a
 
 # One big case, meant for a fresh process (peak memory of this route only)
 run_big <- function(kind, d, n, seed) {
@@ -127,6 +131,87 @@ run_big <- function(kind, d, n, seed) {
         yardsticks(smp, st, r$val$m, kind, d, n, seed))
 }
 
+# ---- low-rank debiasing, for comparison (SKT_LOWRANK = "1") -----------------
+# Li, Dwivedi and Mackey's (2024) other sub-quadratic route, as read from
+# the paper (plain R, not the authors' code): Low-rank debiasing, T
+# adaptive rounds, each a randomly pivoted Cholesky factor F (n x r) of the
+# Stein kernel matrix with pivots drawn with probability proportional to
+# w_i times the residual diagonal (weighted RPCholesky), then accelerated
+# entropic mirror descent on w' F F' w over the simplex from the current
+# w; then the package's steps (2)-(4) on the weights (rounding to n rows,
+# KT-SPLIT on kernel rows, KT-SWAP of it and of the Stein thinning baseline
+# over all rows). Our choices: r = 2 sqrt(n), T = 7, 300 mirror steps.
+lr_col <- function(st, p) {
+  .Call(kernbayes:::C_kb_stein_cross_sums, st$x, st$s,
+        st$x[p, , drop = FALSE], st$s[p, , drop = FALSE], st$kernel, 1L)
+}
+
+lr_rpchol <- function(st, w, r, dg) {
+  n <- nrow(st$x)
+  F <- matrix(0, n, r)
+  res <- dg
+  for (j in seq_len(r)) {
+    pr <- pmax(w * res, 0)
+    if (!(sum(pr) > 0)) return(F[, seq_len(j - 1L), drop = FALSE])
+    p <- sample.int(n, 1L, prob = pr)
+    col <- lr_col(st, p)$sums
+    if (j > 1L) col <- col - F[, seq_len(j - 1L), drop = FALSE] %*% F[p, seq_len(j - 1L)]
+    if (!(col[p] > 0)) return(F[, seq_len(j - 1L), drop = FALSE])
+    F[, j] <- col / sqrt(col[p])
+    res <- pmax(res - F[, j]^2, 0)
+  }
+  F
+}
+
+lr_amd <- function(F, w, steps) {
+  L <- 2 * max(rowSums(F^2))
+  x <- z <- w
+  for (k in seq_len(steps)) {
+    th <- 2 / (k + 1)
+    y <- (1 - th) * x + th * z
+    g <- 2 * drop(F %*% crossprod(F, y))
+    z <- z * exp(-(g - min(g)) / (L * th))
+    z <- z / sum(z)
+    x <- (1 - th) * x + th * z
+  }
+  x
+}
+
+low_rank_debias <- function(st, r, rounds = 7L, steps = 300L) {
+  n <- nrow(st$x)
+  dg <- lr_col(st, 1L)$diag
+  w <- rep(1 / n, n)
+  for (t in seq_len(rounds)) w <- lr_amd(lr_rpchol(st, w, r, dg), w, steps)
+  w
+}
+
+# Low-rank SKT: LD weights, then the package's steps (2)-(4) (internal
+# helpers of R/skt.R, as stein_kernel_thin() runs them for debias = "stein").
+low_rank_skt <- function(st, m, seed) {
+  n <- nrow(st$x)
+  set.seed(seed)
+  w <- low_rank_debias(st, as.integer(2 * sqrt(n)))
+  g <- as.integer(round(log2(n / m)))
+  rows <- kernbayes:::stratified_round(w, n)
+  cand <- kernbayes:::skt_split(st, rows, NULL, g, 0.5, 1L)
+  base <- .Call(kernbayes:::C_kb_stein_thin, st$x, st$s, st$kernel, m, FALSE,
+                list(), 1L, NULL)$index
+  cands <- .Call(kernbayes:::C_kb_kt_refine, st$x, st$s, st$kernel,
+                 cbind(as.integer(cand), as.integer(base)), 1L)
+  k <- apply(cands, 2L, function(i) ksd_rows(st, i))
+  list(index = cands[, which.min(k)], w = w)
+}
+
+run_lowrank <- function(kind, d, n, seed) {
+  smp <- make_sample(kind, d, n, seed)
+  st <- kernbayes:::stein_setup(smp$x, smp$s, imq_kernel(), TRUE,
+                                rows = seq_len(n))
+  m <- n %/% 2^round(log2(n) / 2)
+  lr <- timed(low_rank_skt(st, m, seed))
+  row_of(kind, d, n, seed, "lowrank", m, as.integer(2 * sqrt(n)),
+         ksd_rows(st, lr$val$index), lr$time)
+}
+
 args <- commandArgs(trailingOnly = TRUE)
 if (length(args) >= 1L && args[1] == "--big") {
   res <- run_big(args[2], as.integer(args[3]), as.integer(args[4]),
@@ -136,47 +221,68 @@ if (length(args) >= 1L && args[1] == "--big") {
 }
 
 outdir <- if (length(args) >= 1L) args[1] else "inst/extdata"
+out_csv <- file.path(outdir, "skt-scale.csv")
+dir.create(outdir, showWarnings = FALSE, recursive = TRUE)
+# each case's rows are appended as it ends (a long run can be read, or
+# split over processes, by SKT_SMALL / SKT_BIG / SKT_KINDS / SKT_DIMS)
+append_rows <- function(rows) {
+  if (!file.exists(out_csv)) {
+    utils::write.csv(rows, out_csv, row.names = FALSE)
+  } else {
+    utils::write.table(rows, out_csv, sep = ",", row.names = FALSE,
+                       col.names = FALSE, append = TRUE)
+  }
+}
 seeds <- seq_len(as.integer(Sys.getenv("SKT_SEEDS", "3")))
 seeds14 <- seq_len(as.integer(Sys.getenv("SKT_SEEDS14", "1")))
-tab <- NULL
-for (kind in c("chain", "wide")) for (d in c(2L, 4L)) {
-  for (n in 2^(12:14)) {
+kinds <- strsplit(Sys.getenv("SKT_KINDS", "chain,wide"), ",")[[1]]
+dims <- as.integer(strsplit(Sys.getenv("SKT_DIMS", "2,4"), ",")[[1]])
+if (Sys.getenv("SKT_SMALL", "1") != "0") {
+  for (kind in kinds) for (d in dims) for (n in 2^(12:14)) {
     for (seed in if (n == 2^14) seeds14 else seeds) {
-      tab <- rbind(tab, run_small(kind, d, as.integer(n), seed))
+      append_rows(run_small(kind, d, as.integer(n), seed))
       cat(sprintf("%s d=%d n=%d seed=%d done\n", kind, d, n, seed))
     }
   }
 }
 if (Sys.getenv("SKT_BIG", "1") != "0") {
   me <- sub("^--file=", "", grep("^--file=", commandArgs(), value = TRUE))
-  for (kind in c("chain", "wide")) for (n in 2^c(16, 18)) {
+  for (kind in kinds) for (n in 2^c(16, 18)) {
     f <- tempfile(fileext = ".csv")
     system2(file.path(R.home("bin"), "Rscript"),
             c(me, "--big", kind, 4L, as.integer(n), 1L, f))
-    tab <- rbind(tab, utils::read.csv(f))
+    append_rows(utils::read.csv(f))
     cat(sprintf("%s d=4 n=%d (coreset route, fresh process) done\n", kind, n))
   }
 }
-dir.create(outdir, showWarnings = FALSE, recursive = TRUE)
-utils::write.csv(tab, file.path(outdir, "skt-scale.csv"), row.names = FALSE)
+if (Sys.getenv("SKT_LOWRANK", "0") == "1") {
+  for (kind in kinds) for (d in dims) for (seed in seeds) {
+    append_rows(run_lowrank(kind, d, 2^13, seed))
+    cat(sprintf("low-rank %s d=%d n=8192 seed=%d done\n", kind, d, seed))
+  }
+}
+tab <- utils::read.csv(out_csv)
 
 # ---- ratios measured in this run ---------------------------------------------
 wide_tab <- reshape(tab[, c("kind", "d", "n", "seed", "route", "ksd", "time")],
                     idvar = c("kind", "d", "n", "seed"), timevar = "route",
                     direction = "wide")
+if (is.null(wide_tab$ksd.full)) wide_tab$ksd.full <- NA_real_
 both <- wide_tab[!is.na(wide_tab$ksd.full), ]
-agg <- aggregate(cbind(ksd_ratio = ksd.compress / ksd.full,
-                       time_ratio = time.compress / time.full,
-                       kt_over_full = ksd.kt / ksd.full,
-                       spaced_over_full = ksd.spaced / ksd.full) ~ kind + d + n,
-                 data = both, FUN = mean)
-cat("\nKSD and time, coreset route / full path (mean over seeds), with the",
-    "yardsticks' KSD / full path:\n")
-print(agg, digits = 3, row.names = FALSE)
-cat(sprintf("\nall settings: KSD ratio median %.3f, range %.3f - %.3f\n",
-            median(both$ksd.compress / both$ksd.full),
-            min(both$ksd.compress / both$ksd.full),
-            max(both$ksd.compress / both$ksd.full)))
+if (nrow(both)) {
+  agg <- aggregate(cbind(ksd_ratio = ksd.compress / ksd.full,
+                         time_ratio = time.compress / time.full,
+                         kt_over_full = ksd.kt / ksd.full,
+                         spaced_over_full = ksd.spaced / ksd.full) ~ kind + d + n,
+                   data = both, FUN = mean)
+  cat("\nKSD and time, coreset route / full path (mean over seeds), with the",
+      "yardsticks' KSD / full path:\n")
+  print(agg, digits = 3, row.names = FALSE)
+  cat(sprintf("\nall settings: KSD ratio median %.3f, range %.3f - %.3f\n",
+              median(both$ksd.compress / both$ksd.full),
+              min(both$ksd.compress / both$ksd.full),
+              max(both$ksd.compress / both$ksd.full)))
+}
 big <- tab[tab$route == "compress" & tab$n >= 2^16, ]
 if (nrow(big)) {
   cat("\ncoreset route at 2^16 and 2^18 (d = 4): time, KSD, peak memory\n")
@@ -196,5 +302,14 @@ if (nrow(big)) {
   }
 }
 t13 <- both[both$n == 2^13, ]
-cat(sprintf("\nbenchmark: at n = 2^13 the full path takes %.1fx the coreset route's time\n",
+if (nrow(t13)) cat(sprintf("\nbenchmark: at n = 2^13 the full path takes %.1fx the coreset route's time\n",
             mean(t13$time.full / t13$time.compress)))
+if (!is.null(wide_tab$ksd.lowrank) && any(!is.na(wide_tab$ksd.lowrank))) {
+  lr <- wide_tab[!is.na(wide_tab$ksd.lowrank), ]
+  cat("\nlow-rank SKT at 2^13 (per kind and d, mean over seeds):\n")
+  print(aggregate(cbind(lowrank_over_compress = ksd.lowrank / ksd.compress,
+                        lowrank_over_full = ksd.lowrank / ksd.full,
+                        time_lowrank_over_compress = time.lowrank / time.compress)
+                  ~ kind + d, data = lr, FUN = mean, na.action = na.pass),
+        digits = 3, row.names = FALSE)
+}
