@@ -361,10 +361,11 @@ skt_coreset_size <- function(n) {
   list(oversample = g, M = sz$M, keep = sz$keep)
 }
 
-# The size N of the rounded multiset, and for "kt" of the coreset route
-# (M given) the rounds g_multiset that take it to m: the smallest m 2^g at
-# least M. Without M: m 2^g for "kt" (n when 2^g divides it), Compress++'s
-# 2^k.
+# The size N of the rounded multiset: for "kt" on the coreset route (M
+# given) the smallest m 2^g at least M (times the internal option
+# `kernbayes.skt_multiset`, default 1, for experiments: a multiset of 2M
+# rows gave the same KSD within KT's randomness, tests/testthat/test-skt.R);
+# without M, m 2^g for "kt" (n when 2^g divides it); Compress++'s 2^k.
 skt_multiset_size <- function(method, size, M) {
   if (method != "kt") return(size$N)
   if (is.null(M)) return(size$m * 2^size$g)

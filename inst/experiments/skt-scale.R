@@ -17,6 +17,7 @@
 #   SKT_BIG       "0" skips 2^16 and 2^18 (default: run them)
 #   SKT_KINDS, SKT_DIMS  subsets (default "chain,wide" and "2,4")
 #   SKT_LOWRANK   "1" adds low-rank SKT at 2^13 (see low_rank_debias())
+#   SKT_MSWEEP    "1" adds the coreset size sweep at 2^16 (run_msweep())
 # Rows are appended to the table as each case ends; the ratios are printed
 # from the whole table (remove it before a fresh run).
 #
@@ -212,6 +213,26 @@ run_lowrank <- function(kind, d, n, seed) {
          ksd_rows(st, lr$val$index), lr$time)
 }
 
+# The coreset size: the route at 2^16 rows (seed 1) with M aimed at 1024
+# to 8192 rows (SKT_MSWEEP = "1"; route "compress_M<M>" in the table).
+run_msweep <- function(kind, d, Ms) {
+  n <- 2^16
+  smp <- make_sample(kind, d, n, 1L)
+  st <- kernbayes:::stein_setup(smp$x, smp$s, imq_kernel(), TRUE,
+                                rows = seq_len(n))
+  out <- NULL
+  for (M in Ms) {
+    old <- options(kernbayes.skt_coreset = M)
+    set.seed(1)
+    r <- timed(stein_kernel_thin(smp$x, smp$s, nthreads = 1, progress = FALSE))
+    options(old)
+    out <- rbind(out, row_of(kind, d, n, 1L, paste0("compress_M", M),
+                             r$val$m, length(r$val$coreset),
+                             ksd_rows(st, r$val$index), r$time))
+  }
+  out
+}
+
 args <- commandArgs(trailingOnly = TRUE)
 if (length(args) >= 1L && args[1] == "--big") {
   res <- run_big(args[2], as.integer(args[3]), as.integer(args[4]),
@@ -261,7 +282,14 @@ if (Sys.getenv("SKT_LOWRANK", "0") == "1") {
     cat(sprintf("low-rank %s d=%d n=8192 seed=%d done\n", kind, d, seed))
   }
 }
+if (Sys.getenv("SKT_MSWEEP", "0") == "1") {
+  for (kind in kinds) for (d in dims) {
+    append_rows(run_msweep(kind, d, if (d == 2) 2^(10:12) else 2^(10:13)))
+    cat(sprintf("M sweep %s d=%d done\n", kind, d))
+  }
+}
 tab <- utils::read.csv(out_csv)
+tab <- tab[!grepl("^compress_M", tab$route), ]   # reported apart, below
 
 # ---- ratios measured in this run ---------------------------------------------
 wide_tab <- reshape(tab[, c("kind", "d", "n", "seed", "route", "ksd", "time")],
@@ -312,4 +340,16 @@ if (!is.null(wide_tab$ksd.lowrank) && any(!is.na(wide_tab$ksd.lowrank))) {
                         time_lowrank_over_compress = time.lowrank / time.compress)
                   ~ kind + d, data = lr, FUN = mean, na.action = na.pass),
         digits = 3, row.names = FALSE)
+}
+msw <- utils::read.csv(out_csv)
+msw <- msw[grepl("^compress_M", msw$route), ]
+if (nrow(msw)) {
+  cat("\ncoreset size M at 2^16 (seed 1): KSD and time against M = 4096\n")
+  for (key in unique(paste(msw$kind, msw$d))) {
+    v <- msw[paste(msw$kind, msw$d) == key, ]
+    ref <- v[v$M == 4096, ]
+    print(data.frame(setting = key, M = v$M, ksd_ratio = v$ksd / ref$ksd,
+                     time_ratio = v$time / ref$time), digits = 3,
+          row.names = FALSE)
+  }
 }
