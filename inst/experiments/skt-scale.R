@@ -295,7 +295,7 @@ tab <- tab[!grepl("^compress_M", tab$route), ]   # reported apart, below
 wide_tab <- reshape(tab[, c("kind", "d", "n", "seed", "route", "ksd", "time")],
                     idvar = c("kind", "d", "n", "seed"), timevar = "route",
                     direction = "wide")
-if (is.null(wide_tab$ksd.full)) wide_tab$ksd.full <- NA_real_
+if (is.null(wide_tab$ksd.full)) wide_tab$ksd.full <- rep(NA_real_, nrow(wide_tab))
 both <- wide_tab[!is.na(wide_tab$ksd.full), ]
 if (nrow(both)) {
   agg <- aggregate(cbind(ksd_ratio = ksd.compress / ksd.full,
