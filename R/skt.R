@@ -42,15 +42,46 @@ stratified_round <- function(w, N) {
 #' weights exactly ([ksd_weights()], its active-set solver; memory
 #' \eqn{8 n^2} bytes for the Stein kernel matrix); `"stein"` uses the counts
 #' of \eqn{n} steps of greedy Stein thinning with repeats (Li et al.'s SKT;
-#' \eqn{n^2} kernel evaluations, \eqn{O(n)} memory). The rounded multiset
-#' has \eqn{2^g m} rows for `method = "kt"` (\eqn{g} rounds) and \eqn{2^k}
-#' (the largest power of 2 in \eqn{n}) for `"compress++"`.
+#' \eqn{n^2} kernel evaluations, \eqn{O(n)} memory); `"compress"`
+#' compresses first and debiases the compressed sample: Compress++ (see
+#' [kernel_thin()], the Stein kernel, its node swaps, no final thinning)
+#' of the sample's \eqn{N = 2^k} rows (the largest power of 2 in \eqn{n};
+#' standard thinning from the end when \eqn{N < n}) to a coreset of
+#' \eqn{M} rows that keeps the sample's (biased) distribution, then the
+#' exact simplex weights of those \eqn{M} rows (an \eqn{M \times M}
+#' matrix). \eqn{M} = bins \eqn{\times 2^{g'} \sqrt{N / \mathrm{bins}}}
+#' with the oversampling \eqn{g'} that brings it nearest to 4096 from below
+#' and at most \eqn{N/2} (\eqn{M = 4096}, \eqn{g' = 2} at
+#' \eqn{n = 2^{18}}). The rounded multiset has \eqn{2^g m} rows for
+#' `method = "kt"` (\eqn{g} rounds; with `"compress"` the smallest
+#' \eqn{2^g m \ge M}) and \eqn{2^k} for `"compress++"`. Steps (3) and (4)
+#' are the same for every route; step (4) costs \eqn{O(n m)} kernel
+#' evaluations in \eqn{O(n)} memory.
 #'
-#' Time: the defaults (exact simplex weights, KT of an \eqn{n}-row
-#' multiset) suit samples of a few thousand rows. For larger samples use
-#' `debias = "stein", method = "compress++"`: on a 2-d chain of
+#' `debias = NULL` (default) takes `"simplex"` up to \eqn{2^{13}} = 8192
+#' rows and `"compress"` above. At \eqn{n = 2^{13}} the full path's matrix
+#' is 512 MB and the defaults took about 30 s on one thread; at
+#' \eqn{2^{14}} 2 GB for the matrix alone and 31-35 s (\eqn{d = 2}) to
+#' 294-411 s (\eqn{d = 4}; 7-13 s for the coreset route) on a loaded
+#' machine, and \eqn{2^{16}} would need 56 GB. The coreset route's KSD was
+#' within 10\% of the full path's (median ratio 1.00 over 28 pairs) on
+#' biased chains and over-dispersed samples at \eqn{n = 2^{12}} to
+#' \eqn{2^{14}} (ratios in
+#' `inst/extdata/skt-scale.csv`, `inst/experiments/skt-scale.R`), and on
+#' \eqn{n = 2^{18}} points in \eqn{d = 4} (\eqn{m = 512}) it took 9 s on
+#' one thread of an idle machine (36 s with 10 processes on 2 cores), with
+#' a peak R heap of 353 MB and a peak resident set of 365 MB while it ran
+#' (Compress++ 0.6 s, the 4096-point matrix and weights 4.3 s, the rest
+#' KT of the multiset and step (4)).
+#' Explicit `"simplex"` and `"stein"` keep their results (the same
+#' selection for the same seed as before `"compress"` existed); a
+#' `"simplex"` too large for `options(kernbayes.max_memory)` stops before
+#' any allocation, naming `debias = "compress"`.
+#'
+#' Time: besides the coreset route, `debias = "stein", method =
+#' "compress++"` avoids every \eqn{n \times n} matrix: on a 2-d chain of
 #' \eqn{n = 2^{14}} states, 1.4 s against 12 s (`debias = "stein"`, KT)
-#' and 22 s (the defaults), with the same KSD there.
+#' and 22 s (the full simplex path), with the same KSD there.
 #'
 #' @inheritParams kernel_thin
 #' @param score The score of the target (as for [stein_thin()]).
@@ -59,7 +90,9 @@ stratified_round <- function(w, N) {
 #'   whole \eqn{g}.
 #' @param kernel The base kernel of the Stein kernel (default
 #'   [imq_kernel()]).
-#' @param debias `"simplex"` (default) or `"stein"` (see Details).
+#' @param debias `"simplex"`, `"stein"` or `"compress"` (see Details);
+#'   `NULL` (default): `"simplex"` up to \eqn{2^{13}} rows, `"compress"`
+#'   above.
 #' @param method `"kt"` (kernel thinning, default) or `"compress++"`
 #'   (near-linear time; see the section Compress++).
 #' @param weighted Also return simplex weights on the selected points
@@ -69,8 +102,12 @@ stratified_round <- function(w, N) {
 #'   (see 'Progress' in [kernbayes-package]); default `NULL` (automatic).
 #' @return A `kb_thin` (see [stein_thin()]) with `method` "Stein kernel
 #'   thinning", the KSD path of the selected points, `weights_debias` (the
-#'   debiasing weights of all rows, with attribute `ksd`), `candidates`
-#'   (the KSD of the refined kernel-thinning and Stein thinning coresets),
+#'   debiasing weights of all rows, with attribute `ksd`, zero off the
+#'   coreset for `"compress"`), `debias` (the route that ran), `coreset`
+#'   and `coreset_oversample` (`"compress"`: the \eqn{M} rows and
+#'   \eqn{g'}; else `NULL`), `used` (the rows of the rounded multiset),
+#'   `candidates` (the KSD of the refined kernel-thinning and Stein
+#'   thinning coresets),
 #'   and with `weighted = TRUE` `weights` and `ksd_weighted`.
 #' @references Li, L., Dwivedi, R. and Mackey, L. (2024). Debiased
 #'   distribution compression. *ICML*.
@@ -86,13 +123,15 @@ stratified_round <- function(w, N) {
 #'   stein = ksd(stein_thin(x, tg, s$m)))
 #' @export
 stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
-                              debias = c("simplex", "stein"),
+                              debias = NULL,
                               method = c("kt", "compress++"),
                               weighted = FALSE, delta = 0.5,
                               oversample = 1L, standardize = TRUE,
                               nthreads = NULL, chain = NULL,
                               progress = NULL) {
-  debias <- check_choice(debias, c("simplex", "stein"), "debias")
+  if (!is.null(debias)) {
+    debias <- check_choice(debias, c("simplex", "stein", "compress"), "debias")
+  }
   a <- kt_check_args(method, delta, oversample, standardize, progress)
   method <- a$method; delta <- a$delta; oversample <- a$oversample
   standardize <- a$standardize; progress <- a$progress
@@ -113,54 +152,44 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
   x <- smp$x
   n <- nrow(x)
   if (n < 4L) stop_arg("x", "must have at least 4 rows")
+  debias <- debias %||% (if (n > skt_full_max()) "compress" else "simplex")
   size <- if (method == "kt") kt_rounds(m, n) else cpp_size(m, n, oversample)
-  N <- if (method == "kt") size$m * 2^size$g else size$N
+  m <- size$m
+  core <- if (debias == "compress") skt_coreset_size(n)
+  N <- skt_multiset_size(method, size, core$M)
   if (debias == "simplex") {
-    check_memory(8 * 1.75 * n^2, "x", "the Stein kernel matrix of the sample")
+    check_memory(8 * 1.75 * n^2, "x", "the Stein kernel matrix of the sample",
+                 hint = paste0("debias = \"compress\" debiases a coreset of ",
+                               "the sample in bounded memory"))
   }
-  if (method == "kt") {
+  if (debias == "compress") {
+    check_memory(8 * 1.75 * core$M^2, "x", sprintf(paste0(
+      "the Stein kernel matrix of the %d-point coreset (debias = ",
+      "\"compress\")"), core$M))
+  }
+  # KT of the multiset on its Stein matrix (always after the full simplex
+  # path, which has it), or on kernel rows (the same coresets, O(N d))
+  thin_kt <- method == "kt" || isTRUE(size$direct)
+  kt_mat <- thin_kt && (debias == "simplex" || kt_matrix_route(N))
+  if (kt_mat) {
     check_memory(8 * 1.1 * N^2, "x", "the kernel matrix of kernel thinning")
   }
   st <- stein_setup(x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))
-  m <- size$m
-  # (1) debias
-  if (debias == "simplex") {
-    K <- .Call(C_kb_stein_matrix, st$x, st$s, st$kernel, nthreads)
-    prog <- progress_reporter(NA, "Debiasing: solver iteration", progress)
-    w <- as.numeric(simplex_weights(K, nthreads, prog))
-    prog$done()
-    w <- pmax(w, 0) / sum(pmax(w, 0))
-    attr(w, "ksd") <- sqrt(max(drop(crossprod(w, K %*% w)), 0))
-  } else {
-    K <- NULL
-    prog <- progress_reporter(n, "Debiasing: Stein thinning", progress)
-    res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, n, FALSE, list(),
-                 nthreads, prog$callback())
-    prog$done()
-    w <- tabulate(res$index, n) / n
-    attr(w, "ksd") <- sqrt(max(thin_path_sums(res$gain)[n], 0)) / n
-  }
+  # (1) debias: weights on all rows, or on a Compress++ coreset
+  db <- if (debias == "compress") skt_debias_coreset(st, core, delta, nthreads, progress)
+        else skt_debias(st, debias, nthreads, progress)
   # (2) round to an equally weighted multiset of N rows
-  seq_rows <- stratified_round(w, N)
+  seq_rows <- db$rows[stratified_round(db$wc, N)]
   # (3) kernel thinning of the multiset (no swap: step 4 swaps over all rows)
-  if (method == "kt" || isTRUE(size$direct)) {
-    g <- size$g
-    Ks <- if (!is.null(K)) K[seq_rows, seq_rows]
+  if (thin_kt) {
+    Ks <- if (!kt_mat) NULL
+          else if (!is.null(db$K) && debias == "simplex") db$K[seq_rows, seq_rows]
           else .Call(C_kb_stein_matrix, st$x[seq_rows, , drop = FALSE],
                      st$s[seq_rows, , drop = FALSE], st$kernel, nthreads)
-    u <- stats::runif(g * N / 2)
-    # KT-SPLIT only: a KT-SWAP within the multiset as well lowered the KSD
-    # but worsened every KSD-free yardstick (W2, errors of means and
-    # covariances; NEWS, "Kernel thinning, Compress++ and Stein kernel
-    # thinning")
-    res <- .Call(C_kb_kernel_thin, Ks, g, delta, u, NULL, FALSE)
-    cs <- res$coresets
-    if (ncol(cs) > 1L) {
-      v <- apply(cs, 2L, function(i) sum(Ks[i, i]))
-      cs <- cs[, which.min(v)]
-    }
-    cand_kt <- seq_rows[cs]
+    db$K <- NULL
+    cand_kt <- skt_split(st, seq_rows, Ks, as.integer(round(log2(N / m))),
+                         delta, nthreads)
   } else {
     prog <- progress_reporter(N, "Compress++: rows", progress)
     ctl <- list(g = oversample, r = size$r, delta = delta, swap = TRUE,
@@ -187,21 +216,159 @@ stein_kernel_thin <- function(x, score, m = NULL, kernel = imq_kernel(),
   path <- kt_path(Km, NULL, seq_len(m))
   extra <- list(debias = debias, kt_method = method, delta = delta,
                 oversample = if (method == "compress++") oversample,
-                used = N, weights_debias = w,
+                used = N, weights_debias = db$w,
+                coreset = if (debias == "compress") db$rows,
+                coreset_oversample = core$oversample,
                 candidates = c(kernel_thinning = sqrt(max(ksd2[1], 0)),
                                stein_thinning = sqrt(max(ksd2[2], 0))))
-  if (weighted) {
-    ui <- unique(index)
-    Ku <- Km[match(ui, index), match(ui, index), drop = FALSE]
-    v <- as.numeric(simplex_weights(Ku, nthreads))
-    wt <- numeric(m)
-    pos <- match(index, ui)
-    wt <- v[pos] / tabulate(pos, nbins = length(ui))[pos]
-    extra$weights <- wt
-    extra$ksd_weighted <- sqrt(max(drop(crossprod(v, Ku %*% v)), 0))
-  }
+  if (weighted) extra <- c(extra, skt_weighted(Km, index, nthreads))
   out <- new_thin(index, x, list(ksd = path), "Stein kernel thinning", st,
            c(list(standardize = !is.null(st$scale), unique = FALSE), extra,
              sample_labels(smp, index)))
   warn_distortion(out, "stein_kernel_thin")
+}
+
+# Debiasing weights on all n rows: the exact KSD-optimal simplex weights
+# (keeps K, the n x n Stein matrix, for the multiset's kernel thinning), or
+# the counts of n steps of Stein thinning. `wc`: the weights of `rows`
+# that are rounded (here all rows).
+skt_debias <- function(st, debias, nthreads, progress) {
+  n <- nrow(st$x)
+  K <- NULL
+  if (debias == "simplex") {
+    K <- .Call(C_kb_stein_matrix, st$x, st$s, st$kernel, nthreads)
+    prog <- progress_reporter(NA, "Debiasing: solver iteration", progress)
+    w <- as.numeric(simplex_weights(K, nthreads, prog))
+    prog$done()
+    w <- pmax(w, 0) / sum(pmax(w, 0))
+    attr(w, "ksd") <- sqrt(max(drop(crossprod(w, K %*% w)), 0))
+  } else {
+    prog <- progress_reporter(n, "Debiasing: Stein thinning", progress)
+    res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, n, FALSE, list(),
+                 nthreads, prog$callback())
+    prog$done()
+    w <- tabulate(res$index, n) / n
+    attr(w, "ksd") <- sqrt(max(thin_path_sums(res$gain)[n], 0)) / n
+  }
+  list(w = w, wc = w, rows = seq_len(n), K = K)
+}
+
+# debias = "compress": Compress++ (oversampling core$oversample, the
+# Stein kernel, its node swaps; no final thinning) of the sample's N = 2^k
+# rows to a coreset of M rows that keeps the sample's (biased) empirical
+# measure, then the exact KSD-optimal simplex weights of the coreset
+# (an M x M Stein matrix). `w`: those weights on all n rows (zero off
+# the coreset; attribute ksd, the weighted coreset's KSD); `wc`, `rows`:
+# the coreset's weights and rows, in Compress++'s order.
+skt_debias_coreset <- function(st, core, delta, nthreads, progress) {
+  keep <- core$keep
+  prog <- progress_reporter(length(keep), "Compress++: rows", progress)
+  ctl <- list(g = core$oversample, r = 0L, delta = delta, swap = TRUE,
+              nthreads = nthreads, progress = prog$callback(), final = FALSE)
+  res <- .Call(C_kb_compresspp, st$x[keep, , drop = FALSE],
+               st$s[keep, , drop = FALSE], st$kernel, ctl)
+  prog$done()
+  rows <- keep[res$compress]
+  K <- .Call(C_kb_stein_matrix, st$x[rows, , drop = FALSE],
+             st$s[rows, , drop = FALSE], st$kernel, nthreads)
+  prog <- progress_reporter(NA, "Debiasing: solver iteration", progress)
+  wc <- as.numeric(simplex_weights(K, nthreads, prog))
+  prog$done()
+  wc <- pmax(wc, 0) / sum(pmax(wc, 0))
+  ksd <- sqrt(max(drop(crossprod(wc, K %*% wc)), 0))
+  w <- numeric(nrow(st$x))
+  w[rows] <- wc
+  attr(w, "ksd") <- ksd
+  list(w = w, wc = wc, rows = rows, K = NULL)
+}
+
+# KT-SPLIT (g rounds) of the multiset rows `seq_rows` on their Stein
+# matrix Ks, or (Ks NULL) on Stein kernel rows computed on the fly (the
+# same coresets, O(N d) memory: kernel_thin()'s rows route); returns the
+# coreset of smallest KSD (as rows of the sample). No KT-SWAP within the
+# multiset: a KT-SWAP there as well lowered the KSD but worsened every
+# KSD-free yardstick (W2, errors of means and covariances; NEWS, "Kernel
+# thinning, Compress++ and Stein kernel thinning").
+skt_split <- function(st, seq_rows, Ks, g, delta, nthreads) {
+  N <- length(seq_rows)
+  u <- stats::runif(g * N / 2)
+  if (!is.null(Ks)) {
+    cs <- .Call(C_kb_kernel_thin, Ks, g, delta, u, NULL, FALSE)$coresets
+  } else {
+    cs <- .Call(C_kb_kernel_thin_rows, st$x[seq_rows, , drop = FALSE],
+                st$s[seq_rows, , drop = FALSE], st$kernel, u,
+                list(g = g, delta = delta, swap = FALSE,
+                     nthreads = nthreads))$coresets
+  }
+  if (ncol(cs) > 1L) {
+    v <- apply(cs, 2L, function(i) {
+      if (!is.null(Ks)) return(sum(Ks[i, i]))
+      r <- seq_rows[i]
+      sum(.Call(C_kb_stein_matrix, st$x[r, , drop = FALSE],
+                st$s[r, , drop = FALSE], st$kernel, nthreads))
+    })
+    cs <- cs[, which.min(v)]
+  }
+  seq_rows[cs]
+}
+
+# The KSD-optimal simplex weights of the selected points (weighted = TRUE):
+# one weight per selected point (a repeated row shares its weight).
+skt_weighted <- function(Km, index, nthreads) {
+  ui <- unique(index)
+  Ku <- Km[match(ui, index), match(ui, index), drop = FALSE]
+  v <- as.numeric(simplex_weights(Ku, nthreads))
+  pos <- match(index, ui)
+  list(weights = v[pos] / tabulate(pos, nbins = length(ui))[pos],
+       ksd_weighted = sqrt(max(drop(crossprod(v, Ku %*% v)), 0)))
+}
+
+# The automatic debiasing route: the exact simplex weights on the whole
+# sample (debias = "simplex") up to this many rows, debias = "compress"
+# above. At n = 2^13 the full path's Stein matrix is 512 MB and its solve
+# about 30 s on one thread (inst/experiments/skt-scale.R); at 2^14 2 GB and
+# minutes, while the coreset route is a few seconds with a KSD within a
+# few per cent (NEWS). The internal option `kernbayes.skt_full_max` (rows)
+# moves the switch (tests lower it to run the coreset route on small
+# samples).
+skt_full_max <- function() {
+  lim <- getOption("kernbayes.skt_full_max", 2^13)
+  if (!is.numeric(lim) || length(lim) != 1L || is.na(lim) || lim < 0) {
+    stop_arg("kernbayes.skt_full_max", "(option) must be a non-negative number")
+  }
+  lim
+}
+
+# The Compress++ coreset of debias = "compress": the oversampling g whose
+# coreset of M = bins 2^g sqrt(bin) rows (cpp_size()) comes nearest to
+# the internal option `kernbayes.skt_coreset` (default 4096 rows) from
+# below, and at most half the N = 2^k rows compressed (g = 0 when even
+# that is larger).
+skt_coreset_size <- function(n) {
+  target <- getOption("kernbayes.skt_coreset", 4096)
+  if (!is.numeric(target) || length(target) != 1L || is.na(target) ||
+      target < 1) {
+    stop_arg("kernbayes.skt_coreset", "(option) must be a positive number")
+  }
+  if (n < 16L) stop_arg("x", "must have at least 16 rows for debias = \"compress\"")
+  g <- 0L
+  repeat {
+    nxt <- cpp_size(NULL, n, g + 1L)
+    if (nxt$M > min(target, nxt$N / 2)) break
+    g <- g + 1L
+  }
+  sz <- cpp_size(NULL, n, g)
+  list(oversample = g, M = sz$M, keep = sz$keep)
+}
+
+# The size N of the rounded multiset: for "kt" on the coreset route (M
+# given) the smallest m 2^g at least M (times the internal option
+# `kernbayes.skt_multiset`, default 1, for experiments: a multiset of 2M
+# rows gave the same KSD within KT's randomness, tests/testthat/test-skt.R);
+# without M, m 2^g for "kt" (n when 2^g divides it); Compress++'s 2^k.
+skt_multiset_size <- function(method, size, M) {
+  if (method != "kt") return(size$N)
+  if (is.null(M)) return(size$m * 2^size$g)
+  M <- M * getOption("kernbayes.skt_multiset", 1)
+  size$m * 2^max(0, ceiling(log2(M / size$m) - 1e-9))
 }

@@ -506,6 +506,15 @@ print.kb_thin <- function(x, ...) {
   cat(sprintf("  %s of the selected points: %s (this kernel%s)\n", what,
               format(path[x$m], digits = 6),
               if (what == "KSD") "; ksd(x) recomputes it" else ""))
+  db <- x[["debias"]]
+  if (!is.null(db)) {
+    cat(sprintf("  debiasing: %s\n", switch(db,
+      simplex = "KSD-optimal simplex weights of the whole sample",
+      stein = "Stein thinning counts of the whole sample",
+      compress = sprintf(paste0("KSD-optimal simplex weights of a %d-point ",
+                                "Compress++ coreset (oversample %d)"),
+                         length(x$coreset), x$coreset_oversample))))
+  }
   w <- x[["weights"]]
   if (!is.null(w)) {
     cat(sprintf("  weights: Kish effective size %s of %d\n",

@@ -393,6 +393,7 @@ typedef struct {
     int *L, *R, *bl, *bc;
     double halve_prob;
     int swap;
+    int final;                /* 0: stop after the bins (Compress only) */
     kb_ticker tick;
     kb_progress prog;         /* rows of the bins compressed so far */
     double rows_done;
@@ -594,10 +595,11 @@ static int cpp_plan(cpp_ctx *c, int g, int r)
     return 1;
 }
 
-/* Scratch for nodes of up to M points. */
+/* Scratch for nodes of up to M points (the final thinning's node), or of
+ * up to 2 bout (a bin's top node) without the final thinning. */
 static void cpp_alloc(cpp_ctx *c)
 {
-    size_t M = (size_t) c->M;
+    size_t M = (size_t) (c->final ? c->M : 2 * c->bout);
     c->T = (double *) R_alloc(M * M, sizeof(double));
     c->Xs = (double *) R_alloc(M * c->d, sizeof(double));
     c->Ss = c->S ? (double *) R_alloc(M * c->d, sizeof(double)) : NULL;
@@ -653,6 +655,13 @@ static void cpp_run(cpp_ctx *c, int g, double delta, int *C, int *idx)
     for (int b = 0; b < c->nb; b++)
         cpp_compress(c, rows + (size_t) b * c->bin, c->bin, c->base,
                      C + (size_t) b * c->bout);
+    if (!c->final) {
+        PutRNGstate();
+        kb_progress_report(&c->prog, (double) c->N, NA_REAL, NA_REAL, 1);
+        for (int i = 0; i < c->M; i++)
+            C[i] += 1;
+        return;
+    }
     cpp_node_matrix(c, C, c->M);
     R_xlen_t nu = (R_xlen_t) c->gf * (c->M / 2);
     double *u = (double *) R_alloc((size_t) nu, sizeof(double));
@@ -666,7 +675,9 @@ static void cpp_run(cpp_ctx *c, int g, double delta, int *C, int *idx)
 /* .Call entry: x (N x d, N = 2^k, in the kernel's coordinates), s (N x d
  * scores, or NULL: the base kernel), kern, ctl = list(g (oversampling),
  * r (extra final rounds: m = 2^floor(k/2) / 2^r), delta, swap, nthreads,
- * progress (an R function of (rows done, size, ksd), or NULL));
+ * progress (an R function of (rows done, size, ksd), or NULL), final
+ * (optional, default TRUE; FALSE: Compress only, no final thinning, and
+ * `index` empty: stein_kernel_thin()'s coreset before its debiasing));
  * nb = 4 bins (k even) or 8 (k odd) of N / nb rows, at least 4^(g+1) each.
  * Returns list(compress = the rows kept by Compress, index = the m
  * selected rows), 1-based. */
@@ -686,6 +697,8 @@ SEXP kb_compresspp(SEXP x_, SEXP s_, SEXP kern, SEXP ctl)
     int r = kb_scalar_int(kb_list_elt(ctl, "r"), "r");
     double delta = kb_scalar_real(kb_list_elt(ctl, "delta"), "delta");
     c.swap = kb_scalar_flag(kb_list_elt(ctl, "swap"), "swap");
+    SEXP fin = kb_list_elt(ctl, "final");
+    c.final = Rf_isNull(fin) ? 1 : kb_scalar_flag(fin, "final");
     c.nt = kb_nthreads(kb_list_elt(ctl, "nthreads"));
     kb_progress_init(&c.prog, kb_list_elt(ctl, "progress"));
     if (!cpp_plan(&c, g, r))
@@ -695,7 +708,7 @@ SEXP kb_compresspp(SEXP x_, SEXP s_, SEXP kern, SEXP ctl)
         kb_error_arg(_("'delta' must be in (0, 1)"));
     kb_kernel_from_sexp(kern, c.d, &c.K);
     SEXP cs = PROTECT(Rf_allocVector(INTSXP, c.M));
-    SEXP idx = PROTECT(Rf_allocVector(INTSXP, c.m));
+    SEXP idx = PROTECT(Rf_allocVector(INTSXP, c.final ? c.m : 0));
     cpp_run(&c, g, delta, INTEGER(cs), INTEGER(idx));
     const char *nms[] = {"compress", "index", ""};
     SEXP out = PROTECT(Rf_mkNamed(VECSXP, nms));
