@@ -130,6 +130,63 @@
 #'   correct chains, one of them falls below 0.05 with probability about
 #'   \eqn{1 - 0.95^k}.
 #'
+#' @section Large samples: The test above costs about \eqn{n^2 B} flops
+#'   (\eqn{n = 10^5}, d = 10, \eqn{B = 1000}: 1197 s on one core). With
+#'   `test = "incomplete"`, and by default (`test = "auto"`) when
+#'   \eqn{n^2 B > 4 \times 10^{11}} (about a minute on one core: \eqn{n >
+#'   2 \times 10^4} rows at `n_boot = 1000`), `ksd_test()` runs instead an
+#'   incomplete U-statistic whose cost grows linearly in \eqn{n}: with the
+#'   rows in chain order (chains one after the other), \eqn{J} = `n_lags`
+#'   lags \eqn{L_1 < \dots < L_J} spread evenly over \eqn{[n/8, 3n/8]},
+#'   \deqn{g_i = \frac{1}{J}\sum_{j} k_p(x_i, x_{(i + L_j) \bmod n}), \quad
+#'   S = \frac{1}{n}\sum_i g_i,}
+#'   an unbiased estimate of \eqn{\mathrm{KSD}^2} from \eqn{nJ} pairs whose
+#'   points are at least \eqn{n/8} rows apart (no pair twice: \eqn{L + L'}
+#'   stays \eqn{n/4} or more away from \eqn{n}). Under the null the Stein
+#'   kernel is degenerate (\eqn{E\, k_p(x, Y) = 0} for \eqn{Y \sim p}), so two
+#'   terms are correlated only when both their points are close in the
+#'   chain: \eqn{\mathrm{Var}(S)} is the long-run variance of the series
+#'   \eqn{g} over \eqn{n}, estimated as \eqn{\mathrm{var}(g)\,\tau_g / n}
+#'   with \eqn{\tau_g} Geyer's integrated autocorrelation time of \eqn{g}
+#'   (batch means were also measured: no better). The statistic is \eqn{z
+#'   = S / \mathrm{sd}(S)} and the p-value \eqn{1 - \Phi(z)} (one-sided:
+#'   \eqn{\mathrm{KSD}^2 \ge 0}). No bootstrap, \eqn{O(nd)} memory, \eqn{nJ}
+#'   Stein kernel evaluations (\eqn{n = 10^5}, d = 10, \eqn{J = 1000}: about
+#'   2 s on one core).
+#'
+#'   Normality needs \eqn{J} small against \eqn{n} (incomplete U-statistics
+#'   of a degenerate kernel, Janson 1984): the pairs form a graph of degree
+#'   \eqn{2J} whose low-frequency eigenvalues add a chi-square part, weighed
+#'   by the chain's long-run variance, of about \eqn{4 J \tau^2 / (n
+#'   \tau_2)} of the variance (\eqn{\tau_2 \ge \tau / 2} for AR(1) chains),
+#'   and beyond that share more lags add little power. So `n_lags = NULL`
+#'   takes \eqn{J = \lfloor n / (40 \tau) \rfloor} (at least 1, at most
+#'   1000 and \eqn{n/8}), \eqn{\tau} the largest integrated autocorrelation
+#'   time of the chains (`iact`). The shortest lag must be at least 10
+#'   autocorrelation times (\eqn{n \ge 80 \tau}); a shorter sample is
+#'   refused. The statistic is a U-statistic: `type = "V"` is refused. With
+#'   `by_chain = TRUE` each chain gets the test its own size calls for.
+#'   Measured with inst/experiments/gof-large.R (the settings of
+#'   gof-mcmc.R: AR(1) at 0.5 and 0.9, RWM at acceptance 0.4, MALA at 0.6,
+#'   d = 2 and 10, four RWM chains; table
+#'   `system.file("extdata", "gof-large.csv", package = "kernbayes")`):
+#'   rejection rate under the null at level 0.05 0.01-0.08 per cell at
+#'   \eqn{n = 2 \times 10^4} (100 chains each; 0.039 over all 900), 0.067
+#'   over 493 chains at \eqn{10^5} (AR(1) 0.04-0.05, but MALA and RWM at d
+#'   = 2 0.09 over about 100 chains each, Monte Carlo SE 0.03: a mild
+#'   excess), 0 of 10 at \eqn{10^6}; power against a mean shift of
+#'   3.5 standard errors of the mean of a 5000-state chain 0.80-0.99 at
+#'   \eqn{2 \times 10^4} and 1 at \eqn{10^5}, where the quadratic test
+#'   (Markov bootstrap, 200 replicates) had 0.16-0.54 at n = 2000 and
+#'   0.60-0.85 at 5000, its level 0-0.12.
+#'
+#'   Why not the alternatives: the linear-time statistic of Liu et al.
+#'   (2016, pairs \eqn{(x_{2i-1}, x_{2i})}) and block U-statistics over
+#'   consecutive states (Zaremba et al. 2013) pair neighbouring states of a
+#'   chain, which are dependent, so their terms are biased under the null;
+#'   distant pairs are (nearly) independent and every row is used \eqn{2J}
+#'   times.
+#'
 #' @inheritParams ksd
 #' @param type `"U"` (default; the U-statistic) or `"V"`.
 #' @param bootstrap `"multinomial"` or `"wild"`; `NULL` (default): chosen
@@ -149,6 +206,12 @@
 #'   `NULL` (automatic).
 #' @param by_chain If `TRUE`, a test per chain and the pooled one (see 'Per
 #'   chain'); needs chain labels.
+#' @param test `"auto"` (default): the quadratic (bootstrap) test, or the
+#'   incomplete test when \eqn{n^2} `n_boot` exceeds \eqn{4 \times 10^{11}};
+#'   `"quadratic"` or `"incomplete"` to choose (see 'Large samples').
+#' @param n_lags Number of lags of the incomplete test, a count at most
+#'   \eqn{n/8}; `NULL` (default): \eqn{\lfloor n / (40 \tau) \rfloor}, at
+#'   most 1000 (see 'Large samples').
 #' @return An object of class `c("kb_ksd_test", "htest")`: `statistic`
 #'   (named `"n KSD^2"`), `p.value`, `parameter` (the number of replicates,
 #'   `n_boot`), `method` (the statistic, the bootstrap and why it was
@@ -156,9 +219,17 @@
 #'   (the `n_boot` bootstrap statistics), `type`, `bootstrap`, `wild`,
 #'   `change_prob` (for Markov multipliers, per chain), `iact` (the
 #'   integrated autocorrelation time of each chain, always computed: it
-#'   chooses the default bootstrap), `n`, `kernel` (as resolved on the
-#'   sample) and `standardize`. `print()` adds the kernel to the `htest`
-#'   print; `plot()` shows the bootstrap null with the observed statistic.
+#'   chooses the default bootstrap), `n`, `test` (`"quadratic"` or
+#'   `"incomplete"`), `n_lags`, `variance` (the estimate of
+#'   \eqn{\mathrm{Var}(S)}) and `tau_g` (the integrated autocorrelation time
+#'   of the row means) of the incomplete test (`NULL` for the quadratic
+#'   one), `kernel` (as resolved on the
+#'   sample) and `standardize`. The incomplete test's `statistic` is `z`,
+#'   its `parameter` `n_lags`, its `estimate` \eqn{S} and its `boot`,
+#'   `bootstrap`, `wild` and `change_prob` `NULL`. `print()` adds the kernel
+#'   to the `htest` print; `plot()` shows the bootstrap null with the
+#'   observed statistic (the incomplete test: the N(0, 1) density and
+#'   \eqn{z}).
 #'   With `by_chain = TRUE`, an object of class `kb_ksd_test_by_chain`:
 #'   `pooled` (the test of all chains), `chains` (a list of tests, one per
 #'   chain, named by chain label), `type`, `kernel`, `standardize`, with
@@ -171,7 +242,10 @@
 #'   fit. *ICML*. Chwialkowski, K., Sejdinovic, D. and Gretton, A. (2014).
 #'   A wild bootstrap for degenerate kernel tests. *NeurIPS*. Geyer, C. J.
 #'   (1992). Practical Markov chain Monte Carlo. *Statistical Science* 7,
-#'   473-483.
+#'   473-483. Janson, S. (1984). The asymptotic distributions of incomplete
+#'   U-statistics. *Z. Wahrscheinlichkeitstheorie verw. Gebiete* 66,
+#'   495-505. Zaremba, W., Gretton, A. and Blaschko, M. (2013). B-test: a
+#'   non-parametric, low variance kernel two-sample test. *NeurIPS*.
 #' @seealso [ksd()].
 #' @examples
 #' set.seed(1)
@@ -189,11 +263,16 @@
 #' t1 <- ksd_test(x + 0.5, tg, type = "V", n_boot = 200)
 #' t1$p.value
 #' plot(t1)
+#' # the incomplete test (chosen by default above n^2 n_boot = 4e11)
+#' x3 <- sample_target(tg, 5000)
+#' ksd_test(x3, tg, test = "incomplete")
 #' @export
 ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      bootstrap = NULL, n_boot = 1000,
                      wild = c("rademacher", "markov"), change_prob = NULL,
-                     by_chain = FALSE, standardize = TRUE,
+                     by_chain = FALSE,
+                     test = c("auto", "quadratic", "incomplete"),
+                     n_lags = NULL, standardize = TRUE,
                      nthreads = NULL, chain = NULL, progress = NULL) {
   dname <- paste(deparse1(substitute(x)), "against",
                  if (missing(score)) "its fit's gradients" else
@@ -206,25 +285,42 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
   nthreads <- resolve_nthreads(nthreads)
   progress <- check_progress(progress)
   by_chain <- check_flag(by_chain, "by_chain")
+  test <- check_choice(test, c("auto", "quadratic", "incomplete"), "test")
+  if (!is.null(n_lags)) n_lags <- check_count(n_lags, "n_lags")
   check_kernel(kernel)
   smp <- as_sample(x, score, chain)
   n <- nrow(smp$x)
   if (n < 2L) stop_arg("x", "must have at least two rows for a test")
   rows <- gof_check_chains(smp, by_chain, req)
-  check_memory(8 * 3 * n * (n_boot + 8), "n_boot",
-               sprintf("the bootstrap weights of %d replicates of %d rows",
-                       n_boot, n), "use fewer replicates")
+  route <- gof_route(test, n, n_boot, type, n_lags)
+  if (by_chain) {
+    per_route <- lapply(rows, function(r) {
+      gof_route(test, length(r), n_boot, type, n_lags)
+    })
+  }
+  if (route$test == "quadratic") {
+    check_memory(gof_weight_bytes(n, n_boot), "n_boot",
+                 sprintf("the bootstrap weights of %d replicates of %d rows",
+                         n_boot, n), "use fewer replicates")
+  }
   st <- stein_setup(smp$x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))
   iact <- gof_chain_iact(smp$x, st$score, rows)
-  plan <- gof_plan(req, type, !is.null(smp$chain), rows, iact)
+  plan <- c(gof_plan(req, type, !is.null(smp$chain), rows, iact), route)
+  if (route$test == "incomplete") gof_check_lags(n, max(iact), n_lags, "x")
+  if (by_chain) {
+    for (k in names(rows)) if (per_route[[k]]$test == "incomplete") {
+      gof_check_lags(length(rows[[k]]), iact[k], n_lags,
+                     sprintf("x (chain %s)", k))
+    }
+  }
   if (identical(plan$wild, "markov") || by_chain) gof_check_iact(rows, iact)
   out <- gof_run(st, rows, type, plan, n_boot, nthreads, progress)
   res <- new_ksd_test(out, plan, type, n_boot, dname, st, standardize)
   if (!by_chain) return(res)
   per <- lapply(names(rows), function(k) {
     r <- rows[[k]]
-    pk <- plan
+    pk <- c(plan[setdiff(names(plan), names(route))], per_route[[k]])
     pk$change_prob <- plan$change_prob[k]
     pk$iact <- iact[k]
     new_ksd_test(gof_run(gof_subset(st, r), list(seq_along(r)), type, pk,
@@ -393,42 +489,60 @@ gof_subset <- function(st, r) {
 # The statistic, its estimate, the bootstrap statistics and the p-value of
 # the test on the rows of a Stein setup (rows: the rows of each chain).
 gof_run <- function(st, rows, type, plan, n_boot, nthreads, progress) {
+  if (identical(plan$test, "incomplete")) {
+    return(gof_run_lags(st, plan, nthreads))
+  }
   n <- st$n
   est <- ksd_of_rows(st, seq_len(n), NULL, type, nthreads)
   if (type == "V") est <- est^2
   stat <- n * est
-  W <- gof_weights(n, n_boot, plan$bootstrap, plan$wild,
-                   rep(plan$change_prob, lengths(rows)), rows)
-  q <- gof_quad(st, W, nthreads, progress)
+  Wp <- gof_packed_weights(n, n_boot, plan,
+                           rep(plan$change_prob, lengths(rows)), rows)
+  q <- gof_quad(st, Wp, n_boot, nthreads, progress)
   boot <- if (type == "U") q$quad - q$diag else q$quad
   boot <- if (plan$bootstrap == "multinomial") n * boot else boot / n
   if (any(!is.finite(boot))) {
     stop_numeric("a bootstrap statistic is not finite: scale the data or ",
                  "the kernel")
   }
-  list(statistic = stat, estimate = est, boot = boot, n = n,
-       p.value = (1 + sum(boot >= stat)) / (n_boot + 1))
+  list(test = "quadratic", statistic = stat, estimate = est, boot = boot,
+       n = n, p.value = (1 + sum(boot >= stat)) / (n_boot + 1))
 }
 
 # The one constructor of kb_ksd_test: gof_run()'s result `out`, the
 # bootstrap plan, the statistic's type, the number of replicates, the
 # data's name and the Stein setup (its kernel and scale).
 new_ksd_test <- function(out, plan, type, n_boot, dname, st, standardize) {
-  boot_name <- if (plan$bootstrap == "wild") {
-    paste(if (plan$wild == "markov") "Markov" else "Rademacher", "wild")
-  } else "multinomial"
+  inc <- out$test == "incomplete"
+  if (inc) {
+    plan$bootstrap <- plan$wild <- plan$change_prob <- NULL
+    method <- sprintf(paste0(
+      "KSD goodness-of-fit test (incomplete U-statistic over %d cyclic lags ",
+      "in [n/8, 3n/8], normal null, variance from the integrated ",
+      "autocorrelation time %s of the row means: %s)"), out$n_lags,
+      format(out$tau_g, digits = 3), plan$test_why)
+  } else {
+    boot_name <- if (plan$bootstrap == "wild") {
+      paste(if (plan$wild == "markov") "Markov" else "Rademacher", "wild")
+    } else "multinomial"
+    method <- sprintf(
+      "KSD goodness-of-fit test (%s-statistic, %s bootstrap: %s)", type,
+      boot_name, plan$reason)
+  }
   structure(list(
-    statistic = c("n KSD^2" = out$statistic),
-    parameter = c(n_boot = n_boot),
+    statistic = if (inc) c(z = out$statistic) else
+      c("n KSD^2" = out$statistic),
+    parameter = if (inc) c(n_lags = out$n_lags) else c(n_boot = n_boot),
     p.value = out$p.value,
-    estimate = stats::setNames(out$estimate,
-                               paste0("KSD^2 (", type, "-statistic)")),
-    method = sprintf("KSD goodness-of-fit test (%s-statistic, %s bootstrap: %s)",
-                     type, boot_name, plan$reason),
-    data.name = dname, boot = out$boot, type = type,
+    estimate = stats::setNames(out$estimate, if (inc) {
+      "KSD^2 (incomplete U-statistic)"
+    } else paste0("KSD^2 (", type, "-statistic)")),
+    method = method, data.name = dname, boot = out$boot, type = type,
     bootstrap = plan$bootstrap, wild = plan$wild,
     change_prob = plan$change_prob, iact = plan$iact, n = out$n,
-    kernel = st$kernel, standardize = !is.null(st$scale)),
+    test = out$test, n_lags = out$n_lags, variance = out$variance,
+    tau_g = out$tau_g, kernel = st$kernel,
+    standardize = !is.null(st$scale)),
     class = c("kb_ksd_test", "htest"))
 }
 
@@ -439,15 +553,17 @@ new_ksd_test <- function(out, plan, type, n_boot, dname, st, standardize) {
 # order, as chain_rows() gives them; each chain after the first starts with
 # a fresh fair sign, drawn from the same uniform as a flip would be, so
 # that a single chain in row order consumes the same random numbers).
+# `first`: the Markov multipliers' first signs when drawn already (by
+# gof_packed_weights(), which draws them all before the blocks).
 gof_weights <- function(n, n_boot, bootstrap, wild, change_prob,
-                        rows = NULL) {
+                        rows = NULL, first = NULL) {
   if (bootstrap == "multinomial") {
     return((stats::rmultinom(n_boot, n, rep(1 / n, n)) - 1) / n)
   }
   if (wild == "rademacher") {
     return(matrix(ifelse(stats::runif(n * n_boot) < 0.5, -1, 1), n, n_boot))
   }
-  first <- ifelse(stats::runif(n_boot) < 0.5, -1, 1)
+  if (is.null(first)) first <- ifelse(stats::runif(n_boot) < 0.5, -1, 1)
   u <- matrix(stats::runif(n * n_boot), n, n_boot)
   flip <- u < change_prob
   flip[1L, ] <- FALSE
@@ -463,6 +579,35 @@ gof_weights <- function(n, n_boot, bootstrap, wild, change_prob,
   W
 }
 
+# Replicates drawn and packed at a time by gof_packed_weights(): a
+# multiple of GOF_RB, so that blocks fill whole packed blocks.
+GOF_DRAW_BLOCK <- 64L
+
+# The weights of gof_weights() packed for src/gof.c (replicate r of packed
+# block bb, row j at r + GOF_RB (j + n bb); replicates beyond n_boot are
+# zero), drawn GOF_DRAW_BLOCK replicates at a time so that the n x n_boot
+# matrix and its temporaries are never held: the same random numbers in the
+# same order as one gof_weights() call (multinomial counts and uniforms are
+# drawn column after column; the Markov first signs of all replicates
+# come first), so the same weights.
+gof_packed_weights <- function(n, n_boot, plan, change_prob, rows) {
+  nbb <- (n_boot + GOF_RB - 1L) %/% GOF_RB
+  Wp <- numeric(GOF_RB * as.double(n) * nbb)
+  markov <- identical(plan$wild, "markov")
+  first <- if (markov) ifelse(stats::runif(n_boot) < 0.5, -1, 1)
+  for (c0 in seq(0L, n_boot - 1L, by = GOF_DRAW_BLOCK)) {
+    b <- min(GOF_DRAW_BLOCK, n_boot - c0)
+    W <- gof_weights(n, b, plan$bootstrap, plan$wild, change_prob, rows,
+                     if (markov) first[c0 + seq_len(b)])
+    k <- (b + GOF_RB - 1L) %/% GOF_RB
+    if (k * GOF_RB > b) W <- cbind(W, matrix(0, n, k * GOF_RB - b))
+    at <- GOF_RB * as.double(n) * (c0 %/% GOF_RB)
+    Wp[at + seq_len(GOF_RB * n * k)] <-
+      aperm(array(W, c(n, GOF_RB, k)), c(2L, 1L, 3L))
+  }
+  Wp
+}
+
 # The default flip probability of the Markov multipliers for chains of
 # length m with integrated autocorrelation time tau: the multipliers'
 # correlation length l = (1 - p) / p is set to sqrt(m tau) (at least 1), so
@@ -471,6 +616,120 @@ gof_weights <- function(n, n_boot, bootstrap, wild, change_prob,
 # inst/experiments/gof-dependent.R for the measured level and power.
 gof_change_prob <- function(m, tau) {
   1 / (1 + max(1, sqrt(m * tau)))
+}
+
+# The incomplete test (test = "incomplete"; 'Large samples' in ?ksd_test).
+# test = "auto" runs it when the quadratic test's work, n^2 n_boot
+# pair-replicates, exceeds GOF_QUAD_MAX: 4e11, about a minute on one core
+# (bench-gof.R: 12.6 s at n = 1e4 and 112 s at 3e4, n_boot = 1000, d = 10,
+# one thread), so n > 2e4 at the default n_boot = 1000.  The internal
+# option kernbayes.gof_quad_max replaces the figure (tests lower it).
+GOF_QUAD_MAX <- 4e11
+
+# Its shortest lag, n / 8 rows, must be at least GOF_LAG_IACT integrated
+# autocorrelation times, so that the two points of a pair are independent
+# for practical purposes (AR(1) at 0.9: correlation 0.9^190 = 2e-9 there).
+GOF_LAG_IACT <- 10
+
+# Default number of lags: floor(n / (GOF_LAG_DIV tau)), at most
+# GOF_LAG_MAX.  More lags add a chi-square part (the graph of pairs has
+# degree 2 J, its low-frequency eigenvalues weigh the chain's long-run
+# variance tau^2 against the Gaussian part's tau_2 n / J): its share of
+# the variance is about J tau^2 / (D tau_2) for lags spread over D = n / 4
+# rows, with tau_2 >= tau / 2 for AR(1) chains, so that J = n / (40 tau)
+# keeps it near 0.1-0.2 (skewness about 0.1-0.25, a level error of at most
+# about 0.01); more lags add little power past that (the noise reaches the
+# complete statistic's order, tau / n).
+GOF_LAG_DIV <- 40
+GOF_LAG_MAX <- 1000L
+
+# Which test runs (test as checked; n rows; n_boot; type; n_lags as given
+# or NULL), with the reason in words, as plan fields: test, test_why,
+# n_lags.  The incomplete statistic is U-type: type = "V" is refused there.
+gof_route <- function(test, n, n_boot, type, n_lags) {
+  big <- as.double(n)^2 * n_boot
+  lim <- getOption("kernbayes.gof_quad_max", GOF_QUAD_MAX)
+  if (test == "auto") {
+    test <- if (big > lim) "incomplete" else "quadratic"
+    why <- sprintf("n^2 n_boot = %s %s %s (test = \"auto\")",
+                   format(big, digits = 3), if (big > lim) ">" else "<=",
+                   format(lim, digits = 3))
+  } else why <- "as requested"
+  if (test == "incomplete" && type == "V") {
+    stop_arg("type", sprintf(paste0(
+      "must be \"U\" for the incomplete test (%s): its statistic is a ",
+      "U-statistic over distant pairs, with no diagonal; use type = \"U\", ",
+      "or test = \"quadratic\" for the V-statistic"), why))
+  }
+  list(test = test, test_why = why, n_lags = n_lags)
+}
+
+# Bytes of R heap the quadratic test's bootstrap weights take at their
+# peak: the packed n x n_boot doubles (gof_packed_weights()) and the
+# temporaries of one block of GOF_DRAW_BLOCK replicates, with the garbage
+# R's collector lets pile up meanwhile.  Fitted to gc()'s "max used" at n =
+# 2e4 (Markov multipliers, the largest; 200, 1000, 3000 replicates: 114,
+# 338, 859 MB, i.e. 14 bytes per n n_boot and 3.2 KB per row) and rounded
+# up.  Before the weights were drawn in blocks they took 24
+# (multinomial), 36 (Rademacher) and 48 (Markov) bytes per n n_boot, the
+# 4.6 GB measured at n = 1e5, 1000 replicates, against an estimate of 2.4.
+gof_weight_bytes <- function(n, n_boot) {
+  as.double(n) * (16 * (n_boot + 8) + 4000)
+}
+
+# The lags' condition (see GOF_LAG_IACT) for n rows with integrated
+# autocorrelation time tau, and n_lags at most n / 8 (distinct lags over
+# n / 4 rows, at least two rows apart).
+gof_check_lags <- function(n, tau, n_lags, arg) {
+  if (n / 8 < GOF_LAG_IACT * tau) {
+    stop_arg(arg, sprintf(paste0(
+      "is too short for the incomplete test (%d rows, integrated ",
+      "autocorrelation time %s: its shortest lag, n / 8 = %d rows, must be ",
+      "at least %d times that time, so n at least %.0f); run the chain ",
+      "longer, or use test = \"quadratic\""), n, format(tau, digits = 3),
+      n %/% 8L, GOF_LAG_IACT, ceiling(8 * GOF_LAG_IACT * tau)))
+  }
+  if (!is.null(n_lags) && n_lags > n %/% 8L) {
+    stop_arg("n_lags", sprintf(paste0(
+      "must be at most n / 8 = %d for %d rows (distinct lags in [n/8, ",
+      "3n/8])"), n %/% 8L, n))
+  }
+  invisible()
+}
+
+# J lags spread evenly over [n/8, 3n/8] (distinct for J <= n / 8).
+gof_lags <- function(n, J) {
+  as.integer(floor(n / 8 + (n / 4) * (seq_len(J) - 0.5) / J))
+}
+
+# g_i = (1/J) sum_j k_p(x_i, x_{(i + L_j) mod n}) in C (src/gof.c).
+gof_lag_means <- function(st, lags, nthreads) {
+  .Call(C_kb_gof_lags, st$x, st$s, st$kernel, as.integer(lags), nthreads)
+}
+
+# The incomplete test on a Stein setup: S = mean(g) estimates KSD^2 (each
+# pair's points at least n / 8 rows apart, no diagonal); under the null the
+# pairs' terms are uncorrelated unless both their points are close in the
+# chain, so Var(S) is the long-run variance of the series g over n,
+# var(g) tau_g / n with tau_g Geyer's integrated autocorrelation time of g
+# (gof_iact); z = S / sd(S), one-sided normal p-value.
+gof_run_lags <- function(st, plan, nthreads) {
+  n <- st$n
+  J <- plan$n_lags %||%
+    min(GOF_LAG_MAX, n %/% 8L,
+        max(1L, floor(n / (GOF_LAG_DIV * max(plan$iact)))))
+  g <- gof_lag_means(st, gof_lags(n, J), nthreads)
+  est <- mean(g)
+  tau_g <- gof_iact(g)
+  v <- stats::var(g) * tau_g / n
+  if (!(v > 0)) {
+    stop_numeric("the incomplete statistic's terms do not vary: the test ",
+                 "needs a sample whose Stein kernel values differ")
+  }
+  z <- est / sqrt(v)
+  list(test = "incomplete", statistic = z, estimate = est, boot = NULL,
+       n = n, n_lags = as.integer(J), variance = v, tau_g = tau_g,
+       p.value = stats::pnorm(z, lower.tail = FALSE))
 }
 
 # Rows per tile and replicates per packed block of src/gof.c.
@@ -488,18 +747,13 @@ gof_route_ref <- function() {
 }
 
 # The quadratic forms w_b' K_p w_b (quad) and their diagonal parts
-# sum_i w_ib^2 k_p(x_i, x_i) (diag) for the columns w_b of W, in C on the
-# Stein setup st.  The tiles of the lower triangle are cut into slices that
+# sum_i w_ib^2 k_p(x_i, x_i) (diag) for the B replicates w_b packed in Wp
+# (gof_packed_weights()), in C on the Stein setup st.  The tiles of the lower triangle are cut into slices that
 # depend on n only (progress between slices; at most 2000 tiles' partial
 # sums in memory), so the result depends on neither progress nor threads.
-gof_quad <- function(st, W, nthreads, progress) {
-  n <- nrow(W)
-  B <- ncol(W)
+gof_quad <- function(st, Wp, B, nthreads, progress) {
+  n <- st$n
   nbb <- (B + GOF_RB - 1L) %/% GOF_RB
-  if (nbb * GOF_RB > B) W <- cbind(W, matrix(0, n, nbb * GOF_RB - B))
-  # packed: replicate r of block bb, row j at r + RB (j + n bb)
-  Wp <- as.double(aperm(array(W, c(n, GOF_RB, nbb)), c(2L, 1L, 3L)))
-  rm(W)
   nrb <- (n + GOF_TILE - 1) %/% GOF_TILE
   ntile <- nrb * (nrb + 1) / 2
   k <- min(ntile, max(50, ceiling(ntile / 2000)))
@@ -539,14 +793,24 @@ print.kb_ksd_test_by_chain <- function(x, digits = 4, ...) {
   num <- vapply(tab, is.numeric, TRUE) & names(tab) != "n"
   tab[num] <- lapply(tab[num], signif, digits)
   print(tab, row.names = FALSE)
-  cat(sprintf(paste0("  %d replicates each; \"all\" tests the chains pooled. ",
+  tests <- c(x$chains, list(all = p))
+  inc <- vapply(tests, function(r) identical(r$test, "incomplete"), TRUE)
+  size <- if (!any(inc)) sprintf("%d replicates each", p$parameter[[1L]])
+    else if (all(inc)) "incomplete tests (normal null)"
+    else sprintf("incomplete tests for %s, %d replicates for the others",
+                 paste(names(tests)[inc], collapse = ", "),
+                 n_boot_of(tests[!inc]))
+  cat(sprintf(paste0("  %s; \"all\" tests the chains pooled. ",
                      "Each p-value is for one chain: with %d chains, ",
                      "expect one below %.2g about %.0f%% of the time when ",
                      "all are right.\n"),
-              p$parameter[[1L]], length(x$chains), 0.05,
+              size, length(x$chains), 0.05,
               100 * (1 - 0.95^length(x$chains))))
   invisible(x)
 }
+
+# The replicates of the quadratic tests among `tests`.
+n_boot_of <- function(tests) tests[[1L]]$parameter[[1L]]
 
 #' @export
 as.data.frame.kb_ksd_test_by_chain <- function(x, row.names = NULL,
@@ -575,6 +839,20 @@ as.data.frame.kb_ksd_test_by_chain <- function(x, row.names = NULL,
 #' @return `x`, invisibly.
 #' @export
 plot.kb_ksd_test <- function(x, breaks = 40, ...) {
+  if (identical(x$test, "incomplete")) {
+    z <- unname(x$statistic)
+    lim <- range(c(-4, 4, z))
+    args <- utils::modifyList(list(
+      main = sprintf("KSD test (incomplete): N(0, 1) null (p = %s)",
+                     format(x$p.value, digits = 3)),
+      xlab = "z", ylab = "density", xlim = lim), list(...))
+    do.call(graphics::curve, c(list(expr = quote(stats::dnorm(x)),
+                                    from = lim[1L], to = lim[2L]), args))
+    graphics::abline(v = z, col = "red", lwd = 2)
+    graphics::legend("topright", legend = c("N(0, 1) null", "observed z"),
+                     col = c("black", "red"), lwd = c(1, 2), bty = "n")
+    return(invisible(x))
+  }
   plot_null(null_stats = x$boot, observed = unname(x$statistic),
             title = sprintf("KSD test: bootstrap null (p = %s)",
                             format(x$p.value, digits = 3)),

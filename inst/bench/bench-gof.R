@@ -226,3 +226,57 @@ for (n in big) {
   cat(sprintf("n = %g: new %.0f s (p = %.3f); R heap peak %.0f MB\n", n,
               a$time, a$test$p.value, sum(mem[, ncol(mem)])))
 }
+
+# The incomplete test (issue 35, item 3): ksd_test(test = "incomplete") at
+# n = 1e5 and 1e6 (its default lags, 1000 on independent draws), against
+# the quadratic test at the switch size n = 2e4 with 1000 replicates
+# (test = "auto" switches above n^2 n_boot = 4e11), d = 10, one thread,
+# same run; printed as ratios.  Then the R heap the quadratic test's
+# weights take (gc() "max used", n = 2e4, 200 / 1000 / 3000 replicates,
+# Markov multipliers: they are drawn in blocks of 64 replicates and packed
+# as they come), against gof_weight_bytes(), the estimate check_memory()
+# is given (measured first: R's collector lets more garbage pile up in a
+# process that has held large objects; after the n = 1e6 test the same
+# 200 replicates peaked at 428 MB).  KB_BENCH_GOF_LARGE=0 skips the
+# section.
+# Measured (R 4.2.2, gcc 12 -O2, one thread, 2 shared cores at load 6-7):
+#   quadratic n = 2e4 / incomplete n = 1e5: 17; / incomplete n = 1e6: 1.3;
+#   incomplete n = 1e6 / n = 1e5: 13.1 (the partners' rows no longer stay
+#   in cache; 21 with the partners read from the column-major matrices).
+#   Weights (in a fresh process): 200 / 1000 / 3000 replicates peak at
+#   114 / 338 / 859 MB, estimates 140 / 384 / 994 MB.
+if (Sys.getenv("KB_BENCH_GOF_LARGE", "1") == "1") {
+  cat("R heap of the quadratic test's weights, n = 2e4 (Markov):\n")
+  for (B in c(200, 1000, 3000)) {
+    invisible(gc(reset = TRUE))
+    base <- gc()[2L, 2L]
+    set.seed(13)
+    Wp <- kernbayes:::gof_packed_weights(2e4, B, list(
+      bootstrap = "wild", wild = "markov"), rep(0.05, 2e4), list(seq_len(2e4)))
+    peak <- gc()[2L, 6L] - base
+    rm(Wp)
+    cat(sprintf("  %4d replicates: peak %.0f MB, estimate %.0f MB (%.2f)\n",
+                B, peak, kernbayes:::gof_weight_bytes(2e4, B) / 2^20,
+                kernbayes:::gof_weight_bytes(2e4, B) / 2^20 / peak))
+  }
+  cat("\nThe incomplete test against the quadratic one, d = 10, 1 thread\n")
+  tgl <- gaussian_target(rep(0, 10))
+  at_n <- function(n, test, n_boot = 1000) {
+    set.seed(11)
+    x <- sample_target(tgl, n) + 0.01
+    s <- target_score(tgl, x)
+    set.seed(12)
+    t <- system.time(r <- ksd_test(x, s, n_boot = n_boot, test = test,
+                                   nthreads = 1, progress = FALSE))
+    list(time = t[["elapsed"]], test = r)
+  }
+  q <- at_n(2e4, "quadratic")
+  i5 <- at_n(1e5, "incomplete")
+  i6 <- at_n(1e6, "incomplete")
+  cat(sprintf(paste0(
+    "quadratic, n = 2e4, 1000 replicates / incomplete, n = 1e5 (%d lags): ",
+    "%.0f\nquadratic, n = 2e4 / incomplete, n = 1e6 (%d lags): %.1f\n",
+    "incomplete, n = 1e6 / n = 1e5: %.1f (10x the rows)\n"),
+    i5$test$n_lags, q$time / i5$time, i6$test$n_lags, q$time / i6$time,
+    i6$time / i5$time))
+}

@@ -28,6 +28,14 @@ test_that("KSD and its tests: error messages", {
   expect_snapshot(error = TRUE, ksd_blocks(x = em_x, score = em_s, blocks = 0))
   expect_snapshot(error = TRUE, ksd_test(x = em_x, score = em_s, n_boot = -1))
   expect_snapshot(error = TRUE, ksd_test(x = list(), score = em_s))
+  expect_snapshot(error = TRUE, ksd_test(x = em_x, score = em_s,
+                                         test = "incomplete"))
+  expect_snapshot(error = TRUE, ksd_test(x = em_x, score = em_s,
+                                         test = "incomplete", n_lags = 1.5))
+  expect_snapshot(error = TRUE, ksd_test(x = em_x, score = em_s,
+                                         test = "incomplete", type = "V"))
+  expect_snapshot(error = TRUE, ksd_test(x = em_x, score = em_s,
+                                         test = "bootstrap"))
   expect_snapshot(error = TRUE, fssd_test(x = em_x, score = em_s, train_frac = 2))
   expect_snapshot(error = TRUE, compression_moments(x = 1))
 })
