@@ -301,7 +301,9 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
   if (route$test == "quadratic") {
     check_memory(gof_weight_bytes(n, n_boot), "n_boot",
                  sprintf("the bootstrap weights of %d replicates of %d rows",
-                         n_boot, n), "use fewer replicates")
+                         n_boot, n),
+                 paste("use fewer replicates, or test = \"incomplete\"",
+                       "(no bootstrap)"))
   }
   st <- stein_setup(smp$x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))

@@ -749,6 +749,33 @@ stein_sums_progress <- function(st, weights, nthreads, progress) {
 #'   progressr. Default `NULL` (automatic).
 #' @section Running on a cluster: The blocks are futures: see the section
 #'   "Running on a cluster" in [ksdt_chains()] for a Slurm plan.
+#' @section When blocks pay: Each block's future carries the whole sample
+#'   and its scores (\eqn{16 n d} bytes) and starts, on multisession, in a
+#'   running R session, on batchtools in a new process with a registry on
+#'   disk; the work is about \eqn{n^2} Stein kernel evaluations (\eqn{n =
+#'   3 \times 10^5}, d = 10: 150-230 s on one core). Measured with
+#'   inst/bench/bench-distributed.R (4 blocks, d = 10, 2 cores; table
+#'   `system.file("extdata", "bench-distributed.csv", package =
+#'   "kernbayes")`), on an idle machine at \eqn{n = 3 \times 10^5}: one
+#'   process 228 s, one multisession worker 186 s, two 105 s (1.8x one
+#'   worker), one batchtools job 155 s, two 186 s (the waiting main
+#'   process polled the registry with 88 s of CPU, a third busy process on
+#'   2 cores); 2 threads in one process 159 s. Results were `identical()`
+#'   under every plan. Two multisession workers against one process (idle):
+#'   0.98 of its time at \eqn{n = 10^4} (0.17 s), 0.72 at \eqn{3 \times
+#'   10^4}, 0.59 at \eqn{10^5}, 0.46 at \eqn{3 \times 10^5}; two threads
+#'   0.50, 0.52, 0.59, 0.70; two batchtools jobs 4.5, 1.9, 1.3, 0.81. So on
+#'   one machine threads (`nthreads`) pay from the smallest samples, two
+#'   multisession blocks from about \eqn{10^4} draws (d = 10; the break-even
+#'   falls as \eqn{d} grows, since the work per pair does), and scheduler
+#'   jobs, each of which starts a process and reads the sample from disk,
+#'   from about \eqn{2 \times 10^5}: blocks are for putting more machines
+#'   to work on samples of that size. Starting the workers (the first
+#'   future of a new plan) costs 1-3 s more, once. At
+#'   \eqn{n = 10^6} two multisession workers took 1782 and 1713 s of CPU
+#'   (on a machine shared with other jobs: 3306 s elapsed), each with a
+#'   peak of 923 MB resident (the sample and its scores, 160 MB, arrive
+#'   serialised and are unpacked in the worker).
 #' @return The KSD (V-statistic), equal to `ksd(x, score, kernel)` up to
 #'   rounding (the terms are added in a different order).
 #' @seealso [ksd()], [ksdt_chains()].

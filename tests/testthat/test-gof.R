@@ -355,6 +355,9 @@ test_that("bad input: every argument checked, naming it, before the score closur
   on.exit(options(old))
   expect_error(ksd_test(x, sc, n_boot = 1000), "n_boot",
                class = "kb_error_arg")
+  # the error names the route that fits
+  expect_error(ksd_test(x, sc, n_boot = 1000), "test = \"incomplete\"",
+               class = "kb_error_arg")
   expect_identical(calls, 0)
   options(old)
   xb <- x
