@@ -237,11 +237,7 @@ skt_debias <- function(st, debias, nthreads, progress) {
   K <- NULL
   if (debias == "simplex") {
     K <- .Call(C_kb_stein_matrix, st$x, st$s, st$kernel, nthreads)
-    prog <- progress_reporter(NA, "Debiasing: solver iteration", progress)
-    w <- as.numeric(simplex_weights(K, nthreads, prog))
-    prog$done()
-    w <- pmax(w, 0) / sum(pmax(w, 0))
-    attr(w, "ksd") <- sqrt(max(drop(crossprod(w, K %*% w)), 0))
+    w <- skt_simplex(K, nthreads, progress)
   } else {
     prog <- progress_reporter(n, "Debiasing: Stein thinning", progress)
     res <- .Call(C_kb_stein_thin, st$x, st$s, st$kernel, n, FALSE, list(),
@@ -271,15 +267,24 @@ skt_debias_coreset <- function(st, core, delta, nthreads, progress) {
   rows <- keep[res$compress]
   K <- .Call(C_kb_stein_matrix, st$x[rows, , drop = FALSE],
              st$s[rows, , drop = FALSE], st$kernel, nthreads)
-  prog <- progress_reporter(NA, "Debiasing: solver iteration", progress)
-  wc <- as.numeric(simplex_weights(K, nthreads, prog))
-  prog$done()
-  wc <- pmax(wc, 0) / sum(pmax(wc, 0))
-  ksd <- sqrt(max(drop(crossprod(wc, K %*% wc)), 0))
+  wc <- skt_simplex(K, nthreads, progress)
   w <- numeric(nrow(st$x))
   w[rows] <- wc
-  attr(w, "ksd") <- ksd
+  attr(w, "ksd") <- attr(wc, "ksd")
+  attr(wc, "ksd") <- NULL
   list(w = w, wc = wc, rows = rows, K = NULL)
+}
+
+# The exact KSD-optimal simplex weights of the points of the Stein matrix
+# K (the solver's tiny negatives clipped, renormalised), with attribute
+# ksd, the weighted points' KSD.
+skt_simplex <- function(K, nthreads, progress) {
+  prog <- progress_reporter(NA, "Debiasing: solver iteration", progress)
+  w <- as.numeric(simplex_weights(K, nthreads, prog))
+  prog$done()
+  w <- pmax(w, 0) / sum(pmax(w, 0))
+  attr(w, "ksd") <- sqrt(max(drop(crossprod(w, K %*% w)), 0))
+  w
 }
 
 # KT-SPLIT (g rounds) of the multiset rows `seq_rows` on their Stein
