@@ -187,6 +187,20 @@
 #'   distant pairs are (nearly) independent and every row is used \eqn{2J}
 #'   times.
 #'
+#' @section Blocks on workers: With `blocks = k`, the quadratic test's
+#'   bootstrap (its tiles of row pairs, in slices fixed by \eqn{n}) and the
+#'   incomplete test's row means (rows cut into \eqn{k} equal ranges) are
+#'   evaluated as \eqn{k} futures on the current [future::plan()]
+#'   (multisession, a cluster, a scheduler through future.batchtools) and
+#'   added here in the same order as in one process, so the p-value is
+#'   `identical()` under every plan. The statistic, the bootstrap weights
+#'   and the autocorrelation times are computed in this process. Each
+#'   future carries the sample and its scores (\eqn{16 n d} bytes) and, for
+#'   the quadratic test, all the bootstrap weights (\eqn{8 n B} bytes: 160
+#'   MB at \eqn{n = 2 \times 10^4}, \eqn{B = 1000}). `nthreads` threads run
+#'   in each worker. Without future.apply the blocks run in turn here.
+#'   Measured by inst/bench/bench-distributed.R: see NEWS.
+#'
 #' @inheritParams ksd
 #' @param type `"U"` (default; the U-statistic) or `"V"`.
 #' @param bootstrap `"multinomial"` or `"wild"`; `NULL` (default): chosen
@@ -212,6 +226,10 @@
 #' @param n_lags Number of lags of the incomplete test, a count at most
 #'   \eqn{n/8}; `NULL` (default): \eqn{\lfloor n / (40 \tau) \rfloor}, at
 #'   most 1000 (see 'Large samples').
+#' @param blocks `NULL` (default): the test runs in this process. A count:
+#'   the work is cut into that many blocks evaluated with the future
+#'   framework on the current [future::plan()] (see 'Blocks on workers');
+#'   the result is `identical()` to the one-process test's.
 #' @return An object of class `c("kb_ksd_test", "htest")`: `statistic`
 #'   (named `"n KSD^2"`), `p.value`, `parameter` (the number of replicates,
 #'   `n_boot`), `method` (the statistic, the bootstrap and why it was
@@ -273,7 +291,8 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      by_chain = FALSE,
                      test = c("auto", "quadratic", "incomplete"),
                      n_lags = NULL, standardize = TRUE,
-                     nthreads = NULL, chain = NULL, progress = NULL) {
+                     nthreads = NULL, chain = NULL, progress = NULL,
+                     blocks = NULL) {
   dname <- paste(deparse1(substitute(x)), "against",
                  if (missing(score)) "its fit's gradients" else
                    deparse1(substitute(score)))
@@ -287,6 +306,7 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
   by_chain <- check_flag(by_chain, "by_chain")
   test <- check_choice(test, c("auto", "quadratic", "incomplete"), "test")
   if (!is.null(n_lags)) n_lags <- check_count(n_lags, "n_lags")
+  if (!is.null(blocks)) blocks <- check_count(blocks, "blocks")
   check_kernel(kernel)
   smp <- as_sample(x, score, chain)
   n <- nrow(smp$x)
@@ -308,7 +328,8 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
   st <- stein_setup(smp$x, smp$score, kernel, standardize,
                     rows = heuristic_rows(smp))
   iact <- gof_chain_iact(smp$x, st$score, rows)
-  plan <- c(gof_plan(req, type, !is.null(smp$chain), rows, iact), route)
+  plan <- c(gof_plan(req, type, !is.null(smp$chain), rows, iact), route,
+            list(blocks = blocks))
   if (route$test == "incomplete") gof_check_lags(n, max(iact), n_lags, "x")
   if (by_chain) {
     for (k in names(rows)) if (per_route[[k]]$test == "incomplete") {
@@ -492,7 +513,7 @@ gof_subset <- function(st, r) {
 # the test on the rows of a Stein setup (rows: the rows of each chain).
 gof_run <- function(st, rows, type, plan, n_boot, nthreads, progress) {
   if (identical(plan$test, "incomplete")) {
-    return(gof_run_lags(st, plan, nthreads))
+    return(gof_run_lags(st, c(plan, list(progress = progress)), nthreads))
   }
   n <- st$n
   est <- ksd_of_rows(st, seq_len(n), NULL, type, nthreads)
@@ -500,7 +521,7 @@ gof_run <- function(st, rows, type, plan, n_boot, nthreads, progress) {
   stat <- n * est
   Wp <- gof_packed_weights(n, n_boot, plan,
                            rep(plan$change_prob, lengths(rows)), rows)
-  q <- gof_quad(st, Wp, n_boot, nthreads, progress)
+  q <- gof_quad(st, Wp, n_boot, nthreads, progress, plan$blocks)
   boot <- if (type == "U") q$quad - q$diag else q$quad
   boot <- if (plan$bootstrap == "multinomial") n * boot else boot / n
   if (any(!is.finite(boot))) {
@@ -704,9 +725,36 @@ gof_lags <- function(n, J) {
   as.integer(floor(n / 8 + (n / 4) * (seq_len(J) - 0.5) / J))
 }
 
-# g_i = (1/J) sum_j k_p(x_i, x_{(i + L_j) mod n}) in C (src/gof.c).
-gof_lag_means <- function(st, lags, nthreads) {
-  .Call(C_kb_gof_lags, st$x, st$s, st$kernel, as.integer(lags), nthreads)
+# g_i = (1/J) sum_j k_p(x_i, x_{(i + L_j) mod n}) in C (src/gof.c).  With
+# `blocks` (a count), the rows are cut into that many ranges of equal work,
+# each a future (every row costs J evaluations); each g_i is computed as in
+# one call, so g is the same to the last bit.
+gof_lag_means <- function(st, lags, nthreads, blocks = NULL,
+                          progress = FALSE) {
+  if (is.null(blocks)) {
+    return(.Call(C_kb_gof_lags, st$x, st$s, st$kernel, as.integer(lags),
+                 nthreads, NULL))
+  }
+  b <- unique(round(seq(0, st$n, length.out = min(blocks, st$n) + 1L)))
+  ranges <- lapply(seq_len(length(b) - 1L), function(i) b[i + 0:1])
+  one <- lag_block_task(st$x, st$s, st$kernel, as.integer(lags), nthreads)
+  unlist(progress_lapply(ranges, one, length(ranges),
+                         "KSD test: row blocks", progress))
+}
+
+# The task of one row range of the incomplete test (see block_sums_task()
+# for why it is built apart from the caller's environment).
+lag_block_task <- function(X, S, K, lags, nthreads) {
+  force(X)
+  force(S)
+  force(K)
+  force(lags)
+  force(nthreads)
+  function(r, relay) {
+    v <- .Call(C_kb_gof_lags, X, S, K, lags, nthreads, as.double(r))
+    relay(1)
+    v
+  }
 }
 
 # The incomplete test on a Stein setup: S = mean(g) estimates KSD^2 (each
@@ -720,7 +768,8 @@ gof_run_lags <- function(st, plan, nthreads) {
   J <- plan$n_lags %||%
     min(GOF_LAG_MAX, n %/% 8L,
         max(1L, floor(n / (GOF_LAG_DIV * max(plan$iact)))))
-  g <- gof_lag_means(st, gof_lags(n, J), nthreads)
+  g <- gof_lag_means(st, gof_lags(n, J), nthreads, plan$blocks,
+                     plan$progress)
   est <- mean(g)
   tau_g <- gof_iact(g)
   v <- stats::var(g) * tau_g / n
@@ -753,26 +802,56 @@ gof_route_ref <- function() {
 # (gof_packed_weights()), in C on the Stein setup st.  The tiles of the lower triangle are cut into slices that
 # depend on n only (progress between slices; at most 2000 tiles' partial
 # sums in memory), so the result depends on neither progress nor threads.
-gof_quad <- function(st, Wp, B, nthreads, progress) {
+# With `blocks` (a count), consecutive slices are grouped into that many
+# futures; the slices' sums are added in slice order here, as in one
+# process, so the bootstrap is the same to the last bit.
+gof_quad <- function(st, Wp, B, nthreads, progress, blocks = NULL) {
   n <- st$n
   nbb <- (B + GOF_RB - 1L) %/% GOF_RB
   nrb <- (n + GOF_TILE - 1) %/% GOF_TILE
   ntile <- nrb * (nrb + 1) / 2
   k <- min(ntile, max(50, ceiling(ntile / 2000)))
   cuts <- unique(round(seq(0, ntile, length.out = k + 1L)))
-  rep <- progress_reporter(length(cuts) - 1L, "KSD test: bootstrap",
-                           progress)
-  on.exit(rep$done())
-  quad <- diag <- numeric(nbb * GOF_RB)
   ref <- as.double(gof_route_ref())
-  for (i in seq_len(length(cuts) - 1L)) {
-    v <- .Call(C_kb_gof_quad, st$x, st$s, st$kernel, Wp, cuts[i],
-               cuts[i + 1L], nthreads, ref)
+  one <- quad_slices_task(st$x, st$s, st$kernel, Wp, cuts, nthreads, ref)
+  ns <- length(cuts) - 1L
+  if (is.null(blocks)) {
+    rep <- progress_reporter(ns, "KSD test: bootstrap", progress)
+    on.exit(rep$done())
+    parts <- one(seq_len(ns), function(amount = 1) rep$add(amount))
+  } else {
+    groups <- split(seq_len(ns), ceiling(seq_len(ns) * min(blocks, ns) / ns))
+    parts <- unlist(progress_lapply(unname(groups), one, ns,
+                                    "KSD test: bootstrap blocks", progress),
+                    recursive = FALSE)
+  }
+  quad <- diag <- numeric(nbb * GOF_RB)
+  for (v in parts) {
     quad <- quad + v$quad
     diag <- diag + v$diag
-    rep$add(1)
   }
   list(quad = quad[seq_len(B)], diag = diag[seq_len(B)])
+}
+
+# The task of a group of slices of the bootstrap's tiles (slices i: tiles
+# cuts[i] to cuts[i + 1] - 1), a list of each slice's sums; built apart from
+# the caller's environment (see block_sums_task()).
+quad_slices_task <- function(X, S, K, Wp, cuts, nthreads, ref) {
+  force(X)
+  force(S)
+  force(K)
+  force(Wp)
+  force(cuts)
+  force(nthreads)
+  force(ref)
+  function(idx, relay) {
+    lapply(idx, function(i) {
+      v <- .Call(C_kb_gof_quad, X, S, K, Wp, cuts[i], cuts[i + 1L],
+                 nthreads, ref)
+      relay(1)
+      v
+    })
+  }
 }
 
 #' @export

@@ -25,7 +25,7 @@ SEXP kb_fssd_moments(SEXP, SEXP, SEXP, SEXP, SEXP);
 
 /* gof.c */
 SEXP kb_gof_quad(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
-SEXP kb_gof_lags(SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_gof_lags(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
 /* goodwin.c */
 SEXP kb_goodwin_solve(SEXP, SEXP, SEXP, SEXP);

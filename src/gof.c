@@ -256,6 +256,7 @@ typedef struct {
     R_xlen_t n;
     int J;
     const int *lag;
+    R_xlen_t from;  /* the first row computed: g[i - from] is row i's */
     double *g;
 } lag_ctx;
 
@@ -282,7 +283,7 @@ static void lag_row(void *vctx, R_xlen_t i, double *scratch)
     double acc = 0.0;
     for (int j = 0; j < J; j++)
         acc += kv[j];
-    c->g[i] = acc / J;
+    c->g[i - c->from] = acc / J;
 }
 
 /* The row-major copy XS of the points and scores of P (n rows, d). */
@@ -301,13 +302,15 @@ static double *lag_rows(const kb_points *P, R_xlen_t n, int d)
 static R_xlen_t lag_after(void *vctx, R_xlen_t i0, R_xlen_t i1)
 {
     const lag_ctx *c = vctx;
-    R_xlen_t bad = kb_first_nonfinite(c->g + i0, i1 - i0);
+    R_xlen_t bad = kb_first_nonfinite(c->g + (i0 - c->from), i1 - i0);
     return bad < 0 ? -1 : i0 + bad;
 }
 
-/* g (length n) for the lags (an integer vector of 1..n-1, 0-based offsets
- * of the partner rows), as described at lag_ctx. */
-SEXP kb_gof_lags(SEXP x, SEXP s, SEXP kern, SEXP lags, SEXP nthreads)
+/* g for the lags (an integer vector of 1..n-1, 0-based offsets of the
+ * partner rows), as described at lag_ctx: rows from..to-1 (0-based; `range`
+ * c(from, to), or NULL for all n rows), the partners taken from all rows. */
+SEXP kb_gof_lags(SEXP x, SEXP s, SEXP kern, SEXP lags, SEXP nthreads,
+                 SEXP range)
 {
     int n, d;
     kb_kernel K;
@@ -320,14 +323,24 @@ SEXP kb_gof_lags(SEXP x, SEXP s, SEXP kern, SEXP lags, SEXP nthreads)
     for (int j = 0; j < J; j++)
         if (L[j] == NA_INTEGER || L[j] < 1 || L[j] >= n)
             kb_error_arg(_("'lags' must lie in 1..%d"), n - 1);
-    SEXP ans = PROTECT(Rf_allocVector(REALSXP, n));
+    R_xlen_t from = 0, to = n;
+    if (range != R_NilValue) {
+        if (TYPEOF(range) != REALSXP || XLENGTH(range) != 2 ||
+            !(REAL(range)[0] >= 0) || !(REAL(range)[1] <= n) ||
+            !(REAL(range)[0] < REAL(range)[1]))
+            kb_error_arg(_("'range' must be c(from, to), 0 <= from < to "
+                           "<= %d"), n);
+        from = (R_xlen_t) REAL(range)[0];
+        to = (R_xlen_t) REAL(range)[1];
+    }
+    SEXP ans = PROTECT(Rf_allocVector(REALSXP, to - from));
     kb_points P = {REAL(x), REAL(s), n};
     lag_ctx c = {.K = &K, .XS = lag_rows(&P, n, d), .n = n, .J = J,
-                 .lag = L, .g = REAL(ans)};
+                 .lag = L, .from = from, .g = REAL(ans)};
     kb_loop Lp = {.nt = nt, .cost0 = J * (KB_STEIN_WORK(d) + 2.0 * d),
                   .scratch = kb_scratch_alloc((size_t) 2 * J * d + J, nt),
                   .item = lag_row, .after = lag_after, .ctx = &c};
-    R_xlen_t bad = kb_loop_run(&Lp, 0, n);
+    R_xlen_t bad = kb_loop_run(&Lp, from, to);
     if (bad >= 0)
         kb_error_numeric(_("the Stein kernel of row %.0f against its lagged "
                            "partners overflows: scale the data or the "

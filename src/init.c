@@ -15,7 +15,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_stein_block_sums, 7),
     CALLDEF(kb_stein_cross_sums, 6),
     CALLDEF(kb_gof_quad, 8),
-    CALLDEF(kb_gof_lags, 5),
+    CALLDEF(kb_gof_lags, 6),
     CALLDEF(kb_fssd_moments, 5),
     CALLDEF(kb_cross_kernel, 5),
     CALLDEF(kb_self_kernel, 4),

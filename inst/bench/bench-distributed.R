@@ -1,7 +1,9 @@
 # Benchmark: the distributed path (futures) against one process.
 #
 # ksd_blocks() (the KSD V-statistic's double sum cut into row blocks, each
-# block a future) and ksdt_chains() (one future per chain) run under
+# block a future), ksdt_chains() (one future per chain) and ksd_test(blocks
+# = 4) (the bootstrap's tiles or the incomplete test's rows in 4 futures)
+# run under
 #   process       no futures: ksd_blocks() / ksdt_chains() in this R process
 #                 with a sequential plan;
 #   threads-2     the same in this process on 2 OpenMP threads (nthreads =
@@ -27,7 +29,8 @@
 # Environment: KB_BENCH_N (draws for the large case, default 1e6),
 # KB_BENCH_SMALL (sizes for the break-even scan of ksd_blocks, default
 # "1e4,3e4,1e5,3e5"), KB_BENCH_CONFIGS (default all; e.g.
-# "process,multisession-2"), KB_BENCH_PARTS ("ksd,ksdt", default both),
+# "process,multisession-2"), KB_BENCH_PARTS ("ksd,ksdt,test", default
+# all), KB_BENCH_TEST_N (draws of the quadratic ksd_test(), default 2e4),
 # KB_BENCH_OUT (a CSV to append the rows to).
 # Run: Rscript inst/bench/bench-distributed.R
 suppressPackageStartupMessages(library(kernbayes))
@@ -48,7 +51,9 @@ configs <- strsplit(Sys.getenv("KB_BENCH_CONFIGS", all_configs), ",")[[1L]]
 big_configs <- strsplit(Sys.getenv("KB_BENCH_BIG_CONFIGS", all_configs),
                         ",")[[1L]]
 threads_of <- function(cfg) if (cfg == "threads-2") 2L else 1L
-parts <- strsplit(Sys.getenv("KB_BENCH_PARTS", "ksd,ksdt"), ",")[[1L]]
+parts <- strsplit(Sys.getenv("KB_BENCH_PARTS", "ksd,ksdt,test"),
+                  ",")[[1L]]
+n_test <- as.numeric(Sys.getenv("KB_BENCH_TEST_N", "2e4"))
 out_csv <- Sys.getenv("KB_BENCH_OUT", "")
 blocks <- 4L
 
@@ -184,6 +189,32 @@ ksdt_case <- function(n, configs) {
   }
 }
 
+# ---- ksd_test(blocks =) -------------------------------------------------
+# The quadratic test (n_test draws, 1000 replicates) and the incomplete
+# test (n_big draws, 1000 lags) in 4 blocks; "process" and "threads-2" run
+# the test without blocks (no futures), the reference of identical().
+test_case <- function(n, configs, test) {
+  set.seed(1)
+  x <- matrix(stats::rnorm(n * d), n, d)
+  ref <- NULL
+  for (cfg in configs) {
+    pids <- set_plan(cfg)
+    b <- if (cfg %in% c("process", "threads-2")) NULL else blocks
+    set.seed(2)
+    r <- with_rss(ksd_test(x, -x, test = test, blocks = b,
+                           nthreads = threads_of(cfg), progress = FALSE),
+                  pids)
+    v <- r$value[c("statistic", "p.value", "boot")]
+    if (is.null(ref)) ref <- v
+    record(paste0("test-", test), n, cfg, r, ref, identical(v, ref))
+    future::plan(future::sequential)
+  }
+}
+
+if ("test" %in% parts) {
+  test_case(n_test, configs, "quadratic")
+  test_case(n_big, big_configs, "incomplete")
+}
 if ("ksdt" %in% parts) {
   ksdt_case(n_big / 10, configs)
   ksdt_case(n_big, big_configs)

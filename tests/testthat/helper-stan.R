@@ -1,6 +1,6 @@
 # Stan models for test-stan.R, compiled once per test run (each compile
 # takes about a minute) and kept with their fits in stan_cache.  Tests skip,
-# saying why, when rstan is missing or a model does not compile.
+# saying why, on CRAN, when rstan is missing or a model does not compile.
 
 stan_cache <- new.env(parent = emptyenv())
 
@@ -69,8 +69,11 @@ stan_data <- list(schools = schools_data,
                   shapes = list(N = 3L, y = c(0.5, 1, 1.5)),
                   transforms = list(L = 0.25))
 
-# The compiled model `name`, or a skip saying why there is none.
+# The compiled model `name`, or a skip saying why there is none.  Not on
+# CRAN: compiling a model takes a minute or more of CPU (the full suite,
+# NOT_CRAN=true in make check and CI, compiles them).
 stan_test_model <- function(name) {
+  testthat::skip_on_cran()
   testthat::skip_if_not_installed("rstan")
   if (!nzchar(system.file("include", package = "BH"))) {
     testthat::skip(paste("BH headers missing (Debian's r-cran-bh has none),",

@@ -205,3 +205,61 @@ test_that("the bootstrap weights are drawn in blocks with the same numbers", {
                                          c(2L, 1L, 3L))))
   }
 })
+
+# ---- the blocked test (blocks =): futures, identical to one process ----------
+
+# Every variant of the test, in one process and in blocks under the current
+# plan, from the same seed.
+blocked_pairs <- function(x, score, chain, blocks) {
+  calls <- list(
+    list(n_boot = 120),
+    list(n_boot = 90, type = "V", bootstrap = "wild"),
+    list(n_boot = 70, wild = "markov", chain = chain, by_chain = TRUE),
+    list(test = "incomplete"),
+    list(test = "incomplete", chain = chain, by_chain = TRUE))
+  lapply(calls, function(a) {
+    one <- function(b) {
+      set.seed(31)
+      do.call(ksd_test, c(list(x, score, blocks = b, progress = FALSE), a))
+    }
+    list(one(NULL), one(blocks))
+  })
+}
+
+test_that("the blocked test equals the one-process test to the last bit", {
+  set.seed(12)
+  x <- rbind(ar1_chain(400, 3, 0.5), ar1_chain(400, 3, 0.5))
+  chain <- rep(1:2, each = 400)
+  for (k in c(1L, 3L, 7L, 5000L)) {
+    for (p in blocked_pairs(x, -x, chain, k)) {
+      expect_identical(p[[1L]], p[[2L]])
+    }
+  }
+  # the pooled quadratic test: the bootstrap itself, not only the p-value
+  set.seed(5)
+  a <- ksd_test(x, -x, n_boot = 50)
+  set.seed(5)
+  b <- ksd_test(x, -x, n_boot = 50, blocks = 4)
+  expect_identical(a$boot, b$boot)
+  expect_true(length(unique(a$boot)) == 50L)
+  expect_error(ksd_test(x, -x, blocks = 0), "'blocks'", class = "kb_error_arg")
+  expect_error(ksd_test(x, -x, blocks = 2.5), "'blocks'",
+               class = "kb_error_arg")
+  expect_error(ksd_test(x, -x, blocks = NA), "'blocks'",
+               class = "kb_error_arg")
+})
+
+test_that("the blocked test on multisession workers equals one process", {
+  skip_on_cran()
+  skip_if_not_installed("future")
+  skip_if_not_installed("future.apply")
+  skip_under_valgrind()
+  set.seed(13)
+  x <- rbind(ar1_chain(300, 2, 0.3), ar1_chain(300, 2, 0.3) + 0.2)
+  chain <- rep(1:2, each = 300)
+  oplan <- future::plan(future::multisession, workers = 2)
+  on.exit(future::plan(oplan), add = TRUE)
+  for (p in blocked_pairs(x, -x, chain, 2L)) {
+    expect_identical(p[[1L]], p[[2L]])
+  }
+})
