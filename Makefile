@@ -37,7 +37,7 @@ BOOST     = if (!nzchar(system.file("include", package = "BH")) && \
                 stop("setup: BH headers still missing after installing BH into ", lib); \
             }
 
-.PHONY: setup install demo check lint test valgrind bench document clean
+.PHONY: setup install demo check lint test valgrind bench document clean $(TARBALL)
 
 # Debian's prebuilt packages install in seconds; CRAN is the fallback.
 setup:
@@ -56,8 +56,10 @@ setup:
 	fi
 	@$(RSCRIPT) -e '$(BOOST)'
 
-install: setup
-	$(R) CMD INSTALL --preclean .
+# from the built tarball, so that the vignettes are installed and listed by
+# vignette(package = "kernbayes")
+install: $(TARBALL)
+	$(R) CMD INSTALL --preclean $(TARBALL)
 
 demo: install
 	$(RSCRIPT) inst/scripts/demo.R demo-output
@@ -65,6 +67,8 @@ demo: install
 document: setup
 	$(RSCRIPT) -e 'roxygen2::roxygenise()'
 
+# always rebuilt (phony): a tarball left from an earlier build would hold
+# older sources
 $(TARBALL): setup
 	rm -f $(PKG)_*.tar.gz
 	$(R) CMD build .
