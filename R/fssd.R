@@ -40,8 +40,19 @@
 #'   iterations, analytic gradient) with \eqn{h \in [m / 10, 10 m]} and the
 #'   locations within 100 standard deviations of the data's range. The test
 #'   uses the other rows only, so the null holds given the chosen locations.
+#'   When the training part has at most as many rows as `x` has columns,
+#'   the locations cannot be fitted (the criterion is flat in most of the
+#'   \eqn{J d} directions and L-BFGS-B ran for minutes): the test falls
+#'   back to `"rand"` with a warning of class `kb_warning_fssd`.
 #' * `"rand"`: locations drawn from a normal fitted to the whole sample,
 #'   bandwidth the median pairwise distance, and the whole sample tested.
+#'   (The fitted normal's variances get a jitter of 1e-6, or 1% of the
+#'   largest variance when that is smaller, so that data of any scale get
+#'   locations among them.)
+#'
+#' With fewer tested rows than features (\eqn{n < dJ}) the covariance's
+#' eigenvalues come from the \eqn{n \times n} Gram matrix of the centred
+#' features (the same nonzero eigenvalues; the rest are zero).
 #' * a \eqn{J \times d} matrix: these locations, the bandwidth given or the
 #'   median distance, the whole sample tested.
 #'
@@ -57,7 +68,9 @@
 #'   chooses the locations and bandwidth; the test uses the rest.
 #' @param bandwidth Gaussian bandwidth \eqn{h > 0}; `NULL` (default):
 #'   optimised (`"opt"`) or the median pairwise distance. A number fixes it
-#'   (`"opt"` then optimises the locations only).
+#'   (`"opt"` then optimises the locations only); one whose square
+#'   underflows or overflows (below about 1e-154 or above 1e154) is an
+#'   error, before any work.
 #' @param n_simulate Draws from the asymptotic null.
 #' @param reg The regulariser \eqn{\gamma} of the power criterion.
 #' @param max_iter Iterations of L-BFGS-B for `"opt"`.
@@ -110,6 +123,15 @@ fssd_test <- function(x, score, n_locations = 10,
   if (!is.null(bandwidth)) {
     bandwidth <- check_number(bandwidth, "bandwidth", lower = 0,
                               lower_open = TRUE)
+    # the kernel divides by h^2: it must neither underflow nor overflow
+    if (!(bandwidth^2 >= .Machine$double.xmin) || !is.finite(bandwidth^2)) {
+      stop_arg("bandwidth", sprintf(paste0(
+        "= %s cannot be used: its square %s, so the Gaussian kernel and its ",
+        "gradient are not finite; give a bandwidth between 1e-150 and ",
+        "1e150 (rescale x if its scale is beyond that)"),
+        format(bandwidth, digits = 3),
+        if (bandwidth < 1) "underflows to 0" else "overflows"))
+    }
   }
   n_simulate <- check_count(n_simulate, "n_simulate")
   reg <- check_number(reg, "reg", lower = 0)
@@ -133,7 +155,19 @@ fssd_test <- function(x, score, n_locations = 10,
         "both need at least 2"), format(train_frac), n, n_train,
         n - n_train))
     }
-  } else if (n < 2L) {
+    if (n_train <= d) {
+      # J d locations fitted to fewer points than coordinates: the
+      # criterion is flat in most directions and L-BFGS-B spends minutes
+      # on noise
+      fssd_warn_fallback(sprintf(paste0(
+        "fssd_test: the training split has %d rows for %d dimensions (at ",
+        "most as many rows as dimensions): the locations cannot be ",
+        "optimised; using random locations (locations = \"rand\") on ",
+        "the whole sample instead"), n_train, d))
+      mode <- "rand"
+    }
+  }
+  if (mode != "opt" && n < 2L) {
     stop_arg("x", "must have at least two rows for a test")
   }
   check_memory(8 * 3 * n * d * (if (is.null(V)) n_locations else nrow(V)),
@@ -186,8 +220,7 @@ fssd_test <- function(x, score, n_locations = 10,
   nt <- nrow(x)
   est <- (sum(mom$sum^2) - mom$sumsq) / (nt * (nt - 1))
   stat <- nt * est
-  ev <- sort(pmax(sym_eigen(mom$cov, "feature covariance")$values, 0),
-             decreasing = TRUE)
+  ev <- fssd_eigenvalues(mom$cov, x, s, V, h)
   pb$tick(2L, "null")
   null <- fssd_simulate_null(ev, n_simulate)
   pb$tick(3L)
@@ -195,6 +228,31 @@ fssd_test <- function(x, score, n_locations = 10,
   new_fssd_test(list(stat = stat, est = est, n = nt), null, ev, V, dname,
                 list(bandwidth = h, train = train, criterion = crit,
                      convergence = conv, reg = reg, choice = mode))
+}
+
+# The eigenvalues of the q x q feature covariance (q = dJ, divisor n - 1),
+# largest first.  With fewer rows than features its rank is below n: its
+# nonzero eigenvalues are those of the n x n Gram matrix of the centred
+# features, an O(n^2 q + n^3) eigenproblem instead of O(q^3) (d = 200, J =
+# 10: 23 s for q = 2000), padded with zeros to q.
+fssd_eigenvalues <- function(cov, x, s, V, h) {
+  n <- nrow(x)
+  q <- ncol(cov)
+  if (n >= q) {
+    return(sort(pmax(sym_eigen(cov, "feature covariance")$values, 0),
+                decreasing = TRUE))
+  }
+  tau <- fssd_features(x, s, V, h)
+  tc <- tau - rep(colMeans(tau), each = n)
+  ev <- sym_eigen(tcrossprod(tc) / (n - 1), "feature Gram matrix")$values
+  c(sort(pmax(ev, 0), decreasing = TRUE), numeric(q - n))
+}
+
+# A classed warning (kb_warning_fssd) for a choice fssd_test() made
+# instead of the caller's.
+fssd_warn_fallback <- function(msg) {
+  warning(structure(class = c("kb_warning_fssd", "warning", "condition"),
+                    list(message = msg, call = NULL)))
 }
 
 # The one constructor of kb_fssd_test: `value`, the statistic n FSSD^2
@@ -241,13 +299,18 @@ fssd_median <- function(x, arg) {
 }
 
 # J locations drawn from the normal fitted to the rows of x (covariance
-# eigenvalues clipped at 0, plus 1e-6 on the diagonal).
+# eigenvalues clipped at 0, plus 1e-6 on the diagonal, or 1% of the
+# largest eigenvalue when that is smaller).
 gaussian_fit_draw <- function(x, J) {
   d <- ncol(x)
   mu <- colMeans(x)
   # the covariance of x / p2 (p2 a power of two when x^2 would overflow)
   e <- cov_eigen(x)
-  sd <- e$p2 * sqrt(pmax(e$values, 0) + 1e-6)
+  # the jitter 1e-6 (variance), at most 1% of the largest variance: an
+  # absolute one would put the locations of data of tiny scale (1e-100)
+  # millions of bandwidths away
+  jit <- min(1e-6, 0.01 * max(e$values, 0))
+  sd <- e$p2 * sqrt(pmax(e$values, 0) + jit)
   z <- matrix(stats::rnorm(J * d), J, d)
   sweep(z %*% (t(e$vectors) * sd), 2L, mu, "+")
 }

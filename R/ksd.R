@@ -8,6 +8,8 @@ check_score <- function(score, x, arg = "score") {
              "or a kb_target")
   }
   if (inherits(score, "kb_target")) {
+    # an edited target is named as this argument, before its dim is used
+    check_target(score, arg)
     if (!identical(as.integer(score$dim), ncol(x))) {
       stop_arg("x", sprintf(paste0("must have %d columns (the target's ",
                                    "dimension); it has %d"),
@@ -310,6 +312,14 @@ stein_kernel_matrix <- function(x, score, kernel = imq_kernel(),
 #'   `weights` no test is made (the bootstrap takes no weights). The
 #'   bootstraps draw from R's generator (set a seed for reproducible
 #'   p-values).
+#' @section Precision: A V-statistic (weighted or not) below the rounding
+#'   error of its own Stein kernel sum, less than 1e-12 of \eqn{(\sum_i
+#'   w_i \sqrt{k_p(x_i, x_i)})^2}, is noise, not a discrepancy: it is an
+#'   error of class `kb_error_numeric` naming the scales of the points and
+#'   of the scores. It happens when the scores swamp the kernel's other
+#'   terms, e.g. points of scale 1e-100 with scores 1e100 and `standardize
+#'   = FALSE` under weights that cancel the scores' mean (those of
+#'   [ksd_weights()]); standardising removes it.
 #' @return A number; with `by_chain = TRUE` a data frame of class
 #'   `kb_ksd_by_chain` with columns `chain`, `n` and `ksd` (the last row,
 #'   `"all"`, is the pooled sample; `NA` for a chain of one row with
@@ -408,7 +418,35 @@ ksd_of_rows <- function(st, rows, weights, type, nthreads,
           if (all) st$s else st$s[rows, , drop = FALSE], st$kernel, w,
           nthreads)
   }
-  ksd_from_sums(sums, n, w, type)
+  v <- ksd_from_sums(sums, n, w, type)
+  if (type == "V") {
+    check_ksd_rounding(v^2, sums$diag, w, st$x[rows, , drop = FALSE],
+                       st$s[rows, , drop = FALSE])
+  }
+  v
+}
+
+# A squared KSD (V-statistic, or w'Kw) below the rounding error of its own
+# sum is noise, not a discrepancy: the Stein kernel's score term (|s|^2)
+# swamps its kernel terms when the scores and the points are of very
+# different scales (x of scale 1e-100 with scores 1e100 and no
+# standardisation), and each entry is then rounded at the score term's size.
+# The entries' sizes are bounded by sqrt(K_ii K_jj), so the sum's rounding
+# error is a few eps times (sum_i w_i sqrt(K_ii))^2; below 1e-12 of that
+# (more than a 1e-4 relative error) the value is refused.  Samples of
+# ordinary scale sit at 1e-2 to 1e-6 of the bound.
+check_ksd_rounding <- function(v2, diag, w, x, s) {
+  w <- if (is.null(w)) rep(1 / length(diag), length(diag)) else abs(w)
+  bound <- sum(w * sqrt(pmax(diag, 0)))^2
+  if (!is.finite(bound) || !(v2 < 1e-12 * bound)) return(invisible(v2))
+  scl <- function(m) format(stats::median(abs(m)), digits = 2)
+  stop_numeric(sprintf(paste0(
+    "the squared KSD (%s) is below the rounding error of its Stein kernel ",
+    "sum (terms up to %s): the points (scale ~%s) and their scores (scale ",
+    "~%s) are too far apart in scale for double precision, so the value ",
+    "would be noise; rescale x and the scores to comparable scales, or use ",
+    "standardize = TRUE"), format(v2, digits = 3), format(bound, digits = 3),
+    scl(x), scl(s)))
 }
 
 # The KSD (type "V") or U-statistic from the C row sums of n points with

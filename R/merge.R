@@ -50,6 +50,29 @@ check_dicts <- function(dicts, args = rep("...", length(dicts))) {
   invisible(dicts)
 }
 
+# Dictionaries made with different kernels (as given: the type, its
+# parameters or a fixed preconditioner or bandwidth) are not merged: one
+# kernel would silently replace the other's.  Only the resolution of the
+# same kernel on different points (a median heuristic) may differ.
+check_dict_kernels <- function(dicts, args) {
+  spec <- function(z) z$kernel$kernel
+  k1 <- spec(dicts[[1L]])
+  if (is.null(k1)) return(invisible(dicts))
+  for (i in seq_along(dicts)[-1L]) {
+    ki <- spec(dicts[[i]])
+    if (!is.null(ki) && !identical(unclass(ki), unclass(k1))) {
+      desc <- function(k) paste(trimws(utils::capture.output(print(k))),
+                                collapse = ", ")
+      stop_arg(args[i], sprintf(paste0(
+        "was made with another kernel than dictionary 1: dictionary 1 has ",
+        "%s; dictionary %d has %s. Dictionaries of different kernels ",
+        "cannot be merged (one kernel would replace the other's): make them ",
+        "with the same kernel"), desc(k1), i, desc(ki)))
+    }
+  }
+  invisible(dicts)
+}
+
 same_kernel <- function(a, b) {
   identical(a$type, b$type) && identical(a$c, b$c) && identical(a$beta, b$beta) &&
     identical(a$lambda, b$lambda) && identical(a$Q, b$Q)
@@ -75,20 +98,24 @@ merge_dicts <- function(dicts, how = c("ksdt", "stein_thin"), size = NULL,
   }
   budget <- check_number(budget, "budget", lower = 0)
   rk <- dicts[[1L]]$kernel
+  check_dict_kernels(dicts, arg_names$dicts %||% rep("...", length(dicts)))
   scale <- dicts[[1L]][["scale"]]
   same_k <- all(vapply(dicts, function(z) same_kernel(z$kernel, rk), TRUE))
   same_s <- all(vapply(dicts, function(z) identical(z[["scale"]], scale), TRUE))
   if (!same_k || !same_s) {
-    # heuristic preconditioners or column scales were resolved per run
-    # (each chain's pilot): one kernel and one standardisation for all
+    # the same kernel, its heuristic preconditioner or the column scales
+    # resolved per run (each chain's pilot): one kernel and one
+    # standardisation for all
     allx <- do.call(rbind, lapply(dicts, `[[`, "points"))
     if (!is.null(scale)) scale <- standardize_columns(allx)$scale
     rk <- resolve_kernel(rk$kernel, scale_points(allx, scale))
     if (!same_k || !quiet_scales) {
-      message("merge: the dictionaries' kernels or column scales differ (a ",
-              "heuristic or standardisation resolved per run); using one ",
-              "kernel and standardisation resolved on the union of their ",
-              "points")
+      what <- c(if (!same_k) "its preconditioner (a median heuristic)",
+                if (!same_s) "the column scales (standardize = TRUE)")
+      message("merge: the dictionaries were made with the same kernel, but ",
+              paste(what, collapse = " and "), " were fitted on each run's ",
+              "points; using one kernel and standardisation resolved on the ",
+              "union of their points")
     }
   }
   k <- vapply(dicts, function(z) {
@@ -305,6 +332,11 @@ merge_labels <- function(res, dicts, from) {
 #' one kernel and one standardisation are resolved on the union of their
 #' points, with a message: the mean absolute deviation scales of the union
 #' when the first dictionary is standardised, none when it is not.
+#' Dictionaries made with different kernels (another type, other
+#' parameters, or another fixed preconditioner or bandwidth, e.g.
+#' [imq_kernel()] and `gaussian_kernel(bandwidth = 1)`) are an error naming
+#' the argument: one kernel would silently replace the other's; make them
+#' with the same kernel.
 #'
 #' @param x,y,... `kb_ksdt` results ([ksdt()], [ksdt_sample()],
 #'   [ksdt_result()], [ksdt_chains()]'s `chains`).

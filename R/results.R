@@ -603,7 +603,9 @@ ksd_under <- function(P, S, rk, scale, weights, type, nthreads) {
   n <- nrow(P)
   sums <- .Call(C_kb_stein_sums, in_basis(P, rk), in_basis(S, rk), rk,
                 weights, nthreads)
-  ksd_from_sums(sums, n, weights, type)
+  v <- ksd_from_sums(sums, n, weights, type)
+  if (type == "V") check_ksd_rounding(v^2, sums$diag, weights, P, S)
+  v
 }
 
 # Scores for the points P of a result: its own, else from `score` (a

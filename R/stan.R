@@ -200,7 +200,11 @@ new_stan_target <- function(target) {
 #' @param upars Unconstrained points: a matrix (or data frame) with one row
 #'   per point and one column per unconstrained coordinate, columns unnamed
 #'   or named as `unconstrain_draws()` names them; a vector is one point
-#'   (its names, if it has them, are matched in the same way).
+#'   (its names, if it has them, are matched in the same way); or a
+#'   posterior draws object of them (its variables are the columns, its
+#'   `.chain`, `.iteration` and `.draw` are not). Points of another width
+#'   than the fit's number of unconstrained coordinates are an error
+#'   naming `upars` and that number.
 #' @return `unconstrain_draws()`: an `n x d` matrix, `d =
 #'   rstan::get_num_upars(fit)`, with column names as described in
 #'   [stan_target()]. `constrain_draws()`: a [posterior::draws_df()] with one
@@ -242,6 +246,16 @@ unconstrain_draws <- function(fit, draws = NULL) {
   stan_unconstrain_rows(sf, vals, lay, if (is.null(draws)) "fit" else "draws")
 }
 
+# For a message on upars of the wrong width: the named columns that are
+# not unconstrained coordinates (constrained draws' lp__, tau, ...).
+stan_extra_columns <- function(cn, nm) {
+  extra <- setdiff(cn, nm)
+  if (!length(extra)) return("")
+  sprintf(" (%s not among the unconstrained coordinates%s)",
+          paste(utils::head(extra, 4L), collapse = ", "),
+          if (length(extra) > 4L) ", ..." else "")
+}
+
 #' @rdname unconstrain_draws
 #' @export
 constrain_draws <- function(fit, upars) {
@@ -254,6 +268,14 @@ constrain_draws <- function(fit, upars) {
   lay <- stan_upar_layout(sf)
   nm <- lay$names
   if (missing(upars)) stop_arg("upars", "is missing: give unconstrained points")
+  if (inherits(upars, "draws")) {
+    # a posterior draws object (df, matrix, array, list, rvars): its
+    # variables, without the .chain / .iteration / .draw columns that
+    # as.matrix() of a draws_df would count as coordinates
+    upars <- posterior::as_draws_matrix(upars)
+    upars <- matrix(as.numeric(upars), nrow(upars),
+                    dimnames = list(NULL, posterior::variables(upars)))
+  }
   if (is.data.frame(upars)) {
     ok <- vapply(upars, is.numeric, TRUE)
     if (!all(ok)) stop_arg("upars", "must contain only numeric columns")
@@ -270,7 +292,8 @@ constrain_draws <- function(fit, upars) {
   if (ncol(upars) != d) {
     stop_arg("upars", sprintf(paste0("must have %d columns, one per ",
                                      "unconstrained parameter of the fit; ",
-                                     "it has %d"), d, ncol(upars)))
+                                     "it has %d%s"), d, ncol(upars),
+                              stan_extra_columns(colnames(upars), nm)))
   }
   cn <- colnames(upars)
   if (!is.null(cn) && !identical(cn, nm)) {

@@ -314,8 +314,10 @@ sp_control <- function(control, d, n, optimizer) {
 
 # Scores of the target at the rows of y, and the Stein kernel sums of y
 # against the points so far (rows 1..m of P, S, in the kernel's basis).
-sp_eval <- function(run, y, P, S, m) {
-  s <- target_score(run$target, y)
+# `rows_of` names y's rows in the score's messages (stein_points() has no
+# x: its rows are candidate points).
+sp_eval <- function(run, y, P, S, m, rows_of) {
+  s <- target_score_rows(run$target, y, rows_of)
   dimnames(s) <- NULL
   rk <- run$rk
   k <- .Call(C_kb_stein_cross_sums, in_basis(y, rk), in_basis(s, rk),
@@ -370,7 +372,8 @@ sp_search <- function(run, optimizer, prog) {
   for (j in seq_len(n)) {
     m <- j - 1L
     y <- sp_candidates(run, X, j)
-    k <- sp_eval(run, y, P, Sb, m)
+    k <- sp_eval(run, y, P, Sb, m,
+                 sprintf("the candidate points of step %d", j))
     crit <- sp_criterion(run, k, j)
     n_eval[j] <- nrow(y)
     if (!any(is.finite(crit))) no_feasible(run, j, "candidate")
@@ -421,7 +424,8 @@ sp_nelder_mead <- function(run, y, crit, P, Sb, m, j) {
   count <- 0L
   f <- function(z) {
     count <<- count + 1L
-    k <- sp_eval(run, matrix(z, 1L), P, Sb, m)
+    k <- sp_eval(run, matrix(z, 1L), P, Sb, m,
+                 sprintf("the Nelder-Mead trial points of step %d", j))
     v <- sp_criterion(run, k, j)
     if (v < best$value) {
       best <<- list(value = v, x = z, s = k$s[1L, ], diag = k$diag,
@@ -458,7 +462,7 @@ sp_grid <- function(run, prog) {
   G <- as.matrix(expand.grid(axes, KEEP.OUT.ATTRS = FALSE))
   dimnames(G) <- NULL
   none <- matrix(0, 0L, d)
-  k <- sp_eval(run, G, none, none, 0L)
+  k <- sp_eval(run, G, none, none, 0L, "the grid of candidate points")
   Gb <- in_basis(G, rk)
   SGb <- in_basis(k$s, rk)
   sums <- numeric(nrow(G))

@@ -26,7 +26,10 @@
 #' @return An object of class `kb_target`: a list with elements
 #'   `log_density`, `score`, `dim`, `vectorized`, `fd_score` (whether the
 #'   score is a finite-difference approximation), `sampler` (a function of
-#'   `n` returning exact draws, or `NULL`) and `name`.
+#'   `n` returning exact draws, or `NULL`) and `name`. The closures
+#'   remember the dimension they were made for: a target whose `dim` was
+#'   changed by hand is an error ("has been edited") wherever it is used;
+#'   build it again instead.
 #' @seealso [gaussian_target()], [target_score()], [sample_target()].
 #' @examples
 #' # a standard bivariate normal, one point at a time
@@ -63,6 +66,11 @@ kb_target <- function(log_density, score = NULL, dim, vectorized = FALSE,
 # has no column names.
 new_target <- function(log_density, score, dim, vectorized, fd_score,
                        sampler, name, names = NULL) {
+  # the closures remember the dimension they were made for, so that
+  # check_target() can tell a hand-edited `dim` from a rebuilt target
+  # (a primitive is one shared object: it is left alone)
+  if (!is.primitive(log_density)) attr(log_density, "kb_dim") <- as.integer(dim)
+  if (!is.primitive(score)) attr(score, "kb_dim") <- as.integer(dim)
   structure(list(log_density = log_density, score = score, dim = dim,
                  vectorized = vectorized, fd_score = fd_score,
                  sampler = sampler, name = name, names = names),
@@ -129,6 +137,16 @@ check_target <- function(target, arg = "target") {
     if (!is.null(target$names) &&
         (!is.character(target$names) ||
          length(target$names) != target$dim || anyNA(target$names))) "names"
+  if (is.null(bad)) {
+    made <- c(attr(target$log_density, "kb_dim"), attr(target$score, "kb_dim"))
+    if (any(made != target$dim)) {
+      stop_arg(arg, sprintf(paste0(
+        "has been edited: its field 'dim' (%s) and its closures (made for ",
+        "dimension %d) do not fit together; build the target again (e.g. ",
+        "with kb_target()) instead of changing 'dim'"),
+        format(target$dim), made[made != target$dim][1L]))
+    }
+  }
   if (!is.null(bad)) {
     stop_arg(arg, sprintf(paste0("is not a valid kb_target: its field '%s' ",
                                  "was changed (%s expected); build it again ",
@@ -185,9 +203,15 @@ points_for_target <- function(target, x) {
 #' @export
 target_score <- function(target, x) {
   check_target(target)
-  x <- points_for_target(target, x)
+  target_score_rows(target, points_for_target(target, x))
+}
+
+# target_score() at the rows of a checked point matrix x; `rows_of` names
+# the rows in messages (stein_points(): its candidate points).
+target_score_rows <- function(target, x, rows_of = "x") {
   if (!target$vectorized) {
-    return(name_score(eval_score_rows(target$score, x), x, target))
+    return(name_score(eval_score_rows(target$score, x, rows_of = rows_of), x,
+                      target))
   }
   g <- call_target_closure(target$score, x, "score")
   if (is.numeric(g) && is.null(dim(g)) && ncol(x) == 1L) g <- matrix(g, ncol = 1L)
@@ -199,8 +223,8 @@ target_score <- function(target, x) {
   if (anyNA(g) || any(!is.finite(g))) {
     bad <- which(!is.finite(g), arr.ind = TRUE)[1L, 1L]
     target_callback_error(sprintf(paste0(
-      "'score' returned a non-finite value (NA, NaN or Inf) at row %d of x"),
-      bad))
+      "'score' returned a non-finite value (NA, NaN or Inf) at row %d of %s"),
+      bad, rows_of))
   }
   storage.mode(g) <- "double"
   dimnames(g) <- NULL

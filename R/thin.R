@@ -699,6 +699,13 @@ plot.kb_thin <- function(x, which = 1:2, ...) {
 #'   the solver's steps, with the size of the support and the KSD so far
 #'   (forming the Stein kernel matrix is not reported); default
 #'   `NULL` (automatic).
+#' When the optimal \eqn{w^\top K_p w} is below the rounding error of its
+#' own sum (less than 1e-12 of \eqn{(\sum_i w_i \sqrt{K_{p,ii}})^2}, as
+#' for points of scale 1e-100 with scores of scale 1e100 and `standardize
+#' = FALSE`, where the score term swamps the others), the value would be
+#' noise and the call is an error of class `kb_error_numeric` naming both
+#' scales; [ksd()] refuses such a V-statistic likewise.
+#'
 #' On a thinning or KSDT result (`ksd_weights(th)`: [stein_thin()],
 #' [kernel_thin()], [ksdt()], ...), the weights are on its points, with
 #' its scores, under the kernel and standardisation it was made with, so
@@ -784,7 +791,9 @@ solve_ksd_weights <- function(xr, sr, rk, nonneg, nthreads, prog) {
   # share each distinct point's weight among its copies
   grp <- match(key, key[!dup])
   w <- v[grp] / tabulate(grp, nbins = length(v))[grp]
-  attr(w, "ksd") <- sqrt(max(drop(crossprod(v, K %*% v)), 0))
+  v2 <- drop(crossprod(v, K %*% v))
+  check_ksd_rounding(v2, diag(K), v, xu, sr[!dup, , drop = FALSE])
+  attr(w, "ksd") <- sqrt(max(v2, 0))
   w
 }
 

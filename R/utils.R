@@ -212,8 +212,8 @@ vector_points <- function(v, d = NULL, one = FALSE) {
 
 # The scores of a one-point closure at every row of x, checked in C: an
 # n x d matrix.
-eval_score_rows <- function(f, x, what = "score") {
-  g <- eval_rows(f, x, ncol(x), what)
+eval_score_rows <- function(f, x, what = "score", rows_of = "x") {
+  g <- eval_rows(f, x, ncol(x), what, rows_of = rows_of)
   if (is.matrix(g)) g else matrix(g, ncol = 1L)
 }
 
@@ -240,12 +240,15 @@ check_weights <- function(weights, n, arg = "weights") {
 # Evaluate a one-point closure f (length-d vector -> length len_out) at every
 # row of x, in C with checks on every result.
 # With allow_neginf, -Inf results are accepted (a log density outside the
-# support); NA, NaN and +Inf never are.
-eval_rows <- function(f, x, len_out, what, allow_neginf = FALSE) {
+# support); NA, NaN and +Inf never are.  `rows_of` names the rows in
+# messages ("at row i of <rows_of>"): the caller's own name for x.
+eval_rows <- function(f, x, len_out, what, allow_neginf = FALSE,
+                      rows_of = "x") {
   if (!is.function(f)) stop_arg(what, "must be a function")
   env <- new.env(parent = baseenv())
   assign(what, f, envir = env)
-  .Call(C_kb_eval_rows, x, as.integer(len_out), what, env, allow_neginf)
+  .Call(C_kb_eval_rows, x, as.integer(len_out), what, env, allow_neginf,
+        rows_of)
 }
 
 # Refuse work whose arrays would need more than the option

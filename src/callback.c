@@ -17,14 +17,16 @@ static SEXP seed_sym(void)
     return sym;
 }
 
-/* Where a closure was called, for messages: "at row i of x", or for row 0
- * (a point of no x, e.g. a sampler's state or proposal) "at the point
- * (x1, x2, x3, x4, ...)". */
+/* Where a closure was called, for messages: "at row i of x" (x: the
+ * closure's rows_of, what the caller calls the rows), or for row 0 (a point
+ * of no x, e.g. a sampler's state or proposal) "at the point (x1, x2, x3,
+ * x4, ...)". */
 static const char *closure_where(char *buf, size_t size, const double *x,
-                                 int d, R_xlen_t row)
+                                 const kb_closure *cl, R_xlen_t row)
 {
+    int d = cl->d;
     if (row > 0) {
-        snprintf(buf, size, "at row %lld of x", (long long) row);
+        snprintf(buf, size, "at row %lld of %s", (long long) row, cl->rows_of);
         return buf;
     }
     size_t used = (size_t) snprintf(buf, size, "at the point (");
@@ -50,6 +52,7 @@ SEXP kb_closure_init(kb_closure *cl, SEXP rho, int d, const char *what)
     cl->call = Rf_lang2(sym, cl->arg);
     cl->rho = rho;
     cl->what = what;
+    cl->rows_of = "x";
     cl->d = d;
     UNPROTECT(1);
     return cl->call;
@@ -92,20 +95,20 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
         kb_error_class("kb_error_callback",
                        _("'%s' must return a numeric vector (%s); it returned "
                          "an object of type '%s'"), cl->what,
-                       closure_where(loc, sizeof loc, x, cl->d, row),
+                       closure_where(loc, sizeof loc, x, cl, row),
                        Rf_type2char(TYPEOF(res)));
     if (XLENGTH(res) != len_out)
         kb_error_class("kb_error_callback",
                        _("'%s' returned a vector of length %lld %s; expected "
                          "length %d"), cl->what, (long long) XLENGTH(res),
-                       closure_where(loc, sizeof loc, x, cl->d, row), len_out);
+                       closure_where(loc, sizeof loc, x, cl, row), len_out);
     const double *v = REAL(res);
     for (int k = 0; k < len_out; k++) {
         if (!R_FINITE(v[k]) && !(cl->allow_neginf && v[k] == R_NegInf))
             kb_error_class("kb_error_callback",
                            _("'%s' returned a non-finite value (NA, NaN or "
                              "Inf) %s"), cl->what,
-                           closure_where(loc, sizeof loc, x, cl->d, row));
+                           closure_where(loc, sizeof loc, x, cl, row));
         out[k] = v[k];
     }
     UNPROTECT(1);
@@ -113,9 +116,10 @@ void kb_closure_eval(kb_closure *cl, const double *x, int len_out,
 
 /* .Call entry: evaluate the closure bound to `what` in rho at each row of
  * the n x d matrix x; each call must return len_out finite numbers.
+ * `rows_of` names the rows in messages (the caller's name for x).
  * Result: n x len_out matrix (a vector when len_out is 1). */
 SEXP kb_eval_rows(SEXP x, SEXP len_out, SEXP what, SEXP rho,
-                  SEXP allow_neginf)
+                  SEXP allow_neginf, SEXP rows_of)
 {
     int n = kb_arg_matrix(x, "x", -1, -1), d = Rf_ncols(x),
         lo = kb_scalar_int(len_out, "len_out");
@@ -125,6 +129,9 @@ SEXP kb_eval_rows(SEXP x, SEXP len_out, SEXP what, SEXP rho,
     kb_closure cl;
     PROTECT(kb_closure_init(&cl, rho, d, name));
     cl.allow_neginf = Rf_asLogical(allow_neginf) == TRUE;
+    if (!Rf_isString(rows_of) || XLENGTH(rows_of) != 1)
+        KB_INTERNAL("'rows_of' must be a string");
+    cl.rows_of = CHAR(STRING_ELT(rows_of, 0));
     SEXP ans = PROTECT(lo == 1 ? Rf_allocVector(REALSXP, n)
                                : Rf_allocMatrix(REALSXP, n, lo));
     double *xi = (double *) R_alloc((size_t) d, sizeof(double));

@@ -9,6 +9,8 @@ typedef struct {
     SEXP arg;         /* the argument vector the call refers to */
     SEXP rho;         /* environment of evaluation */
     const char *what; /* closure's name for messages, e.g. "score" */
+    const char *rows_of; /* what the rows are, "row i of <rows_of>";
+                          * default "x" */
     int d;
     int allow_neginf; /* accept -Inf results (log densities); default 0 */
     int row_matrix;   /* pass the point as a 1 x d matrix (vectorised) */

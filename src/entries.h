@@ -10,7 +10,7 @@
 SEXP kb_assign(SEXP);
 
 /* callback.c */
-SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP, SEXP);
+SEXP kb_eval_rows(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 
 /* flows.c */
 SEXP kb_svgd_phi(SEXP, SEXP, SEXP, SEXP);

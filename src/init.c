@@ -25,7 +25,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(kb_kbr_apply, 6),
     CALLDEF(kb_kbr_weights, 5),
     CALLDEF(kb_kbr_cv, 4),
-    CALLDEF(kb_eval_rows, 5),
+    CALLDEF(kb_eval_rows, 6),
     CALLDEF(kb_eigen_sym, 2),
     CALLDEF(kb_stein_thin, 8),
     CALLDEF(kb_mmd_thin, 7),

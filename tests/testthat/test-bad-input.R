@@ -1995,6 +1995,198 @@ test_that("Stan fits: stan_target, unconstrain_draws, constrain_draws, fits as x
                                        bi_env)
 })
 
+# ---- reliability round 3 (issue 36): cases 1-3, 5, 6, 9-11 ----
+
+local(envir = bi_env, {
+  set.seed(1)
+  X50 <- matrix(rnorm(100), 50)         # 50 x 2 N(0, I) draws
+  S50 <- -X50
+  # a score that fails at its 5th call (the counter reset by the case)
+  nth <- new.env()
+  nth$n <- 0
+  sc_5th <- function(x) {
+    nth$n <- nth$n + 1
+    if (nth$n == 5) c(NA, 0) else -x
+  }
+  tg_5th <- kb_target(function(x) -sum(x^2) / 2, sc_5th, dim = 2)
+  tg_dim3 <- gaussian_target(c(0, 0))
+  tg_dim3$dim <- 3L                     # edited by hand
+  # fssd_test() with n >> d: the values before issue 36 (optimised
+  # locations; unchanged by the fallback for n_train <= d)
+  fssd_n400 <- c(p = 0.8253915361546151352, stat = -0.0043541650383296148,
+                 h = 0.9971361647126290029)
+})
+# TRUE when every check is, else the first check's complaint
+bi_and_all <- function(...) {
+  bad <- Filter(function(z) !isTRUE(z), list(...))
+  if (length(bad)) bad[[1L]] else TRUE
+}
+
+bi_add("reliability round 3 (issue 36)", list(
+  # 1: at scores 1e100 against points 1e-100 (no standardisation) the
+  # optimal weights' w'Kw is below the rounding error of its entries
+  C("r3_weights_scale_refused",
+    Q(ksd_weights(X50 * 1e-100, -X50 * 1e100, standardize = FALSE)),
+    bi_num("rounding error.*points \\(scale ~[0-9.]+e-10[01]\\).*scores \\(scale ~[0-9.]+e\\+(99|100)\\)")),
+  C("r3_weights_scale_standardised",
+    Q(list(w = ksd_weights(X50 * 1e-100, -X50 * 1e100),
+           k = ksd(X50 * 1e-100, -X50 * 1e100,
+                   weights = ksd_weights(X50 * 1e-100, -X50 * 1e100)))),
+    bi_ok(function(v) bi_and_all(bi_near(attr(v$w, "ksd"), v$k),
+                              bi_near(v$k, attr(ksd_weights(bi_env$X50, bi_env$S50),
+                                                "ksd"), 1e-6)))),
+  C("r3_ksd_scale_uniform_ok",
+    Q(ksd(X50 * 1e-100, -X50 * 1e100, standardize = FALSE)),
+    bi_ok(function(v) bi_near(v * 1e-100, sqrt(sum(colMeans(bi_env$S50)^2)), 1e-6))),
+  # 2: explicit kernels that differ are not merged under one
+  C("r3_merge_explicit_kernels",
+    Q(merge(ksdt(X50[1:25, ], S50[1:25, ], progress = FALSE),
+            ksdt(X50[26:50, ], S50[26:50, ], progress = FALSE,
+                 kernel = gaussian_kernel(bandwidth = 1)))),
+    bi_arg("y", "another kernel.*IMQ.*Gaussian.*same kernel")),
+  C("r3_merge_heuristic_kernels",
+    Q(merge(ksdt(X50[1:25, ], S50[1:25, ], progress = FALSE,
+                 kernel = imq_kernel(precon = "med")),
+            ksdt(X50[26:50, ], S50[26:50, ], progress = FALSE,
+                 kernel = imq_kernel(precon = "med")))),
+    bi_ok(function(v) bi_near(v$ksd[length(v$ksd)], ksd(v)))),
+  # 3: prior weights whose sum overflows are normalised by their maximum
+  C("r3_kbr_prior_weights_1e308",
+    Q(kbr(X50[, 1], X50[, 2], prior_weights = rep(1e308, 50), eps = 0.1,
+          delta = 0.1)),
+    bi_ok(function(v) {
+      b <- kbr(bi_env$X50[, 1], bi_env$X50[, 2], prior_weights = rep(1, 50),
+               eps = 0.1, delta = 0.1)
+      bi_and_all(bi_near(v$prior_weights, rep(1 / 50, 50), 1e-15),
+              bi_near(posterior_mean(v, c(-1, 0.5, 2)),
+                      posterior_mean(b, c(-1, 0.5, 2)), 1e-12))
+    })),
+  # 6: data of scale 1e-100 with scores 1e100: the locations' fit no
+  # longer adds an absolute jitter; the test is that of the unscaled data
+  C("r3_fssd_scale_1e-100",
+    Q({
+      set.seed(3)
+      fssd_test(X50 * 1e-100, -X50 * 1e100, locations = "rand")
+    }),
+    bi_ok(function(v) {
+      set.seed(3)
+      b <- fssd_test(bi_env$X50, bi_env$S50, locations = "rand")
+      bi_and_all(bi_near(v$p.value, b$p.value),
+              bi_near(v$bandwidth * 1e100, b$bandwidth, 1e-12),
+              bi_near(unname(v$statistic) * 1e-200, unname(b$statistic), 0.01))
+    })),
+  C("r3_fssd_scale_1e-100_opt",
+    Q({
+      set.seed(3)
+      fssd_test(X50 * 1e-100, -X50 * 1e100)
+    }),
+    bi_ok(function(v) v$p.value >= 0 && v$p.value <= 1 &&
+            is.finite(v$statistic))),
+  C("r3_fssd_bandwidth_1e-300",
+    Q(counted(fssd_test(X50, sc_cnt, bandwidth = 1e-300))),
+    bi_ok(Q(before("bandwidth")))),
+  C("r3_fssd_bandwidth_1e-300_message", Q(fssd_test(X50, S50, bandwidth = 1e-300)),
+    bi_arg("bandwidth", "square underflows")),
+  C("r3_fssd_bandwidth_1e200", Q(fssd_test(X50, S50, bandwidth = 1e200)),
+    bi_arg("bandwidth", "square overflows")),
+  # 9: a target whose dim was edited by hand
+  C("r3_target_dim_edited", Q(target_score(tg_dim3, cbind(X50, 0))),
+    bi_arg("target", "has been edited: its field 'dim' \\(3\\) and its closures \\(made for dimension 2\\) do not fit together")),
+  C("r3_target_dim_edited_sample", Q(sample_target(tg_dim3, 5)),
+    bi_arg("target", "has been edited")),
+  C("r3_target_dim_edited_ksd", Q(ksd(X50, tg_dim3)),
+    bi_arg("score", "has been edited: its field 'dim' \\(3\\)")),
+  C("r3_target_other_edit_ok",
+    Q(target_score(`$<-`(gaussian_target(c(0, 0)), "name", "renamed"), X50)),
+    bi_ok(function(v) bi_near(v, -bi_env$X50))),
+  # 10: stein_points() names its own rows, not an 'x' it does not have
+  C("r3_stein_points_row_mc",
+    Q({
+      nth$n <- 0
+      stein_points(tg_5th, 3, progress = FALSE)
+    }),
+    bi_err("kb_error_callback",
+           "^'score' returned a non-finite value.* at row 5 of the candidate points of step 1$")),
+  C("r3_stein_points_row_grid",
+    Q({
+      nth$n <- 0
+      stein_points(tg_5th, 3, optimizer = "grid", progress = FALSE)
+    }),
+    bi_err("kb_error_callback", "at row 5 of the grid of candidate points$")),
+  C("r3_target_score_row_x",
+    Q({
+      nth$n <- 0
+      target_score(tg_5th, X50)
+    }),
+    bi_err("kb_error_callback", "at row 5 of x$")),
+  # 11: fewer training rows than dimensions: random locations, with a
+  # classed warning; the eigenvalues from the n x n Gram matrix
+  C("r3_fssd_d200_n40",
+    Q({
+      set.seed(2)
+      x <- matrix(rnorm(40 * 200), 40)
+      fssd_test(x, -x)
+    }),
+    bi_warn("kb_warning_fssd",
+            "training split has 8 rows for 200 dimensions.*random locations",
+            function(v) is.numeric(v$p.value) && v$p.value >= 0 &&
+              v$p.value <= 1 && v$choice == "rand" &&
+              length(v$eigenvalues) == 2000L)),
+  C("r3_fssd_n400_unchanged",
+    Q({
+      set.seed(5)
+      y <- matrix(rnorm(2000), 400)
+      set.seed(6)
+      fssd_test(y, -y)
+    }),
+    bi_ok(function(v) bi_near(c(v$p.value, v$statistic, v$bandwidth),
+                              bi_env$fssd_n400, 1e-14))),
+  C("r3_fssd_gram_eigenvalues",
+    Q({
+      set.seed(7)
+      z <- matrix(rnorm(90), 30)
+      fssd_test(z, -z, locations = matrix(rnorm(30), 10), bandwidth = 1)
+    }),
+    bi_ok(function(v) {
+      set.seed(7)
+      z <- matrix(rnorm(90), 30)
+      V <- matrix(rnorm(30), 10)
+      tau <- kernbayes:::fssd_features(z, -z, V, 1)
+      bi_near(v$eigenvalues, pmax(sort(eigen(stats::cov(tau))$values,
+                                       decreasing = TRUE), 0), 1e-12)
+    }))
+))
+
+# 5: constrain_draws() with points of the wrong width for the model (the
+# Stan fits of helper-stan.R, compiled once per run)
+bi_r3_stan_cases <- list(
+  C("r3_con_wrong_width", Q(constrain_draws(r3_fit, r3_u[, 1:9])),
+    bi_arg("upars", "must have 10 columns, one per unconstrained parameter.*it has 9")),
+  C("r3_con_other_model", Q(constrain_draws(r3_fit, r3_u_shapes)),
+    bi_arg("upars", "must have 10 columns.*it has 11")),
+  C("r3_con_constrained_draws", Q(constrain_draws(r3_fit, posterior::as_draws_df(r3_fit))),
+    bi_arg("upars", "must have 10 columns.*it has 11 \\(.*lp__ not among")),
+  C("r3_con_draws_df_value",
+    Q(constrain_draws(r3_fit, posterior::as_draws_df(as.data.frame(r3_u[1:3, ])))),
+    bi_ok(function(v) bi_near(unconstrain_draws(bi_env$r3_fit, v),
+                              bi_env$r3_u[1:3, ]))),
+  C("r3_con_draws_array_value",
+    Q(constrain_draws(r3_fit, posterior::as_draws_array(posterior::as_draws_matrix(r3_u[1:3, ])))),
+    bi_ok(function(v) bi_near(unconstrain_draws(bi_env$r3_fit, v),
+                              bi_env$r3_u[1:3, ])))
+)
+
+test_that("reliability round 3 (issue 36): constrain_draws widths", {
+  skip_if_not_installed("rstan")
+  skip_if_not_installed("posterior")
+  bi_env$r3_fit <- stan_test_fit("schools")
+  bi_env$r3_u <- unconstrain_draws(bi_env$r3_fit)
+  bi_env$r3_u_shapes <- unconstrain_draws(stan_test_fit("shapes"))
+  bi_total <<- bi_total + bi_run_cases("reliability round 3 (issue 36): Stan",
+                                       bi_resolve_cases(bi_r3_stan_cases, bi_env),
+                                       bi_env)
+})
+
 test_that("the campaign has its cases", {
   # a campaign that lost its cases would pass silently
   expect_gt(bi_total, 400L)
