@@ -2168,6 +2168,45 @@ bi_add("round 3, case 8: tests and selections edited before their methods", list
   C("valid_fssd_table", Q(as.data.frame(r3_ft)$J == 2), bi_ok(isTRUE))
 ))
 
+local(envir = bi_env, {
+  set.seed(4)
+  r3_path <- ksd_path(X, S)
+  r3_cmp <- ksd(r3_th, reference = X[1:5, ], score = tg2)
+  r3_w <- ksd_weights(r3_th)
+  r3_kf <- kalman_filter(cumsum(rnorm(15)), A = 1, C = 1, Q = 1, R = 1)
+  r3_xs <- rnorm(40)
+  r3_cv <- kbr_cv(r3_xs, r3_xs + rnorm(40, sd = 0.3), folds = 3, progress = FALSE)
+  r3_bc <- ksd(X, S, chain = r3_lab, by_chain = TRUE)
+  r3_fit <- kbr(r3_xs, r3_xs + rnorm(40), eps = 0.01, delta = 0.01)
+  r3_attr <- function(obj, which, value) { attr(obj, which) <- value; obj }
+})
+
+bi_add("round 3, case 4: edited results without points", list(
+  C("path_ksd_short", Q(r3_out(print(r3_set(r3_path, "ksd", r3_path$ksd[-1])))),
+    r3_edit("ksd")),
+  C("path_summary_no_kernel", Q(summary(r3_set(r3_path, "kernel", NULL))),
+    r3_edit("kernel", "object")),
+  C("path_df_n", Q(as.data.frame(r3_set(r3_path, "n", 1e6))), r3_edit("ksd")),
+  C("compare_no_ksd", Q(r3_out(print(r3_set(r3_cmp, "ksd", NULL)))), r3_edit("ksd")),
+  C("compare_df_m", Q(as.data.frame(r3_set(r3_cmp, "m", -1))), r3_edit("m")),
+  C("weights_chain_short", Q(as.data.frame(r3_attr(r3_w, "chain", attr(r3_w, "chain")[-1]))),
+    bi_arg("x", "has been edited: its attribute 'chain'")),
+  C("weights_values_chr", Q(r3_out(print(r3_recl(as.character(r3_w), "kb_weights")))),
+    bi_arg("x", "has been edited: its values")),
+  C("filter_sd_rows", Q(as.data.frame(r3_set(r3_kf, "sd", r3_kf$sd[-1, , drop = FALSE]))),
+    r3_edit("sd")),
+  C("filter_plot_method", Q(plot(r3_set(r3_kf, "method", NULL))), r3_edit("method")),
+  C("cv_folds_chr", Q(r3_out(print(r3_set(r3_cv, "folds", "a")))), r3_edit("folds")),
+  C("cv_summary_table", Q(summary(r3_set(r3_cv, "table", 1:3))),
+    r3_edit("table", "object")),
+  C("by_chain_ksd_no_kernel", Q(r3_out(print(r3_attr(r3_bc, "kernel", NULL)))),
+    bi_arg("x", "has been edited: its attribute 'kernel'")),
+  C("kbr_print_mu", Q(r3_out(print(r3_set(r3_fit, "mu", r3_fit$mu[1:3])))),
+    bi_state("'x' is not a kbr\\(\\) fit.*'mu'")),
+  C("valid_weights_table", Q(nrow(as.data.frame(r3_w)) == r3_th$m), bi_ok(isTRUE)),
+  C("valid_path_table", Q(nrow(as.data.frame(r3_path)) == 20L), bi_ok(isTRUE))
+))
+
 test_that("round 3, case 7: a Stan target saved and reloaded says so", {
   skip_on_cran()
   skip_if(nzchar(Sys.getenv("KB_VALGRIND")), "subprocess cases under valgrind")
