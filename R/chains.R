@@ -241,6 +241,7 @@ final_ksd <- function(z) if (is.null(z)) NA_real_ else z$ksd[length(z$ksd)]
 
 #' @export
 summary.kb_ksdt_chains <- function(object, ...) {
+  check_result(object, "object")
   tab <- data.frame(
     chain = seq_along(object$chains),
     kept = vapply(object$chains, function(z) if (is.null(z)) NA_integer_ else
@@ -271,6 +272,7 @@ print.summary.kb_ksdt_chains <- function(x, ...) {
 
 #' @export
 print.kb_ksdt_chains <- function(x, ...) {
+  check_result(x)
   print(summary(x))
   if (length(x$errors)) {
     cat("errors:\n")
@@ -284,6 +286,7 @@ print.kb_ksdt_chains <- function(x, ...) {
 #' @rdname plot.kb_ksdt
 #' @export
 plot.kb_ksdt_chains <- function(x, which = 1:3, ...) {
+  check_result(x)
   ok <- which(!vapply(x$chains, is.null, TRUE))
   chains <- x$chains[ok]
   merged <- x$merged

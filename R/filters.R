@@ -468,6 +468,7 @@ check_cov_matrix <- function(M, arg) {
 
 #' @export
 print.kb_filter <- function(x, ...) {
+  check_result(x)
   if (!inherits(x, "kb_filter") || !is.matrix(x$mean)) {
     stop_arg("x", "must be a filter result (kbr_filter() or kalman_filter())")
   }
@@ -507,6 +508,7 @@ print.kb_filter <- function(x, ...) {
 #' @export
 plot.kb_filter <- function(x, truth = NULL, which = seq_len(min(3L, ncol(x$mean))),
                            band = TRUE, ...) {
+  check_result(x)
   if (!inherits(x, "kb_filter") || !is.matrix(x$mean)) {
     stop_arg("x", "must be a filter result (kbr_filter() or kalman_filter())")
   }
@@ -569,6 +571,7 @@ plot.kb_filter <- function(x, truth = NULL, which = seq_len(min(3L, ncol(x$mean)
 #' @export
 as.data.frame.kb_filter <- function(x, row.names = NULL, optional = FALSE,
                                     ...) {
+  check_result(x)
   v <- colnames(x$mean)
   if (is.null(v)) v <- paste0("x", seq_len(ncol(x$mean)))
   mean <- stats::setNames(as.data.frame(unname(x$mean)), paste0("mean_", v))

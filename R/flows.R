@@ -1260,6 +1260,7 @@ describe_convergence <- function(x) {
 
 #' @export
 print.kb_particles <- function(x, ...) {
+  check_result(x)
   check_particles(x)
   cat(sprintf("%s: %d particles in %d dimension%s, %d iteration%s\n", x$method,
               nrow(x$x), ncol(x$x), if (ncol(x$x) == 1L) "" else "s",
@@ -1291,6 +1292,7 @@ print.kb_particles <- function(x, ...) {
 
 #' @export
 summary.kb_particles <- function(object, ...) {
+  check_result(object, "object")
   check_particles(object, "object")
   x <- object$x
   cn <- point_names(x)
@@ -1402,6 +1404,7 @@ plot_with <- function(f, defaults, dots) {
 plot.kb_particles <- function(x, type = c("particles", "trajectories",
                                           "objective"),
                               target = x$target, ...) {
+  check_result(x)
   check_particles(x)
   type <- check_choice(type, c("particles", "trajectories", "objective"), "type")
   p <- x$x

@@ -447,6 +447,7 @@ fssd_optimize <- function(x, s, V0, h0, opt_h, m, reg, max_iter) {
 
 #' @export
 print.kb_fssd_test <- function(x, ...) {
+  check_result(x)
   NextMethod()
   cat(sprintf("Gaussian kernel, bandwidth %s; %d rows tested%s\n",
               format(x$bandwidth, digits = 4), x$n,
@@ -462,12 +463,18 @@ print.kb_fssd_test <- function(x, ...) {
 #' A histogram of the draws from the asymptotic null with the observed
 #' statistic as a vertical line.
 #'
+#' The object is checked first: a result whose fields have been edited so
+#' that they no longer fit together (lengths, indices, columns, a field
+#' removed or a class changed) is an error of class `kb_error_arg` naming
+#' it and the field.
+#'
 #' @param x A `kb_fssd_test` object from [fssd_test()].
 #' @param breaks Passed to [graphics::hist()].
 #' @param ... Further arguments to [graphics::hist()].
 #' @return `x`, invisibly.
 #' @export
 plot.kb_fssd_test <- function(x, breaks = 40, ...) {
+  check_result(x)
   plot_null(null_stats = x$null, observed = unname(x$statistic),
             title = sprintf("FSSD test: asymptotic null (p = %s)",
                             format(x$p.value, digits = 3)),
@@ -495,9 +502,13 @@ plot_null <- function(null_stats, observed, title, axis_label, label, breaks,
 #' @export
 as.data.frame.kb_fssd_test <- function(x, row.names = NULL, optional = FALSE,
                                        ...) {
+  check_result(x)
   test_frame(x, row.names)
 }
 
 #' @rdname result_tables
 #' @export
-summary.kb_fssd_test <- function(object, ...) test_frame(object)
+summary.kb_fssd_test <- function(object, ...) {
+  check_result(object, "object")
+  test_frame(object)
+}

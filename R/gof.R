@@ -856,6 +856,7 @@ quad_slices_task <- function(X, S, K, Wp, cuts, nthreads, ref) {
 
 #' @export
 print.kb_ksd_test <- function(x, ...) {
+  check_result(x)
   NextMethod()
   cat("kernel:", describe_resolved(x$kernel),
       if (isTRUE(x$standardize)) "(columns standardised)" else "", "\n")
@@ -864,6 +865,7 @@ print.kb_ksd_test <- function(x, ...) {
 
 #' @export
 print.kb_ksd_test_by_chain <- function(x, digits = 4, ...) {
+  check_result(x)
   p <- x$pooled
   cat(sprintf("KSD goodness-of-fit test per chain (%s-statistic, %s)\n",
               x$type, sub("^KSD goodness-of-fit test \\([UV]-statistic, ", "",
@@ -896,6 +898,7 @@ n_boot_of <- function(tests) tests[[1L]]$parameter[[1L]]
 #' @export
 as.data.frame.kb_ksd_test_by_chain <- function(x, row.names = NULL,
                                                optional = FALSE, ...) {
+  check_result(x)
   tests <- c(x$chains, list(all = x$pooled))
   field <- function(what) vapply(tests, function(r) {
     v <- r[[what]]
@@ -914,12 +917,18 @@ as.data.frame.kb_ksd_test_by_chain <- function(x, row.names = NULL,
 #' A histogram of the bootstrap statistics with the observed statistic as a
 #' vertical line.
 #'
+#' The object is checked first: a result whose fields have been edited so
+#' that they no longer fit together (lengths, indices, columns, a field
+#' removed or a class changed) is an error of class `kb_error_arg` naming
+#' it and the field.
+#'
 #' @param x A `kb_ksd_test` object from [ksd_test()].
 #' @param breaks Passed to [graphics::hist()].
 #' @param ... Further arguments to [graphics::hist()].
 #' @return `x`, invisibly.
 #' @export
 plot.kb_ksd_test <- function(x, breaks = 40, ...) {
+  check_result(x)
   if (identical(x$test, "incomplete")) {
     z <- unname(x$statistic)
     lim <- range(c(-4, 4, z))
@@ -985,6 +994,11 @@ gof_iact <- function(v) {
 #' are a vector without the points they weigh: give them to the result's
 #' conversion, `posterior::as_draws_df(th, weights = w)` (see
 #' [as_draws.kb_result]), which attaches them as `.log_weight`.
+#'
+#' The object is checked first: a result whose fields have been edited so
+#' that they no longer fit together (lengths, indices, columns, a field
+#' removed or a class changed) is an error of class `kb_error_arg` naming
+#' it and the field.
 #'
 #' @param x,object A result: `kb_ksd_test`, `kb_ksd_test_by_chain`,
 #'   `kb_fssd_test`, `kb_ksd_path`, `kb_ksd_compare`, `kb_kbr_cv`,
@@ -1052,20 +1066,28 @@ test_frame <- function(x, row.names = NULL) {
 #' @export
 as.data.frame.kb_ksd_test <- function(x, row.names = NULL, optional = FALSE,
                                       ...) {
+  check_result(x)
   test_frame(x, row.names)
 }
 
 #' @rdname result_tables
 #' @export
-summary.kb_ksd_test <- function(object, ...) test_frame(object)
+summary.kb_ksd_test <- function(object, ...) {
+  check_result(object, "object")
+  test_frame(object)
+}
 
 #' @rdname result_tables
 #' @export
-summary.kb_ksd_test_by_chain <- function(object, ...) as.data.frame(object)
+summary.kb_ksd_test_by_chain <- function(object, ...) {
+  check_result(object, "object")
+  as.data.frame(object)
+}
 
 #' @rdname result_tables
 #' @export
 plot.kb_ksd_test_by_chain <- function(x, ...) {
+  check_result(x)
   tab <- as.data.frame(x)
   plot_with(graphics::dotchart, list(
     x = tab$p_value, labels = tab$chain, xlim = c(0, 1),

@@ -307,6 +307,7 @@ with_seed <- function(seed, expr) {
 
 #' @export
 print.kb_kbr_cv <- function(x, ...) {
+  check_result(x)
   cat(sprintf("KBR cross-validation (%s criterion): %d settings, %d folds\n",
               x$criterion, nrow(x$table), x$folds))
   cat("best setting:\n")
@@ -316,6 +317,7 @@ print.kb_kbr_cv <- function(x, ...) {
 
 #' @export
 plot.kb_kbr_cv <- function(x, ...) {
+  check_result(x)
   tab <- x$table
   graphics::plot(seq_len(nrow(tab)), tab$criterion, type = "b", log = "y",
                  xlab = "setting (row of the grid)", ylab = "CV criterion",
@@ -448,6 +450,7 @@ median_bandwidth <- function(kernel, data, arg, data_arg) {
 #' @export
 as.data.frame.kb_kbr_cv <- function(x, row.names = NULL, optional = FALSE,
                                     ...) {
+  check_result(x)
   tab <- x$table
   attr(tab, "out.attrs") <- NULL
   if (!is.null(row.names)) row.names(tab) <- row.names
@@ -457,6 +460,7 @@ as.data.frame.kb_kbr_cv <- function(x, row.names = NULL, optional = FALSE,
 #' @rdname result_tables
 #' @export
 summary.kb_kbr_cv <- function(object, ...) {
+  check_result(object, "object")
   tab <- as.data.frame(object)
   tab[order(tab$criterion), , drop = FALSE]
 }

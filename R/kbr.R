@@ -789,6 +789,7 @@ preimage <- function(fit, newdata = NULL, max_iter = 100, tol = 1e-8, y_new) {
 
 #' @export
 print.kb_kbr <- function(x, ...) {
+  check_kbr_fit(x, "x")
   cat(sprintf("Kernel Bayes' rule (%s): n = %d, dim x = %d, dim y = %d\n",
               x$method, x$n, ncol(x$x), ncol(x$y)))
   cat(sprintf("  eps = %s, delta = %s; %s\n", format(x$eps), format(x$delta),

@@ -514,6 +514,7 @@ new_ksd_by_chain <- function(out, st, type, n_boot, weighted) {
 
 #' @export
 print.kb_ksd_by_chain <- function(x, ...) {
+  check_result(x)
   type <- attr(x, "type")
   cat(sprintf("%s by chain (%s)\n",
               if (identical(type, "U")) "KSD^2 U-statistic" else "KSD",
@@ -609,6 +610,7 @@ path_finals <- function(x) {
 
 #' @export
 print.kb_ksd_path <- function(x, ...) {
+  check_result(x)
   cat(sprintf("KSD path of %d points in dimension %d\n", x$n, x$d))
   cat("  kernel:", describe_ksd_kernel(x$kernel, x[["scale"]]), "\n")
   if (is.null(x[["chain"]])) {
@@ -625,6 +627,7 @@ print.kb_ksd_path <- function(x, ...) {
 
 #' @export
 summary.kb_ksd_path <- function(object, ...) {
+  check_result(object, "object")
   if (!is.null(object$chain)) return(summary_chain_paths(object))
   n <- object$n
   at <- unique(pmin(n, c(1L, 10L, 100L, 1000L, 10000L, 100000L, n)))
@@ -692,6 +695,7 @@ as.double.kb_ksd_path <- function(x, ...) x$ksd
 #' @return `x`, invisibly.
 #' @export
 plot.kb_ksd_path <- function(x, log = "xy", reference = TRUE, ...) {
+  check_result(x)
   if (!is.null(x$chain)) return(plot_chain_paths(x, log, ...))
   j <- seq_len(x$n)
   args <- list(...)
@@ -873,5 +877,6 @@ block_sums_task <- function(X, S, K, nthreads) {
 #' @export
 as.data.frame.kb_ksd_path <- function(x, row.names = NULL, optional = FALSE,
                                       ...) {
+  check_result(x)
   data.frame(m = seq_along(x$ksd), ksd = x$ksd, row.names = row.names)
 }

@@ -617,6 +617,7 @@ describe_schedule <- function(x, what) {
 
 #' @export
 print.kb_ksdt <- function(x, ...) {
+  check_result(x)
   seen <- x$n_offered %||% x$t
   cat(sprintf("%s: %d of %.0f states kept%s, dimension %d\n",
               x$method %||% "KSDT", length(x$index), seen,
@@ -659,6 +660,11 @@ print.kb_ksdt <- function(x, ...) {
 #' `ksd_weights(object)`), the weighted dictionary: Kish's effective sample
 #' size and weighted means and sds.
 #'
+#' The object is checked first: a result whose fields have been edited so
+#' that they no longer fit together (lengths, indices, columns, a field
+#' removed or a class changed) is an error of class `kb_error_arg` naming
+#' it and the field.
+#'
 #' @param object A `kb_ksdt` object.
 #' @param weights Weights on the dictionary's points (one per point,
 #'   non-negative; normalised), or `NULL` (default: the result's own
@@ -667,6 +673,7 @@ print.kb_ksdt <- function(x, ...) {
 #' @return An object of class `summary.kb_ksdt`, with a print method.
 #' @export
 summary.kb_ksdt <- function(object, weights = NULL, ...) {
+  check_result(object, "object")
   mom <- object[["moments"]]
   if (!is.null(weights)) {
     weights <- check_result_weights(weights, length(object$index))
@@ -730,6 +737,11 @@ print.summary.kb_ksdt <- function(x, ...) {
 #' streams' own dictionaries, in light colours, where the result keeps
 #' them).
 #'
+#' The object is checked first: a result whose fields have been edited so
+#' that they no longer fit together (lengths, indices, columns, a field
+#' removed or a class changed) is an error of class `kb_error_arg` naming
+#' it and the field.
+#'
 #' @param x A `kb_ksdt` or `kb_ksdt_chains` object.
 #' @param which Panels to draw: 1, 2, 3 or several.
 #' @param ... Ignored, except by the first panel of a merged dictionary
@@ -737,6 +749,7 @@ print.summary.kb_ksdt <- function(x, ...) {
 #' @return `x`, invisibly.
 #' @export
 plot.kb_ksdt <- function(x, which = 1:3, ...) {
+  check_result(x)
   if (!is.null(x[["streams"]])) {
     plot_streams(x[["streams"]], x, which, dicts = x[["per_chain"]], ...)
     return(invisible(x))

@@ -249,6 +249,11 @@ result_draws_df <- function(x, scale = NULL, weights = NULL, source = FALSE) {
 #' converts the constrained draws; `scale = "unconstrained"` the points.
 #' Without `draws` both give the points.
 #'
+#' The object is checked first: a result whose fields have been edited so
+#' that they no longer fit together (lengths, indices, columns, a field
+#' removed or a class changed) is an error of class `kb_error_arg` naming
+#' it and the field.
+#'
 #' @param x A `kb_chain`, `kb_thin`, `kb_ksdt`, `kb_particles` or
 #'   `kb_ksdt_chains` (its merged dictionary) object.
 #' @param scale `NULL` (constrained draws when the result has them, else
@@ -293,6 +298,7 @@ NULL
 #' @exportS3Method posterior::as_draws_df
 as_draws_df.kb_chain <- function(x, scale = NULL, weights = NULL,
                                  source = FALSE, ...) {
+  check_result(x)
   result_draws_df(x, scale, weights, source)
 }
 
@@ -316,6 +322,7 @@ as_draws_df.kb_ksdt_chains <- as_draws_df.kb_chain
 #' @exportS3Method posterior::as_draws_matrix
 as_draws_matrix.kb_chain <- function(x, scale = NULL, weights = NULL,
                                      source = FALSE, ...) {
+  check_result(x)
   posterior::as_draws_matrix(result_draws_df(x, scale, weights, source))
 }
 
@@ -360,6 +367,7 @@ as_draws.kb_ksdt_chains <- as_draws_matrix.kb_chain
 as.data.frame.kb_chain <- function(x, row.names = NULL, optional = FALSE,
                                    scale = NULL, weights = NULL,
                                    source = TRUE, ...) {
+  check_result(x)
   result_frame(x, scale, weights, source)
 }
 
@@ -473,6 +481,7 @@ weighted_mad <- function(v, w) {
 #' @rdname as_draws.kb_result
 #' @exportS3Method posterior::summarise_draws
 summarise_draws.kb_thin <- function(.x, ..., scale = NULL, weights = NULL) {
+  check_result(.x, ".x")
   result_summarise(.x, ..., scale = scale, weights = weights)
 }
 
@@ -490,6 +499,11 @@ summarise_draws.kb_particles <- summarise_draws.kb_thin
 
 #' Convert a chain to a coda mcmc object
 #'
+#' The object is checked first: a result whose fields have been edited so
+#' that they no longer fit together (lengths, indices, columns, a field
+#' removed or a class changed) is an error of class `kb_error_arg` naming
+#' it and the field.
+#'
 #' @param x A `kb_chain` ([mala()], [rwm()]).
 #' @param ... Ignored.
 #' @return A `coda::mcmc` object of the states (variables named as the
@@ -503,6 +517,7 @@ summarise_draws.kb_particles <- summarise_draws.kb_thin
 #' coda::effectiveSize(m)
 #' @exportS3Method coda::as.mcmc
 as.mcmc.kb_chain <- function(x, ...) {
+  check_result(x)
   if (!requireNamespace("coda", quietly = TRUE)) {
     stop(kb_error("package 'coda' is needed to convert to mcmc",
                   "kb_error_state"))
@@ -533,6 +548,11 @@ as.mcmc.kb_chain <- function(x, ...) {
 #' with [posterior::as_draws_df()] or [as.data.frame()] (see
 #' [as_draws.kb_result]), which keep weights and provenance.
 #'
+#' The object is checked first: a result whose fields have been edited so
+#' that they no longer fit together (lengths, indices, columns, a field
+#' removed or a class changed) is an error of class `kb_error_arg` naming
+#' it and the field.
+#'
 #' @param x A `kb_thin`, `kb_ksdt`, `kb_ksdt_chains` or `kb_particles`
 #'   result.
 #' @param ... Ignored.
@@ -544,6 +564,7 @@ as.mcmc.kb_chain <- function(x, ...) {
 #' @name as.mcmc.kb_thin
 #' @exportS3Method coda::as.mcmc
 as.mcmc.kb_thin <- function(x, ...) {
+  check_result(x)
   stop_arg("x", sprintf(paste0(
     "is a %s, not a Markov chain: coda's mcmc would take its rows as ",
     "iterations (effective sizes of a selection or of particles mean ",
@@ -627,6 +648,7 @@ result_scores <- function(x, P, score, what) {
 # ksd()'s arguments; with `reference`, a kb_ksd_compare. `args`: ksd()'s
 # other arguments; `own`: whether kernel or standardize were given.
 ksd_result <- function(x, score, reference, args, own) {
+  check_result(x)
   if (missing(score)) score <- NULL
   # particles from a flow with a kb_target: that target's score by default
   if (is.null(score) && inherits(x, "kb_particles") &&
@@ -741,6 +763,7 @@ ksd_reference_points <- function(reference, P, score) {
 
 #' @export
 print.kb_ksd_compare <- function(x, ...) {
+  check_result(x)
   cat(sprintf("KSD %s (%d points) vs %s (reference, %d points); %s\n",
               format(x$ksd, digits = 6), x$m, format(x$reference, digits = 6),
               x$n, x$kernel))
@@ -775,6 +798,7 @@ particles_ksd_kernel <- function(x) {
 #' @export
 as.data.frame.kb_ksd_compare <- function(x, row.names = NULL,
                                          optional = FALSE, ...) {
+  check_result(x)
   data.frame(set = c("set", "reference"), points = c(x$m, x$n),
              ksd = c(x$ksd, x$reference), row.names = row.names,
              stringsAsFactors = FALSE)

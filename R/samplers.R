@@ -159,6 +159,7 @@ mala <- function(target, x0, n_iter, step_size = NULL, warmup = NULL,
 
 #' @export
 print.kb_chain <- function(x, ...) {
+  check_result(x)
   cat(sprintf("%s chain: %d iterations in dimension %d\n", x$sampler,
               x$n_iter, x$d))
   cat(sprintf("  step %s (%s); acceptance rate %.3f\n",
@@ -183,6 +184,7 @@ print.kb_chain <- function(x, ...) {
 #'   `ess_bulk`, `ess_tail`).
 #' @export
 summary.kb_chain <- function(object, ...) {
+  check_result(object, "object")
   x <- object$x
   tab <- data.frame(mean = colMeans(x), sd = apply(x, 2L, stats::sd),
                     q05 = apply(x, 2L, stats::quantile, 0.05),
@@ -217,6 +219,7 @@ print.summary.kb_chain <- function(x, ...) {
 #' @return `x`, invisibly.
 #' @export
 plot.kb_chain <- function(x, which = seq_len(min(4L, x$d)), ...) {
+  check_result(x)
   if (!is.numeric(which) || length(which) < 1L || anyNA(which) ||
       any(which != round(which)) || any(which < 1 | which > x$d)) {
     stop_arg("which", sprintf("must be coordinates of the chain: whole numbers in 1..%d",

@@ -78,7 +78,12 @@
 #' recompiling or resampling: `fit@.MISC <- rstan::stan(fit = fit, data =
 #' data, chains = 0)@.MISC`, with the data the fit was made with (for a
 #' brmsfit, `b$fit@.MISC <- rstan::stan(fit = b$fit, data =
-#' brms::standata(b), chains = 0)@.MISC`). For the same reason the target
+#' brms::standata(b), chains = 0)@.MISC`). A target saved with
+#' `saveRDS()` and read back (or in a new session) has lost its instance
+#' too: its log density and score stop, before calling rstan, with an
+#' error of class `kb_error_state` saying so (`kb_error_arg` naming
+#' `target` when it is given to a function of this package); call
+#' `stan_target()` again. For the same reason the target
 #' cannot be used by `future` workers in other processes: [ksdt_chains()]
 #' refuses it under such a plan (multisession, cluster, batchtools) before
 #' any chain runs, with an error of class `kb_error_arg` naming `target`
@@ -157,12 +162,14 @@ stan_target <- function(fit) {
     x
   }
   log_density <- function(x) {
+    stan_check_instance(sf)
     x <- rows(x)
     vapply(seq_len(nrow(x)), function(i) {
       rstan::log_prob(sf, x[i, ], adjust_transform = TRUE, gradient = FALSE)
     }, 0)
   }
   score <- function(x) {
+    stan_check_instance(sf)
     x <- rows(x)
     g <- matrix(0, nrow(x), d, dimnames = list(NULL, nm))
     for (i in seq_len(nrow(x))) {
@@ -172,6 +179,32 @@ stan_target <- function(fit) {
   }
   new_stan_target(new_target(log_density, score, d, TRUE, FALSE, NULL,
                              paste("Stan model", sf@model_name), names = nm))
+}
+
+# A target's model instance is an external pointer of rstan's that
+# saveRDS()/readRDS() and a new session leave invalid; rstan then fails
+# with "the model object is not created or not valid".  Checked (one cheap
+# call into the instance) before rstan evaluates anything: an error naming
+# `arg` when given (check_target()), else a kb_error_state (the target's
+# closures called directly).
+stan_check_instance <- function(sf, arg = NULL) {
+  ok <- tryCatch(is.numeric(rstan::get_num_upars(sf)),
+                 error = function(e) FALSE)
+  if (ok) return(invisible(sf))
+  why <- paste0("model instance is no longer valid (a target saved and ",
+                "reloaded with saveRDS()/readRDS(), or made in another R ",
+                "session, keeps no model): call stan_target(fit) again in ",
+                "this session")
+  if (is.null(arg)) stop_state("the Stan target's ", why)
+  stop_arg(arg, "is a Stan target whose ", why)
+}
+
+# check_target() of a target from stan_target(): its model instance, found
+# in its closures' environment.
+check_stan_target <- function(target, arg) {
+  sf <- environment(target$log_density)[["sf"]]
+  if (inherits(sf, "stanfit")) stan_check_instance(sf, arg)
+  invisible(target)
 }
 
 # The one constructor of kb_stan_target: a kb_target (new_target()) whose

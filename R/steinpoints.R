@@ -498,6 +498,7 @@ sp_grid <- function(run, prog) {
 
 #' @export
 print.kb_stein_points <- function(x, ...) {
+  check_result(x)
   cat(sprintf("%s: %d points in dimension %d\n", x$method, x$m, x$d))
   cat("  kernel:", describe_ksd_kernel(x$kernel, NULL), "\n")
   if (!is.null(x$truncation)) {
@@ -513,6 +514,7 @@ print.kb_stein_points <- function(x, ...) {
 
 #' @export
 summary.kb_stein_points <- function(object, ...) {
+  check_result(object, "object")
   j <- unique(pmax(1L, round(object$m * c(0.1, 0.25, 0.5, 1))))
   structure(list(method = object$method, m = object$m, d = object$d,
                  kernel = describe_ksd_kernel(object$kernel, NULL),

@@ -156,6 +156,7 @@ check_target <- function(target, arg = "target") {
                                  vectorized = "TRUE or FALSE",
                                  names = "NULL or one name per dimension")))
   }
+  if (inherits(target, "kb_stan_target")) check_stan_target(target, arg)
   target
 }
 

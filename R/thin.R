@@ -496,6 +496,7 @@ mmd_thin <- function(x, m, kernel = gaussian_kernel(precon = "med"),
 
 #' @export
 print.kb_thin <- function(x, ...) {
+  check_result(x)
   path <- if (is.null(x$ksd)) x$mmd else x$ksd
   what <- if (is.null(x$ksd)) "MMD" else "KSD"
   cat(sprintf("%s: %d of %d points in dimension %d\n", x$method, x$m, x$n,
@@ -538,6 +539,11 @@ print.kb_thin <- function(x, ...) {
 #' `ksd_weights(object)`), the weighted set: Kish's effective sample size
 #' \eqn{(\sum w)^2 / \sum w^2} and weighted means and sds.
 #'
+#' The object is checked first: a result whose fields have been edited so
+#' that they no longer fit together (lengths, indices, columns, a field
+#' removed or a class changed) is an error of class `kb_error_arg` naming
+#' it and the field.
+#'
 #' @param object A `kb_thin` object.
 #' @param weights Weights on the set's points (one per point, non-negative;
 #'   normalised), or `NULL` (default: the result's own weights, if any).
@@ -545,6 +551,7 @@ print.kb_thin <- function(x, ...) {
 #' @return An object of class `summary.kb_thin`, with a print method.
 #' @export
 summary.kb_thin <- function(object, weights = NULL, ...) {
+  check_result(object, "object")
   path <- if (is.null(object$ksd)) object$mmd else object$ksd
   own <- object[["weights"]]
   mom <- object[["moments"]]
@@ -617,12 +624,18 @@ print.summary.kb_thin <- function(x, ...) {
 #' coordinates, or the index plot when \eqn{d = 1}), and the discrepancy of
 #' the first \eqn{j} selected points.
 #'
+#' The object is checked first: a result whose fields have been edited so
+#' that they no longer fit together (lengths, indices, columns, a field
+#' removed or a class changed) is an error of class `kb_error_arg` naming
+#' it and the field.
+#'
 #' @param x A `kb_thin` object.
 #' @param which Which panels: 1 (points), 2 (path) or both.
 #' @param ... Further arguments to [plot.default()] for the points panel.
 #' @return `x`, invisibly.
 #' @export
 plot.kb_thin <- function(x, which = 1:2, ...) {
+  check_result(x)
   if (length(which) > 1L) {
     op <- graphics::par(mfrow = c(1L, length(which)))
     on.exit(graphics::par(op))
@@ -837,6 +850,7 @@ new_weights <- function(w, p, ref, against) {
 
 #' @export
 print.kb_weights <- function(x, ...) {
+  check_result(x)
   v <- as.numeric(x)
   cat(sprintf(paste0("KSD-optimal weights on %d points: %d positive, Kish ",
                      "effective size %s, KSD %s\n"), length(v), sum(v > 0),
@@ -851,6 +865,7 @@ print.kb_weights <- function(x, ...) {
 
 #' @export
 summary.kb_weights <- function(object, ...) {
+  check_result(object, "object")
   v <- as.numeric(object)
   structure(list(n = length(v), positive = sum(v > 0),
                  kish = kish_size(pmax(v, 0)), ksd = attr(object, "ksd"),
@@ -873,6 +888,7 @@ print.summary.kb_weights <- function(x, ...) {
 #' @export
 as.data.frame.kb_weights <- function(x, row.names = NULL, optional = FALSE,
                                      ...) {
+  check_result(x)
   out <- data.frame(point = seq_along(x), weight = as.numeric(x))
   if (!is.null(attr(x, "chain"))) out$chain <- attr(x, "chain")
   if (!is.null(attr(x, "iteration"))) out$iteration <- attr(x, "iteration")
@@ -883,6 +899,7 @@ as.data.frame.kb_weights <- function(x, row.names = NULL, optional = FALSE,
 #' @rdname result_tables
 #' @export
 plot.kb_weights <- function(x, ...) {
+  check_result(x)
   v <- as.numeric(x)
   plot_with(graphics::plot, list(
     x = seq_along(v), y = v, type = "h", xlab = "point", ylab = "weight",

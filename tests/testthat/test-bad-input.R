@@ -2191,3 +2191,259 @@ test_that("the campaign has its cases", {
   # a campaign that lost its cases would pass silently
   expect_gt(bi_total, 400L)
 })
+
+# ---- reliability round 3 (issue 36): cases 4, 7, 8 ----
+# Result objects edited by hand (fields that no longer fit together, a
+# field removed, a class changed) are refused by every print, summary, plot
+# and conversion method with a kb_error_arg naming the object and the
+# field, before anything is drawn or converted (cases 4 and 8); a Stan
+# target saved and reloaded says so before rstan is called (case 7).
+
+local(envir = bi_env, {
+  set.seed(3)
+  r3_lab <- rep(1:2, each = 10)
+  r3_quiet <- function(expr) suppressWarnings(suppressMessages(expr))
+  r3_th <- r3_quiet(stein_thin(X, S, 5, chain = r3_lab, progress = FALSE))
+  r3_kt <- r3_quiet(kernel_thin(X, S, chain = r3_lab, progress = FALSE))
+  r3_skt <- r3_quiet(stein_kernel_thin(X, S, chain = r3_lab, progress = FALSE))
+  r3_mt <- r3_quiet(mmd_thin(X, 5, progress = FALSE))
+  r3_sp <- r3_quiet(stein_points(tg2, 4, progress = FALSE))
+  r3_kd <- r3_quiet(ksdt(X, S, chain = r3_lab, progress = FALSE))
+  r3_ch <- mala(tg2, c(0, 0), 30)
+  r3_pt <- svgd(X, tg2, n_iter = 3)
+  r3_kc <- r3_quiet(ksdt_chains(tg2, matrix(0, 2, 2), 30, progress = FALSE))
+  r3_tt <- ksd_test(X, S, n_boot = 20, progress = FALSE)
+  r3_xl <- matrix(rnorm(400), 200)
+  r3_ti <- ksd_test(r3_xl, -r3_xl, test = "incomplete", progress = FALSE)
+  r3_tb <- ksd_test(X, S, n_boot = 20, chain = r3_lab, by_chain = TRUE,
+                    progress = FALSE)
+  r3_ft <- fssd_test(X, S, n_locations = 2, locations = "rand")
+  # obj with one field replaced (NULL removes it)
+  r3_set <- function(obj, field, value) {
+    obj[field] <- list(value)
+    if (is.null(value)) obj[[field]] <- NULL
+    obj
+  }
+  # a field inside a field (path: list("chains", 1, "kernel"))
+  r3_set_in <- function(obj, path, value) {
+    if (length(path) == 1L) return(r3_set(obj, path[[1L]], value))
+    obj[[path[[1L]]]] <- r3_set_in(obj[[path[[1L]]]], path[-1L], value)
+    obj
+  }
+  r3_recl <- function(obj, cls) { class(obj) <- cls; obj }
+  r3_na_stat <- function(r) { r$statistic[] <- NA; r }
+  # a method's output, printed to nowhere
+  r3_out <- function(expr) utils::capture.output(expr)
+})
+
+# The edited field's message.
+r3_edit <- function(field, arg = "x") {
+  bi_arg(arg, paste0("has been edited: its field '", bi_rx(field), "'"))
+}
+
+# The edits of case 4 on a selection `obj` (a quoted name), each through
+# every method.
+r3_selection_cases <- function(obj) {
+  o <- as.name(obj)
+  edits <- list(
+    chain_short = list(bquote(r3_set(.(o), "chain", .(o)[["chain"]][-1])), "chain"),
+    index_dropped = list(bquote(r3_set(.(o), "index", .(o)$index[-1])), "index"),
+    points_one_column = list(bquote(r3_set(.(o), "points",
+                                           .(o)$points[, 1, drop = FALSE])), "points"),
+    index_past_n = list(bquote(r3_set(.(o), "index", .(o)$index + .(o)$n)), "index"))
+  methods <- list(
+    as_draws_df = function(e) bquote(posterior::as_draws_df(.(e))),
+    as_draws_matrix = function(e) bquote(posterior::as_draws_matrix(.(e))),
+    summary = function(e) bquote(summary(.(e))),
+    print = function(e) bquote(r3_out(print(.(e)))),
+    plot = function(e) bquote(plot(.(e))),
+    as.data.frame = function(e) bquote(as.data.frame(.(e))),
+    ksd = function(e) bquote(ksd(.(e))))
+  out <- list()
+  for (en in names(edits)) for (mn in names(methods)) {
+    ed <- edits[[en]]
+    arg <- if (mn == "summary") "object" else "x"
+    out[[length(out) + 1L]] <- C(paste(obj, en, mn, sep = "_"),
+                                 methods[[mn]](ed[[1L]]), r3_edit(ed[[2L]], arg))
+  }
+  out
+}
+
+bi_add("round 3, case 4: edited selections (stein_thin, kernel_thin, stein_kernel_thin)",
+       c(r3_selection_cases("r3_th"), r3_selection_cases("r3_kt"),
+         r3_selection_cases("r3_skt")))
+
+bi_add("round 3, case 4: edited results of the other classes", list(
+  C("mmd_thin_mmd_short", Q(summary(r3_set(r3_mt, "mmd", r3_mt$mmd[-1]))),
+    r3_edit("mmd", "object")),
+  C("mmd_thin_no_path", Q(r3_out(print(r3_set(r3_mt, "mmd", NULL)))),
+    r3_edit("ksd")),
+  C("stein_points_n_eval", Q(r3_out(print(r3_set(r3_sp, "n_eval", "a")))),
+    r3_edit("n_eval")),
+  C("stein_points_points", Q(summary(r3_set(r3_sp, "points", r3_sp$points[-1, ]))),
+    r3_edit("points", "object")),
+  C("ksdt_index_short", Q(posterior::as_draws_df(r3_set(r3_kd, "index", r3_kd$index[-1]))),
+    r3_edit("index")),
+  C("ksdt_points_one_column", Q(summary(r3_set(r3_kd, "points",
+                                                r3_kd$points[, 1, drop = FALSE]))),
+    r3_edit("points", "object")),
+  C("ksdt_chain_short", Q(as.data.frame(r3_set(r3_kd, "chain", r3_kd[["chain"]][-1]))),
+    r3_edit("chain")),
+  C("ksdt_size_short", Q(plot(r3_set(r3_kd, "size", r3_kd$size[-1]))), r3_edit("size")),
+  C("chain_score_rows", Q(posterior::as_draws_matrix(r3_set(r3_ch, "score",
+                                                              r3_ch$score[-1, ]))),
+    r3_edit("score")),
+  C("chain_x_one_column", Q(summary(r3_set(r3_ch, "x", r3_ch$x[, 1, drop = FALSE]))),
+    r3_edit("x", "object")),
+  C("chain_log_density", Q(plot(r3_set(r3_ch, "log_density", 1:3))),
+    r3_edit("log_density")),
+  C("chain_as_mcmc", Q(coda::as.mcmc(r3_set(r3_ch, "sampler", NULL))),
+    r3_edit("sampler")),
+  C("particles_x_vector", Q(posterior::as_draws_df(r3_set(r3_pt, "x", r3_pt$x[, 1]))),
+    r3_edit("x")),
+  C("particles_weights", Q(as.data.frame(r3_set(r3_pt, "weights", 1:3))),
+    r3_edit("weights")),
+  C("particles_method", Q(r3_out(print(r3_set(r3_pt, "method", NULL)))),
+    r3_edit("method")),
+  C("chains_merged_edited", Q(posterior::as_draws_df(r3_set_in(r3_kc, list("merged", "index"),
+                                        r3_kc$merged$index[-1]))), r3_edit("merged")),
+  C("chains_chain_edited", Q(summary(r3_set_in(r3_kc, list("chains", 2, "points"),
+                        r3_kc$chains[[2]]$points[, 1, drop = FALSE]))),
+    r3_edit("chains", "object")),
+  C("valid_selection_converts", Q(nrow(as.data.frame(r3_kt)) == r3_kt$m),
+    bi_ok(isTRUE)),
+  C("valid_chain_converts", Q(nrow(as.data.frame(r3_ch)) == 30L), bi_ok(isTRUE))
+))
+
+bi_add("round 3, case 8: tests and selections edited before their methods", list(
+  C("ksd_test_plot_empty_boot", Q(plot(r3_set(r3_tt, "boot", numeric(0)))),
+    r3_edit("boot")),
+  C("ksd_test_plot_NA_statistic", Q(plot(r3_na_stat(r3_tt))), r3_edit("statistic")),
+  C("ksd_test_print_no_kernel", Q(r3_out(print(r3_set(r3_tt, "kernel", NULL)))),
+    r3_edit("kernel")),
+  C("ksd_test_summary_no_p", Q(summary(r3_set(r3_tt, "p.value", NULL))),
+    r3_edit("p.value", "object")),
+  C("ksd_test_df_NA_statistic", Q(as.data.frame(r3_na_stat(r3_tt))),
+    r3_edit("statistic")),
+  C("ksd_test_incomplete_plot_NA", Q(plot(r3_na_stat(r3_ti))), r3_edit("statistic")),
+  C("by_chain_print_pooled", Q(r3_out(print(r3_set_in(r3_tb, list("pooled", "boot"), numeric(0))))),
+    r3_edit("pooled")),
+  C("by_chain_df_chain", Q(as.data.frame(r3_set_in(r3_tb, list("chains", 1, "kernel"), NULL))),
+    r3_edit("chains")),
+  C("by_chain_summary_no_kernel", Q(summary(r3_set(r3_tb, "kernel", NULL))),
+    r3_edit("kernel", "object")),
+  C("by_chain_plot_NA", Q(plot(r3_set_in(r3_tb, "pooled", r3_na_stat(r3_tb$pooled)))),
+    r3_edit("pooled")),
+  C("fssd_plot_empty_null", Q(plot(r3_set(r3_ft, "null", numeric(0)))),
+    r3_edit("null")),
+  C("fssd_plot_NA_statistic", Q(plot(r3_na_stat(r3_ft))), r3_edit("statistic")),
+  C("fssd_print_no_bandwidth", Q(r3_out(print(r3_set(r3_ft, "bandwidth", NULL)))),
+    r3_edit("bandwidth")),
+  C("fssd_summary_locations", Q(summary(r3_set(r3_ft, "locations", r3_ft$locations[-1, ,
+                                                                     drop = FALSE]))),
+    r3_edit("locations", "object")),
+  C("fssd_df_NA_statistic", Q(as.data.frame(r3_na_stat(r3_ft))), r3_edit("statistic")),
+  C("thin_plot_no_sample", Q(plot(r3_set(r3_th, "sample", NULL))), r3_edit("sample")),
+  C("thin_plot_NA_path", Q(plot(r3_set(r3_th, "ksd", c(NA, r3_th$ksd[-1])))),
+    r3_edit("ksd")),
+  C("thin_as_ksdt_print", Q(r3_out(print(r3_recl(r3_th, "kb_ksdt")))), r3_edit("size")),
+  C("thin_as_ksdt_summary", Q(summary(r3_recl(r3_th, "kb_ksdt"))),
+    r3_edit("size", "object")),
+  C("thin_as_test_print", Q(r3_out(print(r3_recl(r3_th, c("kb_ksd_test", "htest"))))),
+    r3_edit("statistic")),
+  C("test_as_thin_print", Q(r3_out(print(r3_recl(r3_tt, "kb_thin")))),
+    r3_edit("d")),
+  C("thin_unclassed_list", Q(r3_out(print(r3_recl(1:3, "kb_thin")))),
+    bi_arg("x", "has been edited: it has class kb_thin but is of type integer")),
+  C("valid_test_table", Q(as.data.frame(r3_tt)$n == 20L), bi_ok(isTRUE)),
+  C("valid_incomplete_table", Q(summary(r3_ti)$n == 200L), bi_ok(isTRUE)),
+  C("valid_fssd_table", Q(as.data.frame(r3_ft)$J == 2), bi_ok(isTRUE))
+))
+
+local(envir = bi_env, {
+  set.seed(4)
+  r3_path <- ksd_path(X, S)
+  r3_cmp <- ksd(r3_th, reference = X[1:5, ], score = tg2)
+  r3_w <- ksd_weights(r3_th)
+  r3_kf <- kalman_filter(cumsum(rnorm(15)), A = 1, C = 1, Q = 1, R = 1)
+  r3_xs <- rnorm(40)
+  r3_cv <- kbr_cv(r3_xs, r3_xs + rnorm(40, sd = 0.3), folds = 3, progress = FALSE)
+  r3_bc <- ksd(X, S, chain = r3_lab, by_chain = TRUE)
+  r3_fit <- kbr(r3_xs, r3_xs + rnorm(40), eps = 0.01, delta = 0.01)
+  r3_attr <- function(obj, which, value) { attr(obj, which) <- value; obj }
+})
+
+bi_add("round 3, case 4: edited results without points", list(
+  C("path_ksd_short", Q(r3_out(print(r3_set(r3_path, "ksd", r3_path$ksd[-1])))),
+    r3_edit("ksd")),
+  C("path_summary_no_kernel", Q(summary(r3_set(r3_path, "kernel", NULL))),
+    r3_edit("kernel", "object")),
+  C("path_df_n", Q(as.data.frame(r3_set(r3_path, "n", 1e6))), r3_edit("ksd")),
+  C("compare_no_ksd", Q(r3_out(print(r3_set(r3_cmp, "ksd", NULL)))), r3_edit("ksd")),
+  C("compare_df_m", Q(as.data.frame(r3_set(r3_cmp, "m", -1))), r3_edit("m")),
+  C("weights_chain_short", Q(as.data.frame(r3_attr(r3_w, "chain", attr(r3_w, "chain")[-1]))),
+    bi_arg("x", "has been edited: its attribute 'chain'")),
+  C("weights_values_chr", Q(r3_out(print(r3_recl(as.character(r3_w), "kb_weights")))),
+    bi_arg("x", "has been edited: its values")),
+  C("filter_sd_rows", Q(as.data.frame(r3_set(r3_kf, "sd", r3_kf$sd[-1, , drop = FALSE]))),
+    r3_edit("sd")),
+  C("filter_plot_method", Q(plot(r3_set(r3_kf, "method", NULL))), r3_edit("method")),
+  C("cv_folds_chr", Q(r3_out(print(r3_set(r3_cv, "folds", "a")))), r3_edit("folds")),
+  C("cv_summary_table", Q(summary(r3_set(r3_cv, "table", 1:3))),
+    r3_edit("table", "object")),
+  C("by_chain_ksd_no_kernel", Q(r3_out(print(r3_attr(r3_bc, "kernel", NULL)))),
+    bi_arg("x", "has been edited: its attribute 'kernel'")),
+  C("kbr_print_mu", Q(r3_out(print(r3_set(r3_fit, "mu", r3_fit$mu[1:3])))),
+    bi_state("'x' is not a kbr\\(\\) fit.*'mu'")),
+  C("valid_weights_table", Q(nrow(as.data.frame(r3_w)) == r3_th$m), bi_ok(isTRUE)),
+  C("valid_path_table", Q(nrow(as.data.frame(r3_path)) == 20L), bi_ok(isTRUE))
+))
+
+test_that("round 3, case 7: a Stan target saved and reloaded says so", {
+  skip_on_cran()
+  skip_if(nzchar(Sys.getenv("KB_VALGRIND")), "subprocess cases under valgrind")
+  skip_if_not_installed("rstan")
+  sf <- stan_test_fit("schools")
+  tgs <- stan_target(sf)
+  f <- tempfile(fileext = ".rds")
+  on.exit(unlink(f), add = TRUE)
+  saveRDS(tgs, f)
+  bi_env$r3_tgs <- tgs
+  load <- sprintf("tg <- readRDS(%s)\n", deparse(f))
+  sub <- function(id, code, ex) bi_sub(id, paste0(load, code), ex)
+  why <- "saved and\\s+reloaded"
+  cases <- list(
+    C("same_process_log_density", Q(target_log_density(r3_tgs, rep(0, 10))),
+      bi_ok(function(v) length(v) == 1L && is.finite(v))),
+    sub("reloaded_log_density_closure", "tg$log_density(rep(0, 10))", bi_state(why)),
+    sub("reloaded_score_closure", "tg$score(rep(0, 10))", bi_state(why)),
+    sub("reloaded_target_log_density", "target_log_density(tg, rep(0, 10))",
+        bi_arg("target", why)),
+    sub("reloaded_target_score", "target_score(tg, rep(0, 10))",
+        bi_arg("target", why)),
+    sub("reloaded_mala", "mala(tg, rep(0, 10), 5)", bi_arg("target", why)),
+    sub("reloaded_ksd", "ksd(matrix(rnorm(50), 5, 10), tg)",
+        bi_any(bi_arg("score", why), bi_arg("target", why), bi_state(why))))
+  bi_run_cases("round 3, case 7: reloaded Stan target", cases, bi_env)
+})
+
+test_that("case 12: ksd_test()'s bootstrap stops at Ctrl-C (issue 36)", {
+  # n = 3000, 4000 replicates: SIGINT 0.5 s into the call (while the
+  # bootstrap weights are drawn or the tiles summed) stops it; the child
+  # reports the interrupt and exits by itself.  Measured when the case was
+  # added (1, 2 and 3 s into the call, d = 2 and 10, 1 and 2 threads,
+  # Rademacher, Markov and multinomial weights, load 3-4 on 2 cores): it
+  # stopped 0.05-0.26 s after the interrupt (the campaign's 1.0-3.5 s were
+  # from before the weights were drawn 64 replicates at a time).
+  skip_on_cran()
+  skip_under_valgrind()
+  skip_on_os("windows")
+  r <- run_interrupted_child(c(
+    "set.seed(1); x <- matrix(rnorm(3000 * 2), 3000)",
+    "report('started')",
+    "res <- ksd_test(x, -x, n_boot = 4000, progress = FALSE)"))
+  expect_true(any(grepl("^INTERRUPTED", r$lines)),
+              label = paste(r$lines, collapse = "; "))
+  expect_false(any(grepl("^RETURNED", r$lines)))
+  expect_false(is.na(r$seconds))      # liveness only: it exited by itself
+})
