@@ -11,10 +11,11 @@ RPKGS    := knitr rmarkdown roxygen2 coda posterior testthat MASS future future.
 DEBPKGS  := r-cran-knitr r-cran-rmarkdown r-cran-roxygen2 r-cran-coda \
             r-cran-posterior r-cran-testthat r-cran-mass r-cran-future \
             r-cran-future.apply r-cran-rstan r-cran-brms r-cran-bayesplot \
-            r-cran-future.batchtools r-cran-progressr r-cran-quadprog pandoc qpdf
+            r-cran-future.batchtools r-cran-progressr r-cran-quadprog pandoc qpdf \
+            pngquant
 MISSING   = $(RSCRIPT) -e 'p <- strsplit("$(RPKGS)", " ")[[1]]; \
             m <- p[!vapply(p, requireNamespace, TRUE, quietly = TRUE)]; \
-            for (b in c("pandoc", "qpdf")) if (!nzchar(Sys.which(b))) m <- c(m, b); \
+            for (b in c("pandoc", "qpdf", "pngquant")) if (!nzchar(Sys.which(b))) m <- c(m, b); \
             cat(m)'
 
 # rstan compiles a model only when system.file("include", package = "BH")
@@ -50,7 +51,7 @@ setup:
 	  fi; \
 	  missing="$$($(MISSING))"; \
 	  if [ -n "$$missing" ]; then \
-	    $(RSCRIPT) -e 'p <- setdiff(strsplit("'"$$missing"'", " ")[[1]], c("pandoc", "qpdf")); \
+	    $(RSCRIPT) -e 'p <- setdiff(strsplit("'"$$missing"'", " ")[[1]], c("pandoc", "qpdf", "pngquant")); \
 	      if (length(p)) install.packages(p, repos = "https://cloud.r-project.org")'; \
 	  fi; \
 	fi
@@ -59,7 +60,7 @@ setup:
 # from the built tarball, so that the vignettes are installed and listed by
 # vignette(package = "kernbayes")
 install: $(TARBALL)
-	$(R) CMD INSTALL --preclean $(TARBALL)
+	$(R) CMD INSTALL --preclean --strip $(TARBALL)
 
 demo: install
 	$(RSCRIPT) inst/scripts/demo.R demo-output
@@ -75,11 +76,13 @@ $(TARBALL): setup
 
 # R CMD check --as-cran with tests and vignettes; fails on any ERROR or
 # WARNING (R CMD check itself only fails on errors).
+# _R_SHLIB_STRIP_=true: the shared object is installed without its debug
+# symbols (0.87 MB -> 0.24 MB; R CMD INSTALL --strip).
 # NOT_CRAN=true: the snapshot, multisession and subprocess tests (the
 # crash-prone bad-input cases, Ctrl-C in child processes) run here too.
 check: $(TARBALL)
 	NOT_CRAN=true _R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_FORCE_SUGGESTS_=true \
-	_R_CHECK_FUTURE_FILE_TIMESTAMPS_=false \
+	_R_CHECK_FUTURE_FILE_TIMESTAMPS_=false _R_SHLIB_STRIP_=true \
 	  $(R) CMD check --as-cran --no-manual $(TARBALL); status=$$?; \
 	  cat $(PKG).Rcheck/tests/testthat.Rout* 2>/dev/null | grep -E '^\[ FAIL' | tail -n 1; \
 	  if [ $$status -ne 0 ]; then exit $$status; fi; \

@@ -290,9 +290,8 @@ ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      wild = c("rademacher", "markov"), change_prob = NULL,
                      by_chain = FALSE,
                      test = c("auto", "quadratic", "incomplete"),
-                     n_lags = NULL, standardize = TRUE,
-                     nthreads = NULL, chain = NULL, progress = NULL,
-                     blocks = NULL) {
+                     n_lags = NULL, blocks = NULL, standardize = TRUE,
+                     nthreads = NULL, chain = NULL, progress = NULL) {
   dname <- paste(deparse1(substitute(x)), "against",
                  if (missing(score)) "its fit's gradients" else
                    deparse1(substitute(score)))

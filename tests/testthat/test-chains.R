@@ -8,6 +8,7 @@ chains_mix <- function() {
 }
 
 test_that("ksdt_chains(): sequential and multisession plans give identical results", {
+  skip_on_cran()
   skip_if_not_installed("future")
   skip_if_not_installed("future.apply")
   skip_under_valgrind()

@@ -26,6 +26,7 @@ as_array_draws <- function(m, k, t) {
 }
 
 test_that("ksd(by_chain = TRUE) gives each chain's KSD and the pooled one", {
+  skip_on_cran()
   f <- chains_fixture()
   for (precon in c("id", "med")) {
     k <- imq_kernel(precon = precon)

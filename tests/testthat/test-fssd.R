@@ -182,6 +182,7 @@ test_that("opt chooses on a training split, improves the criterion and tests the
 })
 
 test_that("level under the null is near 0.05 (opt and rand, N(0, I_2), n = 100)", {
+  skip_on_cran()
   tg <- gaussian_target(c(0, 0))
   for (mode in c("opt", "rand")) {
     set.seed(100)
@@ -197,6 +198,7 @@ test_that("level under the null is near 0.05 (opt and rand, N(0, I_2), n = 100)"
 })
 
 test_that("power: a mean shift and a Student-t sample are rejected", {
+  skip_on_cran()
   tg <- gaussian_target(c(0, 0))
   for (mode in c("opt", "rand")) {
     set.seed(200)

@@ -183,6 +183,7 @@ test_that("kbr_cv(method = \"kbr\") equals the direct solves when G_Y has rank 1
 })
 
 test_that("kbr_cv(method = \"iw\") equals the direct solves on both of its paths, at every rank", {
+  skip_on_cran()
   # kbr_cv()'s search on one bandwidth setting, 3 folds, 1 thread
   cv_grid <- function(Gx, Gy, fold, grid, crit, path) {
     kernbayes:::kbr_cv_grid(Gx, Gy, fold, grid, list(
@@ -368,6 +369,7 @@ test_that("a kernel the default cross-validation cannot tune is named before any
 # (cov = "scaled"), the one the measured numbers below were taken in.
 
 test_that("Gaussian toy: the CV-tuned KBR posterior mean's MSE decreases with n", {
+  skip_on_cran()
   skip_under_valgrind()
   # delta is in the operator convention (no n in its scale), so one grid
   # serves every n

@@ -19,6 +19,7 @@ make_sample <- ref_noisy_sample
 # ---- Stein kernel matrix vs the reference ------------------------------------
 
 test_that("stein_kernel_matrix() matches the reference: kernels x preconditioners x d x standardize", {
+  skip_on_cran()
   set.seed(10)
   for (d in c(1, 2, 5)) {
     smp <- make_sample(30, d)
@@ -44,6 +45,7 @@ test_that("stein_kernel_matrix() matches the reference: kernels x preconditioner
 })
 
 test_that("stein_kernel_matrix() across C block boundaries (n = 300 > 256) and with 2 threads", {
+  skip_on_cran()
   set.seed(11)
   smp <- make_sample(300, 3)
   L <- ref_spd(3)

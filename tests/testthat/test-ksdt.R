@@ -27,6 +27,7 @@ test_that("the vectorised reference Stein kernel equals ref_stein_matrix()", {
 # ---- agreement with the brute-force reference -------------------------------
 
 test_that("ksdt() retains exactly the reference's indices: d = 1, 2, 3, budgets x size rules x kernels", {
+  skip_on_cran()
   set.seed(201)
   sizes <- c(200, 300, 400)
   for (d in 1:3) {
@@ -60,6 +61,7 @@ test_that("ksdt() retains exactly the reference's indices: d = 1, 2, 3, budgets 
 })
 
 test_that("ksdt() agrees with the reference across several C blocks (dictionary of 600)", {
+  skip_on_cran()
   skip_under_valgrind()
   set.seed(202)
   smp <- make_stream(800, 2, rho = 0.95)
@@ -264,6 +266,7 @@ test_that("exact ties: the point with the smaller stream index is removed, as in
 })
 
 test_that("exact ties across C blocks (dictionary of 600): the oldest tying point is removed", {
+  skip_on_cran()
   skip_under_valgrind()
   kern <- imq_kernel(precon = matrix(3, 1, 1))
   # more than one block's worth (256) of removals, so that the oldest

@@ -125,6 +125,7 @@ test_that("a log density of -Inf outside the support is rejected, and the score 
 # ---- invariance ------------------------------------------------------------
 
 test_that("MALA and RWM leave a Gaussian target invariant: moments within Monte Carlo error", {
+  skip_on_cran()
   skip_under_valgrind()
   mu <- c(1, -1)
   Sig <- matrix(c(1, 0.5, 0.5, 2), 2)

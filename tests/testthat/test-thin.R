@@ -76,6 +76,7 @@ test_that("stein_thin() reproduces the reference implementation's selections on 
 # ---- plain-R greedy reference -------------------------------------------------
 
 test_that("stein_thin() matches a plain-R greedy: kernels x preconditioners x d x standardize x unique", {
+  skip_on_cran()
   set.seed(202)
   n <- 60
   for (d in c(1, 2, 5)) {
@@ -135,6 +136,7 @@ test_that("stein_thin() across the C block size (n = 300 > 256), with 1 and 2 th
 })
 
 test_that("stein_thin() at every vector width (blocks of 8, 4, 2 and 1 points left), both kernels, 1 and 2 threads", {
+  skip_on_cran()
   # n = 1039 = 4 * 256 + 15: the last block of the kernel loop has 15
   # points, done 8, 4, 2 and 1 at a time by the vectorised IMQ loops
   # (AVX-512 and AVX2 on x86-64)
@@ -998,6 +1000,7 @@ ref_reg_greedy <- function(K, m, lap, logp, lambda, unique = FALSE) {
 }
 
 test_that("regularised Stein thinning follows the paper's greedy rule index for index", {
+  skip_on_cran()
   # tg, mx, x, s, H, lp
   list2env(reg_mix_sample(250, 8), environment())
   expect_equal(lp - mean(lp), target_log_density(tg, x) -

@@ -33,6 +33,7 @@ test_that("a bad kernbayes.follow_load is an error naming the option", {
 })
 
 test_that("KSDT: 1 and 2 threads agree when every pass of a step is parallel", {
+  skip_on_cran()
   # d = 1: the Stein passes (11 n work units) reach KSDT_PAR_MIN_PASS = 2e5
   # (src/ksdt.c) from n = 18182, the scans of the row sums (2 n) from n = 1e4
   set.seed(301)
@@ -63,6 +64,7 @@ test_that("KSDT: 1 and 2 threads agree when every pass of a step is parallel", {
 })
 
 test_that("stein_thin: 1 and 2 threads agree when every step is a region", {
+  skip_on_cran()
   # n = 1600, d = 2: 14 n = 22400 work units per step >= KB_PAR_MIN_STEP
   set.seed(302)
   smp <- ref_noisy_sample(1600, 2)
