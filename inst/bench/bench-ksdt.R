@@ -5,9 +5,12 @@
 # next to the KSD benchmark's figure measured in this run (same kernel,
 # n = 20000), and the ratio against a plain-R implementation of the same
 # algorithm (vectorised over the dictionary) on a shorter stream.
-# Goals: < 60 s on 2 threads, and on an idle machine at least 1.5x faster
-# than on 1 thread (issue 19); per-evaluation cost within 1.3x of the KSD
-# benchmark's.  The 2-thread run uses the team the machine's load leaves
+# Goals: < 60 s on 2 threads; 2 threads never slower than 1 (issue 36,
+# which accepted that a KSDT step of 5-8 us cannot gain issue 19's 1.5x on
+# this VM): on an idle machine 1-thread / 2-thread time >= 0.95, and with
+# one competing CPU-bound process (started here) 2-thread / 1-thread time
+# <= 1.3; per-evaluation cost within 1.3x of the KSD benchmark's.
+# KB_BENCH_T=500000 is the issue's stream.  The 2-thread run uses the team the machine's load leaves
 # (?kernbayes, "Threads"): on a busy machine it runs as 1 thread; the load
 # average and the CPU time are printed beside the wall times.
 # KB_BENCH_FIXED=1 fixes the team (options(kernbayes.follow_load = FALSE)).
@@ -43,6 +46,18 @@ r1 <- run(1L)
 two <- Sys.getenv("KB_BENCH_THREADS", "2") != "1"
 r2 <- if (two) run(2L) else list(time = NA_real_, cpu = NA_real_, load = "")
 if (two) stopifnot(identical(r1$fit$index, r2$fit$index))
+# the same pair with one competing CPU-bound process (a shell busy loop,
+# killed on exit); KB_BENCH_COMPETE=0 skips it
+compete <- two && Sys.getenv("KB_BENCH_COMPETE", "1") != "0"
+if (compete) {
+  busy <- as.integer(system("(while :; do :; done) >/dev/null 2>&1 & echo $!",
+                            intern = TRUE))
+  rc <- tryCatch({
+    Sys.sleep(0.5)
+    list(one = run(1L), two = run(2L))
+  }, finally = tools::pskill(busy))
+  stopifnot(identical(rc$one$fit$index, rc$two$fit$index))
+}
 ns1 <- 1e9 * r1$time / r1$fit$evals
 
 # plain-R KSDT (same rules), vectorised over the dictionary
@@ -96,8 +111,15 @@ cat(sprintf("  1 thread : %7.2f s (CPU %.2f s; load %s)\n", r1$time, r1$cpu,
             r1$load))
 cat(sprintf("  2 threads: %7.2f s (CPU %.2f s; load %s) (goal < 60)\n",
             r2$time, r2$cpu, r2$load))
-cat(sprintf("  speed-up %.2fx (goal >= 1.5 on an idle machine)\n",
-            r1$time / r2$time))
+cat(sprintf(paste0("  1-thread / 2-thread time %.2f (goal >= 0.95 on an idle ",
+                   "machine: 2 threads never slower)\n"), r1$time / r2$time))
+if (compete) {
+  cat(sprintf(paste0("  with one competing process: 1 thread %.2f s, 2 threads ",
+                     "%.2f s (loads %s / %s)\n"), rc$one$time, rc$two$time,
+              rc$one$load, rc$two$load))
+  cat(sprintf("  2-thread / 1-thread time %.2f (goal <= 1.3)\n",
+              rc$two$time / rc$one$time))
+}
 cat(sprintf("  final dictionary size %d; %.4g kernel evaluations\n",
             length(r1$fit$index), r1$fit$evals))
 cat(sprintf("  %.2f ns/evaluation on 1 thread vs %.2f ns in ksd(): ratio %.2f (goal <= 1.3)\n",
