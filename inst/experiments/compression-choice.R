@@ -97,8 +97,9 @@
 # fires_sd: the two halves of `fires`).
 #
 # Writes to outdir (and copies the first two to inst/extdata/ from the
-# source directory):
-#   compression-choice.csv       one row per target, seed, m and method
+# source directory; the .csv.gz files gzip-compressed, read.csv() reads
+# them as they are):
+#   compression-choice.csv.gz    one row per target, seed, m and method
 #   compression-choice-null.csv  one row per scheme, d and m of the null
 #   compression-choice-coords.csv.gz  per coordinate: shift and sd ratio of
 #                                every set, and the full sample's kurtosis
@@ -529,11 +530,11 @@ null_runs[c("max_shift", "sd_worst")] <-
   lapply(null_runs[c("max_shift", "sd_worst")], signif, 4)
 say("null: %d replicates per cell", n_null)
 
-files <- exp_write(list(`compression-choice.csv` = res,
+files <- exp_write(list(`compression-choice.csv.gz` = res,
                         `compression-choice-null.csv` = null,
                         `compression-choice-coords.csv.gz` = coords,
                         `compression-choice-null-runs.csv.gz` = null_runs),
-                   out, extdata = c("compression-choice.csv",
+                   out, extdata = c("compression-choice.csv.gz",
                                     "compression-choice-null.csv"))
 say("wrote %s", paste(files, collapse = ", "))
 

@@ -68,10 +68,11 @@
 # Writes to outdir: flows-mied-constrained.csv (one row per setting and
 # method: runs, mean and standard error of each measure),
 # flows-mied-constrained-runs.csv (one row per setting, method and run) and
-# flows-mied-constrained-particles.csv (the final particles of run 1 for
+# flows-mied-constrained-particles.csv.gz (the final particles of run 1 for
 # kappa = 10, for the heart and for each setting of the talk's region, for
-# the vignette's plots); the first and the last are copied to
-# inst/extdata/ when run from the package's source directory.
+# the vignette's plots; gzip-compressed, read.csv() reads it as it is); the
+# first and the last are copied to inst/extdata/ when run from the
+# package's source directory.
 #
 # Results (R 4.2.2, 2 cores shared with other jobs, load average about 3,
 # one thread; defaults; wall time 7 min 16 s = 436 s). Means over 5 runs
@@ -421,7 +422,8 @@ parts <- do.call(rbind, keep)
 parts[c("x", "y", "z")] <- lapply(parts[c("x", "y", "z")], signif, 5)
 written <- exp_write(list("flows-mied-constrained.csv" = summ,
                           "flows-mied-constrained-runs.csv" = res,
-                          "flows-mied-constrained-particles.csv" = parts),
-                     out, extdata = c("flows-mied-constrained.csv",
-                                      "flows-mied-constrained-particles.csv"))
+                          "flows-mied-constrained-particles.csv.gz" = parts),
+                     out,
+                     extdata = c("flows-mied-constrained.csv",
+                                 "flows-mied-constrained-particles.csv.gz"))
 say("wrote %s", paste(written, collapse = ", "))

@@ -37,9 +37,10 @@
 # mean) / ref sd and sd / ref sd; summarised by max_abs_err (largest
 # absolute standardised mean error) and sd_ratio_min / sd_ratio_max.
 #
-# Writes to outdir (and copies to inst/extdata/ from the source directory):
+# Writes to outdir (and copies to inst/extdata/ from the source directory;
+# the .csv.gz file gzip-compressed, read.csv() reads it as it is):
 #   flows-stan-posterior.csv         one row per posterior, start, flow, seed
-#   flows-stan-posterior-coords.csv  the per-coordinate errors of every run
+#   flows-stan-posterior-coords.csv.gz  the per-coordinate errors of every run
 #   flows-stan-posterior-ref.csv     the reference means and sds
 #
 # Results (R 4.2.2, rstan 2.21.7, 2 cores shared with other jobs, one
@@ -229,10 +230,10 @@ res <- do.call(rbind, rows)
 coords <- do.call(rbind, coord_rows)
 ref <- do.call(rbind, refs)
 files <- exp_write(list(`flows-stan-posterior.csv` = res,
-                        `flows-stan-posterior-coords.csv` = coords,
+                        `flows-stan-posterior-coords.csv.gz` = coords,
                         `flows-stan-posterior-ref.csv` = ref), out,
                    extdata = c("flows-stan-posterior.csv",
-                               "flows-stan-posterior-coords.csv",
+                               "flows-stan-posterior-coords.csv.gz",
                                "flows-stan-posterior-ref.csv"))
 say("wrote %s", paste(files, collapse = ", "))
 say("compiling took %.0f s", t_compile)

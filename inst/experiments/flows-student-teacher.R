@@ -8,8 +8,9 @@
 #                                        [eps] [lambdas] [seed_from]
 #   mode       "full" (default: the settings below), "quick" (100
 #              iterations, 1 seed, all 18 runs: about 40 s) or "report" (no
-#              runs: the report below on output/flows-student-teacher.csv)
-#   output     directory for flows-student-teacher.csv (default "."); a full
+#              runs: the report below on output/flows-student-teacher.csv.gz)
+#   output     directory for flows-student-teacher.csv.gz (gzip; default
+#              "."); a full
 #              run from the package source also copies it to inst/extdata
 #              (not when seed_from is given: a part of a split run)
 #   seeds      number of seeds (default 10)
@@ -65,8 +66,8 @@
 # Every n_iter / 20 iterations: test = MMD^2 on 500 test inputs drawn
 # afresh, valid = MMD^2 on another 500 fresh inputs (used only to choose
 # lambda), train = MMD^2 on the training inputs (the MMD flow's objective).
-# Writes flows-student-teacher.csv: method, lambda, noise, seed, iter,
-# train, valid, test.
+# Writes flows-student-teacher.csv.gz (gzip-compressed; read.csv() reads it
+# as it is): method, lambda, noise, seed, iter, train, valid, test.
 #
 # Seeds: seed s draws the data, test inputs, teacher, start and validation
 # inputs from set.seed(2019 + s) (the same for every method: comparisons
@@ -272,7 +273,7 @@ st_report <- function(res) {
 }
 
 if (identical(a$mode, "report")) {  # the report on an existing CSV in `out`
-  st_report(utils::read.csv(file.path(out, "flows-student-teacher.csv")))
+  st_report(utils::read.csv(file.path(out, "flows-student-teacher.csv.gz")))
   quit(save = "no")
 }
 lambdas <- if (nzchar(a$lambdas)) as.numeric(strsplit(a$lambdas, ",")[[1L]]) else
@@ -328,7 +329,7 @@ for (s in seed_ids) {
   }
 }
 res <- do.call(rbind, rows)
-exp_write(list("flows-student-teacher.csv" = res), out,
+exp_write(list("flows-student-teacher.csv.gz" = res), out,
           extdata = if (quick || nzchar(a$seed_from)) character() else
-            "flows-student-teacher.csv")
+            "flows-student-teacher.csv.gz")
 st_report(res)

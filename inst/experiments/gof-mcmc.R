@@ -66,17 +66,17 @@
 #
 # Writes to outdir: gof-mcmc-steps.csv (step sizes, pilot acceptance and
 # IACT; reused by later runs), gof-mcmc-runs-<tag>.csv (one row per data
-# set), gof-mcmc.csv (per cell and bootstrap: mean acceptance, median IACT
-# of the Markov bootstrap and of the plain matrix, median change_prob,
-# rejection rate, Monte Carlo SE, replicates, seconds per data set for the
-# three tests), copied to inst/extdata/ when run from the package's source
-# directory, and gof-mcmc-rule.csv (single chains: the rejection rate of
-# the rule "multinomial if iact_plain <= t, else Markov" for t = 1.1 ... 5).
-# A quick run writes the same tables as gof-mcmc-quick-steps.csv,
-# gof-mcmc-quick-runs.csv, gof-mcmc-quick.csv and gof-mcmc-quick-rule.csv
-# and copies nothing to inst/extdata/.
+# set), gof-mcmc.csv.gz (gzip-compressed; per cell and bootstrap: mean
+# acceptance, median IACT of the Markov bootstrap and of the plain matrix,
+# median change_prob, rejection rate, Monte Carlo SE, replicates, seconds
+# per data set for the three tests), copied to inst/extdata/ when run from
+# the package's source directory, and gof-mcmc-rule.csv (single chains: the
+# rejection rate of the rule "multinomial if iact_plain <= t, else Markov"
+# for t = 1.1 ... 5). A quick run writes the same tables as
+# gof-mcmc-quick-steps.csv, gof-mcmc-quick-runs.csv, gof-mcmc-quick.csv and
+# gof-mcmc-quick-rule.csv and copies nothing to inst/extdata/.
 #
-# inst/extdata/gof-mcmc.csv: two processes (GOF_MCMC_TAG=a: lowiact,
+# inst/extdata/gof-mcmc.csv.gz: two processes (GOF_MCMC_TAG=a: lowiact,
 # null1000 with GOF_MCMC_REPS=100, d520; b: power1000, multi, n500, n5000,
 # n2000, typeV with GOF_MCMC_REPS=50), one thread each, nice 10, on a
 # shared two-core machine at load 3-8; stopped after 67 min wall (8409
@@ -496,7 +496,7 @@ options(width = 200)
 print(summ, row.names = FALSE)
 print(rule, row.names = FALSE)
 files <- exp_write(stats::setNames(list(summ, rule), if (full)
-  c("gof-mcmc.csv", "gof-mcmc-rule.csv") else
+  c("gof-mcmc.csv.gz", "gof-mcmc-rule.csv") else
     c("gof-mcmc-quick.csv", "gof-mcmc-quick-rule.csv")), out,
-  extdata = if (full) "gof-mcmc.csv")
+  extdata = if (full) "gof-mcmc.csv.gz")
 say("wrote %s, %s", runs_file, paste(files, collapse = ", "))

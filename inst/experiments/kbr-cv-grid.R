@@ -18,7 +18,8 @@
 # of that sub-grid with the smallest criterion. Seeds: set.seed(seed) before
 # the data of each (d, n, seed).
 #
-# Writes kbr-cv-grid.csv (one row per d, n, seed, eps, delta: the
+# Writes kbr-cv-grid.csv.gz (gzip-compressed; one row per d, n, seed, eps,
+# delta: the
 # regression and marginal criteria and the error), also copied to
 # inst/extdata/ from the package's source directory.
 #
@@ -66,7 +67,8 @@ for (k in seq_len(nrow(cases))) for (seed in seq_len(cases$seeds[k])) {
   say(sprintf("d = %d, n = %d, seed %d done", d, n, seed))
 }
 res <- do.call(rbind, res)
-invisible(exp_write(list("kbr-cv-grid.csv" = res), out, extdata = "kbr-cv-grid.csv"))
+invisible(exp_write(list("kbr-cv-grid.csv.gz" = res), out,
+                    extdata = "kbr-cv-grid.csv.gz"))
 
 pick_ratio <- function(r, le, ld, crit) {
   z <- split(r, list(r$d, r$n, r$seed), drop = TRUE)

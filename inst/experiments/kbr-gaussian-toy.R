@@ -27,11 +27,12 @@
 # convention of ?kbr. Seeds: the toy of repeat r in dimension d is
 # set.seed(100 d + r), the samples of (d, r, n) set.seed(1000 r + n + 7 d).
 #
-# Writes to outdir: kbr-gaussian-toy-results.csv (one row per d, n, repeat
-# and method, with the chosen eps and delta and the seconds taken) and
-# kbr-gaussian-toy.csv (mean, standard error and median over repeats, and
-# ratios to the prior mean's error on the same runs), both also copied to
-# inst/extdata/ when the script is run from the package's source directory.
+# Writes to outdir: kbr-gaussian-toy-results.csv.gz (gzip-compressed; one
+# row per d, n, repeat and method, with the chosen eps and delta and the
+# seconds taken) and kbr-gaussian-toy.csv (mean, standard error and median
+# over repeats, and ratios to the prior mean's error on the same runs), both
+# also copied to inst/extdata/ when the script is run from the package's
+# source directory.
 #
 # Results (2 cores shared with another session's jobs, load average about
 #   2; niced, one thread, reference BLAS): 3 min 59 s wall (3 min 30 s CPU)
@@ -144,9 +145,9 @@ summ <- exp_summary(res, c("d", "n"), function(v, g) {
        rel_median = signif(stats::median(rel), 4),
        seconds_mean = round(mean(v$seconds), 2))
 })
-written <- exp_write(list("kbr-gaussian-toy-results.csv" = res,
+written <- exp_write(list("kbr-gaussian-toy-results.csv.gz" = res,
                           "kbr-gaussian-toy.csv" = summ), out,
-                     extdata = c("kbr-gaussian-toy-results.csv",
+                     extdata = c("kbr-gaussian-toy-results.csv.gz",
                                  "kbr-gaussian-toy.csv"))
 
 cat("\nMean posterior-mean MSE over repeats (standard error) [ratio to the",

@@ -96,13 +96,12 @@
 # Writes to outdir: ksdt-bnn-results.csv (one row per chain, method and
 # checkpoint), ksdt-bnn-reference.csv (the reference chains: step,
 # acceptance, each chain's agreement and TV against the pooled reference),
-# ksdt-bnn.csv (per temperature, method and checkpoint: means and standard
-# errors over the chains) and ksdt-bnn-paired.csv (at the last checkpoint,
-# each KSDT variant minus standard thinning to the same size and minus the
-# raw chain's first as many states, paired by chain); the last two are
-# copied, with ksdt-bnn-reference.csv, to inst/extdata/ when the script is
-# run from the package's
-# source directory.
+# ksdt-bnn.csv.gz (gzip-compressed; per temperature, method and checkpoint:
+# means and standard errors over the chains) and ksdt-bnn-paired.csv (at the
+# last checkpoint, each KSDT variant minus standard thinning to the same
+# size and minus the raw chain's first as many states, paired by chain); the
+# last two are copied, with ksdt-bnn-reference.csv, to inst/extdata/ when
+# the script is run from the package's source directory.
 #
 # Results (R 4.2.2, one thread, nice, 2 cores shared with other jobs, load
 # average 3.6-11.5 during the run; wall time 18 min 4 s: SGD 3 s; T = 600:
@@ -567,9 +566,9 @@ paired <- do.call(rbind, lapply(temperatures, function(temp) {
 }))
 written <- exp_write(list("ksdt-bnn-results.csv" = res,
                           "ksdt-bnn-reference.csv" = ref_tab,
-                          "ksdt-bnn.csv" = curves,
+                          "ksdt-bnn.csv.gz" = curves,
                           "ksdt-bnn-paired.csv" = paired), out,
-                     extdata = c("ksdt-bnn.csv", "ksdt-bnn-paired.csv",
+                     extdata = c("ksdt-bnn.csv.gz", "ksdt-bnn-paired.csv",
                                  "ksdt-bnn-reference.csv"))
 for (temp in temperatures) {
   cat(sprintf("\nT = %g, at t = %d (means over %d chains; se):\n", temp,

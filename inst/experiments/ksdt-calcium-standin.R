@@ -93,10 +93,10 @@
 # Writes to outdir: ksdt-calcium-standin-results.csv (every chain, kernel,
 # method and checkpoint), ksdt-calcium-standin-runs.csv (per chain and
 # kernel: step, acceptance, repeated states, seconds) and
-# ksdt-calcium-standin.csv (mean and standard error over the chains per
-# kernel, method and checkpoint; column `kernel`, "imq" or "rbf", NA for
-# the reference's own Monte Carlo error, row "reference-mc"), which is
-# also copied to inst/extdata/ when run from the package's source
+# ksdt-calcium-standin.csv.gz (gzip-compressed; mean and standard error over
+# the chains per kernel, method and checkpoint; column `kernel`, "imq" or
+# "rbf", NA for the reference's own Monte Carlo error, row "reference-mc"),
+# which is also copied to inst/extdata/ when run from the package's source
 # directory.
 #
 # Results (R 4.2.2, one thread, 2 cores shared with other helpers' runs).
@@ -114,7 +114,7 @@
 # paper: about 10). Reference
 # Monte Carlo error of the means <= 0.018 posterior sd (norm over the 37
 # coefficients 0.057). At the end (1e5 states, 1000 blocks), mean over the
-# 5 chains (standard errors in inst/extdata/ksdt-calcium-standin.csv),
+# 5 chains (standard errors in inst/extdata/ksdt-calcium-standin.csv.gz),
 # IMQ:
 #  method                  points   KSD  nKSD  mean_err sd_err TV x 1000
 #  chain                   100000 0.693 219.1 0.246 0.131 2.33
@@ -434,8 +434,8 @@ ref_row$mean_err_mean <- signif(sqrt(sum((ref_mc / ref_sd)^2)), 4)
 summ <- rbind(summ, ref_row)
 files <- exp_write(list(`ksdt-calcium-standin-results.csv` = res,
                         `ksdt-calcium-standin-runs.csv` = runs,
-                        `ksdt-calcium-standin.csv` = summ), out,
-                   extdata = "ksdt-calcium-standin.csv")
+                        `ksdt-calcium-standin.csv.gz` = summ), out,
+                   extdata = "ksdt-calcium-standin.csv.gz")
 say("wrote %s", paste(files, collapse = ", "))
 print(runs)
 fin <- summ[summ$t %in% n_blocks | summ$method == "reference-mc",

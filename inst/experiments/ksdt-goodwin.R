@@ -35,7 +35,7 @@
 #
 # Writes to outdir: ksdt-goodwin-results.csv (one row per sampler, method
 # and checkpoint, 100 log-spaced checkpoints), ksdt-goodwin-runs.csv (step,
-# acceptance rate and seconds of each run) and ksdt-goodwin.csv (40
+# acceptance rate and seconds of each run) and ksdt-goodwin.csv.gz (gzip; 40
 # checkpoints per curve), which is also copied to inst/extdata/ when the
 # script is run from the package's source directory, and
 # ksdt-goodwin-moments.csv (also copied): the KSD-free yardstick, posterior
@@ -254,9 +254,9 @@ small$ksd <- signif(small$ksd, 5)
 small$nksd <- signif(small$nksd, 5)
 written <- exp_write(list("ksdt-goodwin-results.csv" = res,
                           "ksdt-goodwin-runs.csv" = runs,
-                          "ksdt-goodwin.csv" = small,
+                          "ksdt-goodwin.csv.gz" = small,
                           "ksdt-goodwin-moments.csv" = moments), out,
-                     extdata = c("ksdt-goodwin.csv",
+                     extdata = c("ksdt-goodwin.csv.gz",
                                  "ksdt-goodwin-moments.csv"))
 
 cat("\nAt the end of each run (KSD with the fixed kernel;",

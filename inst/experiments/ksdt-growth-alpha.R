@@ -43,9 +43,9 @@
 # draws (their first rows).
 #
 # Writes to outdir: ksdt-growth-alpha-results.csv (size and KSD at 40
-# log-spaced checkpoints per run) and ksdt-growth-alpha.csv (per method,
-# kernel, alpha and checkpoint: runs, mean size, mean, smallest and largest
-# KSD), copied to inst/extdata/ when run from the package's source
+# log-spaced checkpoints per run) and ksdt-growth-alpha.csv.gz (gzip; per
+# method, kernel, alpha and checkpoint: runs, mean size, mean, smallest and
+# largest KSD), copied to inst/extdata/ when run from the package's source
 # directory.
 #
 # Results (R 4.2.2, 2 cores shared with other jobs, one thread; defaults;
@@ -148,8 +148,8 @@ for (v in c("ksd_mean", "ksd_min", "ksd_max")) {
   small[[v]] <- signif(small[[v]], 4)
 }
 written <- exp_write(list("ksdt-growth-alpha-results.csv" = res,
-                          "ksdt-growth-alpha.csv" = small), out,
-                     extdata = "ksdt-growth-alpha.csv")
+                          "ksdt-growth-alpha.csv.gz" = small), out,
+                     extdata = "ksdt-growth-alpha.csv.gz")
 
 groups <- unique(small[c("method", "kernel")])
 for (gi in seq_len(nrow(groups))) {

@@ -56,7 +56,7 @@
 # Writes to outdir: ksdt-mixtures-authors-results.csv (size and KSD at 50
 # log-spaced checkpoints per run), ksdt-mixtures-authors-runs.csv (per
 # run: final, largest and second-half mean size, final KSD, modes,
-# seconds) and ksdt-mixtures-authors.csv (per method, kernel, K and
+# seconds) and ksdt-mixtures-authors.csv.gz (gzip; per method, kernel, K and
 # checkpoint: mean, smallest and largest size over the runs, mean KSD),
 # copied to inst/extdata/ when run from the package's source directory.
 #
@@ -212,8 +212,8 @@ small$size_mean <- round(small$size_mean, 2)
 small$ksd_mean <- signif(small$ksd_mean, 4)
 written <- exp_write(list("ksdt-mixtures-authors-results.csv" = res,
                           "ksdt-mixtures-authors-runs.csv" = runs,
-                          "ksdt-mixtures-authors.csv" = small), out,
-                     extdata = "ksdt-mixtures-authors.csv")
+                          "ksdt-mixtures-authors.csv.gz" = small), out,
+                     extdata = "ksdt-mixtures-authors.csv.gz")
 
 # the table of the header: size, mean (range) over runs, at t ~ 1e3, 1e4
 # and the end; largest size; KSD at the end; modes covered

@@ -48,7 +48,8 @@
 #                                 default (Markov) and the multinomial
 #                                 bootstrap
 #   stan-eight-schools-ref.csv    reference means and sds
-#   stan-eight-schools-draws.csv  run 1, centred: theta[1] and log tau of
+#   stan-eight-schools-draws.csv.gz  (gzip-compressed) run 1, centred:
+#                                 theta[1] and log tau of
 #                                 the 4000 draws with the Stein-thinned ones
 #                                 flagged (the vignette's bayesplot figure)
 #
@@ -216,11 +217,11 @@ chains <- do.call(rbind, chain_rows)
 files <- exp_write(list(`stan-eight-schools.csv` = res,
                         `stan-eight-schools-chains.csv` = chains,
                         `stan-eight-schools-ref.csv` = ref,
-                        `stan-eight-schools-draws.csv` = fig), out,
+                        `stan-eight-schools-draws.csv.gz` = fig), out,
                    extdata = c("stan-eight-schools.csv",
                                "stan-eight-schools-chains.csv",
                                "stan-eight-schools-ref.csv",
-                               "stan-eight-schools-draws.csv"))
+                               "stan-eight-schools-draws.csv.gz"))
 say("wrote %s", paste(files, collapse = ", "))
 agg <- stats::aggregate(cbind(ksd, mean_err, sd_logtau, kish) ~ param + set,
                         data = res, FUN = mean)
