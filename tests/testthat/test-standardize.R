@@ -247,11 +247,11 @@ test_that("merging dictionaries with different scales standardises the union", {
   a <- ksdt(d$x[1:50, ], d$s[1:50, ], progress = FALSE)
   b <- ksdt(d$x[51:100, ], d$s[51:100, ], progress = FALSE)
   expect_false(identical(a$scale, b$scale))
-  expect_message(m <- c(a, b), "column scales differ")
+  expect_message(m <- c(a, b), "column scales \\(standardize = TRUE\\) were fitted on each run")
   u <- rbind(a$points, b$points)
   expect_equal(m$scale, ref_standardize(u, u)$scale, tolerance = 1e-14)
   expect_equal(ksd(m), utils::tail(m$ksd, 1), tolerance = 1e-13)
-  expect_message(m2 <- c(a, b, how = "stein_thin"), "column scales differ")
+  expect_message(m2 <- c(a, b, how = "stein_thin"), "column scales \\(standardize = TRUE\\) were fitted on each run")
   expect_identical(m2$scale, m$scale)
   expect_equal(ksd(m2), utils::tail(m2$ksd, 1), tolerance = 1e-13)
   # the same scales: no message, kept
