@@ -199,7 +199,18 @@
 #'   the quadratic test, all the bootstrap weights (\eqn{8 n B} bytes: 160
 #'   MB at \eqn{n = 2 \times 10^4}, \eqn{B = 1000}). `nthreads` threads run
 #'   in each worker. Without future.apply the blocks run in turn here.
-#'   Measured by inst/bench/bench-distributed.R: see NEWS.
+#'   Measured by inst/bench/bench-distributed.R (d = 10, 4 blocks, 2 cores
+#'   shared with another job, load 3-4; table `system.file("extdata",
+#'   "bench-distributed.csv", package = "kernbayes")`): the quadratic test
+#'   at \eqn{n = 2 \times 10^4} (1000 replicates) took 52 s in one process,
+#'   41 s on two multisession workers (0.79; 24 and 23 s of CPU each, at
+#'   most 646 MB resident), 61 s on one worker and 70 and 74 s on one and
+#'   two batchtools jobs; the incomplete test at \eqn{n = 10^6} (1000 lags)
+#'   100 s in one process, 83 s on two workers (0.83: the row means, 77 s of
+#'   CPU, are split, the setup and autocorrelation times, about 18 s, stay
+#'   here), 147 and 152 s on batchtools. Two threads (`nthreads = 2`, no
+#'   blocks) took 0.91 and 0.84 of one process's time. As for
+#'   [ksd_blocks()], blocks are for more machines than one.
 #'
 #' @inheritParams ksd
 #' @param type `"U"` (default; the U-statistic) or `"V"`.
@@ -284,6 +295,10 @@
 #' # the incomplete test (chosen by default above n^2 n_boot = 4e11)
 #' x3 <- sample_target(tg, 5000)
 #' ksd_test(x3, tg, test = "incomplete")
+#' # the bootstrap in 4 blocks, futures on the current plan: the same test
+#' set.seed(2); a <- ksd_test(x, tg, n_boot = 200)
+#' set.seed(2); b <- ksd_test(x, tg, n_boot = 200, blocks = 4)
+#' identical(a$p.value, b$p.value)
 #' @export
 ksd_test <- function(x, score, kernel = imq_kernel(), type = c("U", "V"),
                      bootstrap = NULL, n_boot = 1000,

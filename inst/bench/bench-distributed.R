@@ -149,7 +149,8 @@ record <- function(part, n, cfg, r, ref, same) {
               length(wmb), same, r$load))
   if (nzchar(out_csv)) {
     utils::write.table(row, out_csv, sep = ",", row.names = FALSE,
-                       col.names = !file.exists(out_csv), append = TRUE)
+                       col.names = !file.exists(out_csv),
+                       append = file.exists(out_csv))
   }
 }
 
