@@ -38,7 +38,7 @@ BOOST     = if (!nzchar(system.file("include", package = "BH")) && \
                 stop("setup: BH headers still missing after installing BH into ", lib); \
             }
 
-.PHONY: setup install demo check lint test valgrind bench document clean $(TARBALL)
+.PHONY: setup install demo check check-cran lint test valgrind bench document clean $(TARBALL)
 
 # Debian's prebuilt packages install in seconds; CRAN is the fallback.
 setup:
@@ -88,6 +88,13 @@ check: $(TARBALL)
 	  if [ $$status -ne 0 ]; then exit $$status; fi; \
 	  if grep -qE '^Status:.*(ERROR|WARNING)' $(PKG).Rcheck/00check.log; then \
 	    echo "check: R CMD check reported a WARNING or ERROR"; exit 1; fi
+
+# The same check under CRAN's conditions (NOT_CRAN unset: the heavy tests
+# skip; about 2 minutes of test CPU); not run by CI.
+check-cran: $(TARBALL)
+	env -u NOT_CRAN _R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_FORCE_SUGGESTS_=true \
+	_R_CHECK_FUTURE_FILE_TIMESTAMPS_=false _R_SHLIB_STRIP_=true \
+	  $(R) CMD check --as-cran --no-manual $(TARBALL)
 
 # ARCHITECTURE.md's rules, checked by tools/lint.R (base R only; no
 # install): one line per violation, non-zero exit when there is any.

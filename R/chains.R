@@ -96,13 +96,13 @@
 #' @examples
 #' tg <- gaussian_mixture_target(means = rbind(c(-2, 0), c(2, 0)))
 #' set.seed(1)
-#' fit <- ksdt_chains(tg, x0 = rbind(c(-2, 0), c(2, 0)), n_iter = 1000)
+#' fit <- ksdt_chains(tg, x0 = rbind(c(-2, 0), c(2, 0)), n_iter = 500)
 #' fit
 #' \donttest{
 #' if (requireNamespace("future", quietly = TRUE)) {
 #'   oplan <- future::plan(future::multisession, workers = 2)
 #'   set.seed(1)
-#'   fit2 <- ksdt_chains(tg, x0 = rbind(c(-2, 0), c(2, 0)), n_iter = 1000)
+#'   fit2 <- ksdt_chains(tg, x0 = rbind(c(-2, 0), c(2, 0)), n_iter = 500)
 #'   future::plan(oplan)
 #'   identical(fit$merged$points, fit2$merged$points)
 #' }

@@ -130,7 +130,8 @@
 #' @seealso [unconstrain_draws()], [constrain_draws()]; [ksd()] and
 #'   [stein_thin()] take a fit directly; [clear_stan_cache()].
 #' @examples
-#' \donttest{
+#' # not run by R CMD check: compiling the Stan model takes a minute or more
+#' \dontrun{
 #' if (requireNamespace("rstan", quietly = TRUE) &&
 #'     nzchar(system.file("include", package = "BH"))) {
 #'   code <- "
@@ -246,7 +247,8 @@ new_stan_target <- function(target) {
 #'   quantities (generated quantities that use random numbers are fresh
 #'   draws, not those of the fit).
 #' @examples
-#' \donttest{
+#' # not run by R CMD check: compiling the Stan model takes a minute or more
+#' \dontrun{
 #' if (requireNamespace("rstan", quietly = TRUE) &&
 #'     requireNamespace("posterior", quietly = TRUE) &&
 #'     nzchar(system.file("include", package = "BH"))) {
