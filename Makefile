@@ -13,6 +13,8 @@ DEBPKGS  := r-cran-knitr r-cran-rmarkdown r-cran-roxygen2 r-cran-coda \
             r-cran-future.apply r-cran-rstan r-cran-brms r-cran-bayesplot \
             r-cran-future.batchtools r-cran-progressr r-cran-quadprog pandoc qpdf \
             pngquant
+# R CMD INSTALL strips the shared object's debug information only
+STRIP    := _R_SHLIB_STRIP_=true R_STRIP_SHARED_LIB="strip --strip-debug"
 MISSING   = $(RSCRIPT) -e 'p <- strsplit("$(RPKGS)", " ")[[1]]; \
             m <- p[!vapply(p, requireNamespace, TRUE, quietly = TRUE)]; \
             for (b in c("pandoc", "qpdf", "pngquant")) if (!nzchar(Sys.which(b))) m <- c(m, b); \
@@ -60,7 +62,7 @@ setup:
 # from the built tarball, so that the vignettes are installed and listed by
 # vignette(package = "kernbayes")
 install: $(TARBALL)
-	$(R) CMD INSTALL --preclean --strip $(TARBALL)
+	$(STRIP) $(R) CMD INSTALL --preclean $(TARBALL)
 
 demo: install
 	$(RSCRIPT) inst/scripts/demo.R demo-output
@@ -76,13 +78,14 @@ $(TARBALL): setup
 
 # R CMD check --as-cran with tests and vignettes; fails on any ERROR or
 # WARNING (R CMD check itself only fails on errors).
-# _R_SHLIB_STRIP_=true: the shared object is installed without its debug
-# symbols (0.87 MB -> 0.24 MB; R CMD INSTALL --strip).
+# $(STRIP): the shared object is installed without its debug information
+# (0.87 MB -> 0.24 MB), its symbol table kept (check's "compiled code" step
+# reads it with nm; R's default, strip --strip-unneeded, removes it).
 # NOT_CRAN=true: the snapshot, multisession and subprocess tests (the
 # crash-prone bad-input cases, Ctrl-C in child processes) run here too.
 check: $(TARBALL)
 	NOT_CRAN=true _R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_FORCE_SUGGESTS_=true \
-	_R_CHECK_FUTURE_FILE_TIMESTAMPS_=false _R_SHLIB_STRIP_=true \
+	_R_CHECK_FUTURE_FILE_TIMESTAMPS_=false $(STRIP) \
 	  $(R) CMD check --as-cran --no-manual $(TARBALL); status=$$?; \
 	  cat $(PKG).Rcheck/tests/testthat.Rout* 2>/dev/null | grep -E '^\[ FAIL' | tail -n 1; \
 	  if [ $$status -ne 0 ]; then exit $$status; fi; \
@@ -93,7 +96,7 @@ check: $(TARBALL)
 # skip; about 2 minutes of test CPU); not run by CI.
 check-cran: $(TARBALL)
 	env -u NOT_CRAN _R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_FORCE_SUGGESTS_=true \
-	_R_CHECK_FUTURE_FILE_TIMESTAMPS_=false _R_SHLIB_STRIP_=true \
+	_R_CHECK_FUTURE_FILE_TIMESTAMPS_=false $(STRIP) \
 	  $(R) CMD check --as-cran --no-manual $(TARBALL)
 
 # ARCHITECTURE.md's rules, checked by tools/lint.R (base R only; no
