@@ -98,7 +98,9 @@
 #' set.seed(1)
 #' fit <- ksdt_chains(tg, x0 = rbind(c(-2, 0), c(2, 0)), n_iter = 500)
 #' fit
-#' \donttest{
+#' # not run by R CMD check: starting two background R sessions takes
+#' # seconds (10 s on a busy machine), more than the chains
+#' \dontrun{
 #' if (requireNamespace("future", quietly = TRUE)) {
 #'   oplan <- future::plan(future::multisession, workers = 2)
 #'   set.seed(1)
