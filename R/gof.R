@@ -172,9 +172,11 @@
 #'   `system.file("extdata", "gof-large.csv", package = "kernbayes")`):
 #'   rejection rate under the null at level 0.05 0.01-0.08 per cell at
 #'   \eqn{n = 2 \times 10^4} (100 chains each; 0.039 over all 900), 0.067
-#'   over 493 chains at \eqn{10^5} (AR(1) 0.04-0.05, but MALA and RWM at d
-#'   = 2 0.09 over about 100 chains each, Monte Carlo SE 0.03: a mild
-#'   excess), 0 of 10 at \eqn{10^6}; power against a mean shift of
+#'   over 493 chains at \eqn{10^5} (AR(1) 0.04-0.05; MALA and RWM at d
+#'   = 2 0.09 over about 100 chains each, and 0.068 each over 117 fresh
+#'   chains, null z with sd 1.07 and 0.95: 0.080 and 0.078 in all, Monte
+#'   Carlo SE 0.019, a slight excess that 1000 chains per cell would be
+#'   needed to settle), 0 of 10 at \eqn{10^6}; power against a mean shift of
 #'   3.5 standard errors of the mean of a 5000-state chain 0.80-0.99 at
 #'   \eqn{2 \times 10^4} and 1 at \eqn{10^5}, where the quadratic test
 #'   (Markov bootstrap, 200 replicates) had 0.16-0.54 at n = 2000 and

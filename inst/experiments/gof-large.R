@@ -41,7 +41,13 @@
 # 14 minutes more of inc1e5, data sets 21-100, for the four d = 2
 # single-chain settings (two processes; the stage's sets and reps edited
 # in a copy of this script); the runs files concatenated (duplicated seeds
-# dropped) and summarised with GOF_LARGE_SUMMARY_ONLY=1.  Rejection rate at 0.05 (MC SE, data sets);
+# dropped) and summarised with GOF_LARGE_SUMMARY_ONLY=1.  Replication
+# (session 17): stage inc1e5 with sets = 3:4 (RWM and MALA, d = 2, one
+# chain) and reps = 101:300 in a copy, one process, stopped by a timeout
+# after replicates 101-217: null rejection 8/117 = 0.068 in each cell
+# (Geyer; batch means 0.068 and 0.060), null z sd 1.07 (MALA) and 0.95
+# (RWM); with the first ~100: 17/213 = 0.080 and 17/217 = 0.078; those
+# rows are not in inst/extdata/gof-large.csv.  Rejection rate at 0.05 (MC SE, data sets);
 # incomplete with the package's Geyer variance; quadratic with n_boot = 200:
 #   hyp   chain  set  d  ch  inc 2e4        inc 1e5       quad 2e3      quad 5e3
 #   null  ar1   0.5   2  1   0.03 (.02,100) 0.04 (.02,97) 0.04 (.03,50) 0.05 (.05,20)
