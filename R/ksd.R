@@ -817,7 +817,10 @@ stein_sums_progress <- function(st, weights, nthreads, progress) {
 #'   \eqn{n = 10^6} two multisession workers took 1782 and 1713 s of CPU
 #'   (on a machine shared with other jobs: 3306 s elapsed), each with a
 #'   peak of 923 MB resident (the sample and its scores, 160 MB, arrive
-#'   serialised and are unpacked in the worker).
+#'   serialised and are unpacked in the worker). One process took 5778 s
+#'   of CPU for the same sum (9371 s elapsed, on a machine kept at load 3-8
+#'   by other jobs for most of the run, which inflates CPU times too: the
+#'   two figures are not a clean ratio).
 #' @return The KSD (V-statistic), equal to `ksd(x, score, kernel)` up to
 #'   rounding (the terms are added in a different order).
 #' @seealso [ksd()], [ksdt_chains()].
