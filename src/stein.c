@@ -152,6 +152,24 @@ void kb_stein_row(const kb_kernel *K, const double *x, const double *s,
     }
 }
 
+/* The (weighted) sum of one block's m kernel values: every row sum adds its
+ * blocks with this, so that a row summed alone or within a group of rows
+ * (lower_group_item) gives the same bits. */
+static inline double block_sum(const double *buf, const double *w, int m)
+{
+    double acc = 0.0;
+    if (w) {
+#pragma omp simd reduction(+:acc)
+        for (int t = 0; t < m; t++)
+            acc += w[t] * buf[t];
+    } else {
+#pragma omp simd reduction(+:acc)
+        for (int t = 0; t < m; t++)
+            acc += buf[t];
+    }
+    return acc;
+}
+
 double kb_stein_row_sum(const kb_kernel *K, const double *x, const double *s,
                         const kb_points *P, R_xlen_t j0, R_xlen_t j1,
                         const double *w)
@@ -159,19 +177,8 @@ double kb_stein_row_sum(const kb_kernel *K, const double *x, const double *s,
     double buf[KB_BLOCK], tot = 0.0;
     for (R_xlen_t j = j0; j < j1; j += KB_BLOCK) {
         int m = (int) (j1 - j < KB_BLOCK ? j1 - j : KB_BLOCK);
-        double acc = 0.0;
         stein_block(K, x, s, P, j, m, buf);
-        if (w) {
-            const double *wj = w + j;
-#pragma omp simd reduction(+:acc)
-            for (int t = 0; t < m; t++)
-                acc += wj[t] * buf[t];
-        } else {
-#pragma omp simd reduction(+:acc)
-            for (int t = 0; t < m; t++)
-                acc += buf[t];
-        }
-        tot += acc;
+        tot += block_sum(buf, w ? w + j : NULL, m);
     }
     return tot;
 }
@@ -337,38 +344,95 @@ static void NORET locate_in_row(const kb_kernel *K, const kb_points *P,
     stein_overflow(lab, -1, j, 0.0);
 }
 
+/* Row sums of the lower triangle, rows j0..j1-1, in groups of
+ * KB_ROW_GROUP consecutive rows: the group walks the earlier points one
+ * block of KB_BLOCK at a time and every row of the group takes that block
+ * while it is in cache.  Row by row, each sum streamed all earlier points
+ * from memory (16 d bytes a pair): past about 2e5 points in d = 10 (the
+ * points and scores larger than the L3 cache) the loop was bound by memory
+ * bandwidth, twice as slow again when another process shared it.  Each
+ * row still adds its blocks in order with block_sum(), so its sum is the
+ * one kb_stein_row_sum() gives, bit for bit. */
+#define KB_ROW_GROUP 16
+
 typedef struct {
-    stein_rows h;
+    const kb_kernel *K;
+    kb_points P;
     const double *w;
-    R_xlen_t j0;              /* out[j - j0], diag[j - j0] */
+    R_xlen_t j0, j1;          /* rows; out[j - j0], diag[j - j0] */
     double *out, *diag;
+    R_xlen_t bad;             /* the first non-finite row after() found */
 } lower_sums_ctx;
 
-static void lower_sum_row(const stein_rows *h, R_xlen_t j, const double *xj,
-                          const double *sj)
-{
-    const lower_sums_ctx *q = (const lower_sums_ctx *) h;
-    double wj = q->w ? q->w[j] : 1.0;
-    double dj = wj * wj * kb_stein_diag(h->K, sj);
-    double off = kb_stein_row_sum(h->K, xj, sj, &h->P, 0, j, q->w);
-    q->out[j - q->j0] = dj + 2.0 * wj * off;
-    if (q->diag)
-        q->diag[j - q->j0] = dj;
-}
-
-static R_xlen_t lower_sums_check(void *ctx, R_xlen_t j0, R_xlen_t j1)
+static void lower_group_item(void *ctx, R_xlen_t g, double *scr)
 {
     const lower_sums_ctx *q = (const lower_sums_ctx *) ctx;
-    R_xlen_t bad = first_nonfinite(q->out, j0 - q->j0, j1 - q->j0);
-    return bad < 0 ? -1 : bad + q->j0;
+    const kb_kernel *K = q->K;
+    const int d = K->d;
+    const R_xlen_t a = q->j0 + g * KB_ROW_GROUP;
+    const int m = (int) (q->j1 - a < KB_ROW_GROUP ? q->j1 - a : KB_ROW_GROUP);
+    double *xs = scr, *ss = xs + (size_t) KB_ROW_GROUP * d,
+        *buf = ss + (size_t) KB_ROW_GROUP * d, tot[KB_ROW_GROUP];
+    for (int r = 0; r < m; r++) {
+        kb_get_row(q->P.X, q->P.ld, a + r, d, xs + (size_t) r * d);
+        kb_get_row(q->P.S, q->P.ld, a + r, d, ss + (size_t) r * d);
+        tot[r] = 0.0;
+    }
+    const R_xlen_t last = a + m - 1;  /* the group's longest row */
+    for (R_xlen_t i0 = 0; i0 < last; i0 += KB_BLOCK) {
+        const double *wi = q->w ? q->w + i0 : NULL;
+        for (int r = 0; r < m; r++) {
+            const R_xlen_t j = a + r;
+            if (i0 >= j)
+                continue;
+            int mb = (int) (j - i0 < KB_BLOCK ? j - i0 : KB_BLOCK);
+            stein_block(K, xs + (size_t) r * d, ss + (size_t) r * d, &q->P,
+                        i0, mb, buf);
+            tot[r] += block_sum(buf, wi, mb);
+        }
+    }
+    for (int r = 0; r < m; r++) {
+        const R_xlen_t j = a + r;
+        double wj = q->w ? q->w[j] : 1.0;
+        double dj = wj * wj * kb_stein_diag(K, ss + (size_t) r * d);
+        q->out[j - q->j0] = dj + 2.0 * wj * tot[r];
+        if (q->diag)
+            q->diag[j - q->j0] = dj;
+    }
+}
+
+/* after(): groups g0..g1-1; records the first non-finite row */
+static R_xlen_t lower_sums_check(void *ctx, R_xlen_t g0, R_xlen_t g1)
+{
+    lower_sums_ctx *q = (lower_sums_ctx *) ctx;
+    R_xlen_t r0 = g0 * KB_ROW_GROUP, r1 = g1 * KB_ROW_GROUP;
+    if (r1 > q->j1 - q->j0)
+        r1 = q->j1 - q->j0;
+    R_xlen_t bad = first_nonfinite(q->out, r0, r1);
+    if (bad < 0)
+        return -1;
+    q->bad = bad + q->j0;
+    return bad / KB_ROW_GROUP;
 }
 
 R_xlen_t kb_stein_lower_sums(const kb_kernel *K, const kb_points *P,
                              R_xlen_t j0, R_xlen_t j1, const double *w,
                              int nthreads, double *out, double *diag)
 {
-    lower_sums_ctx q = {{K, *P, lower_sum_row}, w, j0, out, diag};
-    return visit_rows(&q.h, j0, j1, nthreads, lower_sums_check);
+    const int d = K->d;
+    const double W = KB_STEIN_WORK(d);
+    lower_sums_ctx q = {K, *P, w, j0, j1, out, diag, -1};
+    R_xlen_t groups = (j1 - j0 + KB_ROW_GROUP - 1) / KB_ROW_GROUP;
+    /* group g: about KB_ROW_GROUP (j0 + g KB_ROW_GROUP + 1) evaluations */
+    kb_loop L = {.nt = nthreads,
+                 .cost0 = KB_ROW_GROUP * W * ((double) j0 + 1.0),
+                 .cost1 = (double) KB_ROW_GROUP * KB_ROW_GROUP * W,
+                 .dynamic = 1,
+                 .scratch = kb_scratch_alloc((size_t) 2 * KB_ROW_GROUP * d +
+                                             KB_BLOCK, nthreads),
+                 .item = lower_group_item, .after = lower_sums_check,
+                 .ctx = &q};
+    return kb_loop_run(&L, 0, groups) < 0 ? -1 : q.bad;
 }
 
 typedef struct {

@@ -74,6 +74,40 @@ test_that("stein_kernel_matrix() across C block boundaries (n = 300 > 256) and w
   }
 })
 
+test_that("the row sums behind ksd() and ksd_blocks() in groups of 16 rows: every block boundary, weights, threads", {
+  # the C loop takes 16 rows at a time past the points before them, one
+  # block of 256 points at a time: blocks of rows that start and end off
+  # the groups, rows shorter than one block and groups that straddle 256
+  set.seed(12)
+  smp <- make_sample(530, 2)
+  k <- imq_kernel(c = 1.5, beta = -0.6, precon = 0.8)
+  K <- ref_stein(smp$x, smp$s, "imq", 1.5, -0.6, 0.8)
+  w <- stats::runif(530)
+  want_rows <- diag(K) + 2 * vapply(seq_len(530), function(j)
+    sum(K[seq_len(j - 1L), j]), 0)
+  for (b in c(1L, 3L, 7L, 33L)) {
+    expect_equal(ksd_blocks(smp$x, smp$s, k, blocks = b, standardize = FALSE,
+                            progress = FALSE), ref_ksd(K), tolerance = 1e-12,
+                 label = paste("blocks =", b))
+  }
+  rk <- kernbayes:::stein_setup(smp$x, smp$s, k, FALSE)$kernel
+  for (r in list(c(0, 530), c(5, 21), c(250, 270), c(255, 257), c(511, 530),
+                 c(17, 17))) {
+    got <- .Call(kernbayes:::C_kb_stein_block_sums, smp$x, smp$s, rk,
+                 r[1], r[2], 2L, NULL)
+    idx <- seq_len(r[2] - r[1]) + r[1]
+    expect_equal(got$sums, want_rows[idx], tolerance = 1e-12,
+                 label = paste(r, collapse = "-"))
+    expect_equal(got$diag, diag(K)[idx], tolerance = 1e-13)
+  }
+  expect_equal(ksd(smp$x, smp$s, k, weights = w, standardize = FALSE,
+                   nthreads = 2), ref_ksd(K, "V", w), tolerance = 1e-12)
+  expect_identical(ksd(smp$x, smp$s, k, weights = w, standardize = FALSE,
+                       nthreads = 2),
+                   ksd(smp$x, smp$s, k, weights = w, standardize = FALSE,
+                       nthreads = 1))
+})
+
 test_that("n = 3000: rows are processed in chunks between interrupt checks", {
   # the C loops work in chunks of about 2^23 / n rows (2796 for n = 3000):
   # check the rows on both sides of that boundary and the totals
