@@ -795,37 +795,35 @@ stein_sums_progress <- function(st, weights, nthreads, progress) {
 #'   and its scores (\eqn{16 n d} bytes) and starts, on multisession, in a
 #'   running R session, on batchtools in a new process with a registry on
 #'   disk; the work is about \eqn{n^2} Stein kernel evaluations (\eqn{n =
-#'   3 \times 10^5}, d = 10: 150-230 s on one core). Measured with
+#'   3 \times 10^5}, d = 10: 160-210 s on one core here). Measured with
 #'   inst/bench/bench-distributed.R (4 blocks, d = 10, 2 cores; table
 #'   `system.file("extdata", "bench-distributed.csv", package =
-#'   "kernbayes")`), on an idle machine at \eqn{n = 3 \times 10^5}: one
-#'   process 228 s, one multisession worker 186 s, two 105 s (1.8x one
-#'   worker), one batchtools job 155 s, two 186 s (the waiting main
-#'   process polled the registry with 88 s of CPU, a third busy process on
-#'   2 cores); 2 threads in one process 159 s. Results were `identical()`
-#'   under every plan. Two multisession workers against one process (idle):
-#'   0.98 of its time at \eqn{n = 10^4} (0.17 s), 0.72 at \eqn{3 \times
-#'   10^4}, 0.59 at \eqn{10^5}, 0.46 at \eqn{3 \times 10^5}; two threads
-#'   0.50, 0.52, 0.59, 0.70; two batchtools jobs 4.5, 1.9, 1.3, 0.81. So on
-#'   one machine threads (`nthreads`) pay from the smallest samples, two
-#'   multisession blocks from about \eqn{10^4} draws (d = 10; the break-even
-#'   falls as \eqn{d} grows, since the work per pair does), and scheduler
-#'   jobs, each of which starts a process and reads the sample from disk,
-#'   from about \eqn{2 \times 10^5}: blocks are for putting more machines
-#'   to work on samples of that size. Starting the workers (the first
-#'   future of a new plan) costs 1-3 s more, once. At
-#'   \eqn{n = 10^6} two multisession workers took 1782 and 1713 s of CPU
-#'   (on a machine shared with other jobs: 3306 s elapsed), each with a
-#'   peak of 923 MB resident (the sample and its scores, 160 MB, arrive
-#'   serialised and are unpacked in the worker). One process took 5778 s
-#'   of CPU for the same sum (9371 s elapsed, on a machine kept at load 3-8
-#'   by other jobs for most of the run, which inflates CPU times too: the
-#'   two figures are not a clean ratio). With the row sums grouped (this
-#'   version: 16 rows past each cached block of points) one process took
-#'   2257 s of CPU at \eqn{n = 10^6} (2948 s elapsed, beside a second
-#'   benchmark and for 23 min a package check) and one multisession worker
-#'   2209 s (2985 s elapsed, the waiting main process 173 s), the result
-#'   `identical()`.
+#'   "kernbayes")`) on an idle machine, whose speed varied by up to 30 percent
+#'   between runs (ratios below are within one run). Against one process,
+#'   two multisession workers took 1.00 of its time at \eqn{n = 10^4} (0.24
+#'   s), 0.66 at \eqn{3 \times 10^4}, 0.52 at \eqn{10^5} and 0.59 at
+#'   \eqn{3 \times 10^5} (93 s against 159 s); two batchtools jobs 3.7,
+#'   1.9, 0.90 and 0.82 (their waiting main process polled the registry with
+#'   65 s of CPU at \eqn{3 \times 10^5}, a third busy process on 2 cores);
+#'   two threads in one process (`nthreads = 2`) 0.53, 0.57, 0.59 and 0.52.
+#'   One worker of either kind took 0.94-1.09 of one process's time from
+#'   \eqn{10^5} on. So on one machine threads pay from the smallest
+#'   samples and need no second R session, two multisession blocks pay from
+#'   about \eqn{3 \times 10^4} draws (d = 10; the break-even falls as
+#'   \eqn{d} grows, since the work per pair does), and scheduler jobs, each
+#'   of which starts a process and reads the sample from disk, from about
+#'   \eqn{10^5}: blocks are for putting more machines to work on samples of
+#'   that size. Starting the workers (the first future of a new plan) costs
+#'   1-3 s more, once. At \eqn{n = 10^6} (idle): one batchtools job took
+#'   1961 s (1928 s of CPU, at most 811 MB resident), two jobs 1252 s (0.64
+#'   of one; 922 and 921 s of CPU, the polling main process 548 s), two
+#'   multisession workers 1001 s (0.51 of one job; 928 s of CPU each, at most
+#'   923 MB each: the sample and its scores, 160 MB, arrive serialised and
+#'   are unpacked in the worker). One process took 2257 s of CPU and one
+#'   multisession worker 2209 s, on a machine shared with a second
+#'   benchmark. Every result, under every plan and at every \eqn{n}, was
+#'   `identical()` to the one-process sum (at \eqn{10^6} compared across
+#'   separate runs).
 #' @return The KSD (V-statistic), equal to `ksd(x, score, kernel)` up to
 #'   rounding (the terms are added in a different order).
 #' @seealso [ksd()], [ksdt_chains()].

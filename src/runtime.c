@@ -209,17 +209,26 @@ R_xlen_t kb_chunk_end(R_xlen_t i0, R_xlen_t end, double per_item)
 }
 
 /* The end of the chunk starting at i0 for items of cost cost0 + cost1 i,
- * and the chunk's work. */
+ * and the chunk's work: about KB_TICK_WORK, and at least one piece of the
+ * schedule (dynamic items, or one) for each of the nt threads.  Without
+ * that floor, items above a tick each (the rows of a triangle past about
+ * 1e5 points, groups of 16 rows past about 8e4) made one-item chunks that
+ * ran on one thread while the others waited: ksd() on 2 threads took as
+ * long as on one at n = 3e5. */
 static R_xlen_t loop_chunk_end(const kb_loop *L, R_xlen_t i0, R_xlen_t end,
                                double *work)
 {
+    const R_xlen_t least = L->nt > 1 ?
+        (R_xlen_t) L->nt * (L->dynamic > 0 ? L->dynamic : 1) : 1;
     R_xlen_t i = i0;
     double w = 0.0;
     if (L->cost1 == 0.0) {
         i = kb_chunk_end(i0, end, L->cost0);
+        if (i - i0 < least)
+            i = end - i0 < least ? end : i0 + least;
         w = (double) (i - i0) * L->cost0;
     } else {
-        while (i < end && w < KB_TICK_WORK) {
+        while (i < end && (w < KB_TICK_WORK || i - i0 < least)) {
             double c = L->cost0 + L->cost1 * (double) i;
             w += c > 1.0 ? c : 1.0;
             i++;

@@ -138,7 +138,9 @@ static inline int kb_tick(kb_ticker *t, double work)
 }
 
 /* A loop over items i = first..last-1 (rows, columns, tiles) run in chunks
- * of about KB_TICK_WORK units: each chunk is one parallel region of
+ * of about KB_TICK_WORK units (and at least nt x dynamic items, so that
+ * every thread has work when single items exceed a tick): each chunk is
+ * one parallel region of
  * kb_threads_for(nt, its work) threads; between chunks, outside the region,
  * after() (when given) looks at the chunk's results and may stop the loop,
  * and kb_check_interrupt() runs.  item() gets this thread's slice of

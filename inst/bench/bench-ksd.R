@@ -77,13 +77,13 @@ cat(sprintf("  ratio plain R (n = %d) / kernbayes (n = %d), per evaluation: %.1f
 # both sizes and their ratio (about 1: the loop is not bound by memory).
 n_big <- as.numeric(Sys.getenv("KB_BENCH_BIG", "1e6"))
 pairs <- 2.56e8
-per_pair <- function(nn) {
+per_pair <- function(nn, nt = 1L) {
   set.seed(2)
   xb <- matrix(stats::rnorm(nn * 10), nn, 10)
   rk <- kernbayes:::stein_setup(xb, -xb, imq_kernel(), FALSE)$kernel
   m <- ceiling(pairs / nn)
   t <- best_time(.Call(kernbayes:::C_kb_stein_block_sums, xb, -xb, rk,
-                       nn - m, nn, 1L, NULL), 2L)
+                       nn - m, nn, as.integer(nt), NULL), 2L)
   1e9 * t / (m * (nn - m / 2))
 }
 ns_small <- per_pair(1e5)
@@ -91,3 +91,11 @@ ns_big <- per_pair(n_big)
 cat(sprintf(paste0("rows past the cache, d = 10, 1 thread: n = 1e5 %.2f ns/pair, ",
                    "n = %g %.2f ns/pair, ratio %.2f (row by row, before: 2.1)\n"),
             ns_small, n_big, ns_big, ns_big / ns_small))
+# The same rows on 2 threads.  Each group of 16 rows at 1e6 is about 12
+# ticks of work; when a loop's chunk was cut at one tick it held a single
+# group and ran on one thread (speedup 1.0 at n = 3e5 and beyond): chunks now
+# hold at least one piece of the schedule per thread.
+ns_big2 <- per_pair(n_big, 2L)
+cat(sprintf(paste0("the same rows at n = %g on 2 threads: %.2f ns/pair, ",
+                   "speedup %.2f over 1 thread (one-item chunks before: 1.0)\n"),
+            n_big, ns_big2, ns_big / ns_big2))
