@@ -16,7 +16,10 @@ stratified_round <- function(w, N) {
   if (left <= 0L) return(sort(seq0)[seq_len(N)])
   rem <- pmax(w * N - base, 0)
   if (!(sum(rem) > 0)) rem <- w
-  cw <- cumsum(rem / sum(rem))
+  # the cumulative shares, capped at 1: summed in double precision (no
+  # long double, as on arm64 or under valgrind) they can pass 1 before the
+  # last row, and setting the last to 1 would leave them unsorted
+  cw <- pmin(cumsum(rem / sum(rem)), 1)
   cw[length(cw)] <- 1
   u <- (seq_len(left) - 1 + stats::runif(left)) / left
   sort(c(seq0, findInterval(u, cw, left.open = TRUE) + 1L))

@@ -495,8 +495,10 @@ test_that("kbr_cv() refuses an eps at which mu is rounding noise", {
   fold <- sample(rep_len(1:3, 60))
   mu <- ref_kbr_mu(Gx[fold != 1, fold != 1], rowMeans(Gx[fold != 1, fold != 1]), 1e-10)
   expect_lte(sum(mu^2), sum(fold != 1))
+  # G_X + n eps I has condition number about 1e8 here: 2e-6 relative
+  # without long double sums in the reference (arm64, valgrind)
   expect_lt(rel_err(cv$table$criterion,
-                    cv_direct_ref(Gx, Gy, fold, grid, "marginal")), 1e-6)
+                    cv_direct_ref(Gx, Gy, fold, grid, "marginal")), 1e-5)
 })
 
 test_that("kbr_cv() checks the arguments for the final fit before cross-validating", {

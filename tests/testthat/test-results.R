@@ -298,10 +298,13 @@ test_that("summarise_draws() of a weighted set is weighted", {
   wq <- kernbayes:::weighted_quantile
   expect_equal(wq(c(3, 1, 2), c(0.25, 0.5, 0.25), 0.5), 1 + 0.5 / 0.6,
                tolerance = 1e-14)
+  # the interpolation between order statistics magnifies the weights'
+  # rounding: without long double sums (arm64, valgrind) the medians differ
+  # by 2e-14 relative
   expect_equal(as.numeric(r$median), apply(p, 2L, wq, wn, 0.5),
-               tolerance = 1e-14)
+               tolerance = 1e-10)
   expect_equal(as.numeric(r$q5), apply(p, 2L, wq, wn, 0.05),
-               tolerance = 1e-14)
+               tolerance = 1e-10)
   # symmetric, R's type 7 for equal weights, zero weights ignored
   v <- stats::rnorm(30)
   u <- stats::runif(30)

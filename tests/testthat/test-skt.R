@@ -94,6 +94,23 @@ test_that("stratified_round: length N, sorted, rows in range, floors kept", {
   }
 })
 
+test_that("stratified_round: remainder shares that sum past 1 before the last row", {
+  # 131069 equal remainders and a last row of weight 0: the cumulative
+  # shares reach 1 + 4.4e-16 at row 131069 even with long double sums (in
+  # double precision, as on arm64, far smaller samples do), and setting the
+  # last share to 1 left them unsorted: findInterval() stopped
+  sr <- kernbayes:::stratified_round
+  k <- 131069
+  w <- c(rep(1, k), 0) / k
+  set.seed(3)
+  for (N in c(1L, 2L, 5L)) {
+    r <- sr(w, N)
+    expect_length(r, N)
+    expect_false(is.unsorted(r))
+    expect_true(all(r >= 1 & r <= k))
+  }
+})
+
 test_that("stratified_round: counts within the stratified bounds", {
   # Li, Dwivedi and Mackey's rounding draws one uniform per stratum of the
   # remainders (not one shared uniform, systematic), so a row whose
