@@ -156,8 +156,9 @@ test_that("KT (base kernel, MMD to the sample) gives the paper's coresets and in
                          swap = swap)
       set.seed(100 + n)
       u <- stats::runif(g * used / 2)
+      # the swap is checked below, from every tied start
       ref <- ktp_kt(K, g, u, ktp_delta_ours(0.5, used, g), rowMeans(K),
-                    swap = swap)
+                    swap = FALSE)
       expect_identical(res$coresets, ref$coresets)
       if (swap) {
         # with g = 1 the two halves are equally far from the sample (the
